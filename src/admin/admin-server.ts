@@ -1,0 +1,56 @@
+import http from 'node:http';
+import Fastify, { type FastifyInstance } from 'fastify';
+import type { Telemetry } from '../metrics/telemetry.js';
+
+export interface AdminOptions {
+  readonly telemetry: Telemetry;
+  readonly upstream: URL;
+  readonly upstreamHealthPath: string;
+}
+
+/** How long /readyz waits for the upstream's health answer; kubelet's default probe timeout is 1 s. */
+const READINESS_TIMEOUT_MS = 800;
+
+/**
+ * The admin listener: /metrics, /healthz, /readyz. A separate port from the proxy's, so nothing on
+ * the user-traffic port ever reaches these.
+ */
+export function createAdminServer(options: AdminOptions): FastifyInstance {
+  const app = Fastify({ logger: false });
+
+  app.get('/metrics', async (_request, reply) => {
+    const text = await options.telemetry.scrape();
+    return reply.header('content-type', 'text/plain; version=0.0.4; charset=utf-8').send(text);
+  });
+
+  // Liveness: the process serves; it says nothing about the upstream (restarting the sidecar
+  // would not fix a slow model server).
+  app.get('/healthz', async () => ({ status: 'ok' }));
+
+  // Readiness: only while the upstream answers, so the Service stops sending traffic to a pod whose
+  // inference server is down.
+  app.get('/readyz', async (_request, reply) => {
+    const answer = await probeUpstream(new URL(options.upstreamHealthPath, options.upstream));
+    return reply.code(answer.ready ? 200 : 503).send({ status: answer.ready ? 'ready' : 'not ready', upstream: answer.detail });
+  });
+
+  return app;
+}
+
+interface ProbeAnswer {
+  readonly ready: boolean;
+  readonly detail: string;
+}
+
+/** Ready when the upstream answers at all below 500 (Ollama has no /health and answers 404: it is up). */
+function probeUpstream(url: URL): Promise<ProbeAnswer> {
+  return new Promise((resolve) => {
+    const request = http.get(url, { agent: false, timeout: READINESS_TIMEOUT_MS }, (response) => {
+      response.resume();
+      const status = response.statusCode ?? 0;
+      resolve({ ready: status < 500, detail: `HTTP ${status}` });
+    });
+    request.on('timeout', () => request.destroy(new Error(`no answer within ${READINESS_TIMEOUT_MS} ms`)));
+    request.on('error', (error: NodeJS.ErrnoException) => resolve({ ready: false, detail: error.code ?? error.message }));
+  });
+}

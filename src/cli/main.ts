@@ -1,0 +1,92 @@
+import { parseArgs } from 'node:util';
+import type { SettingOverrides } from '../config/load.js';
+import { TokentapError } from '../errors.js';
+import { runDemo } from './demo.js';
+import { runServe } from './serve.js';
+import { runSimulate } from './simulate.js';
+
+export interface CliIO {
+  readonly stdout: NodeJS.WritableStream;
+  readonly stderr: NodeJS.WritableStream;
+  readonly env: Readonly<Record<string, string | undefined>>;
+  /** Resolves when the process should stop (SIGINT/SIGTERM); tests pass their own. */
+  readonly stopped?: Promise<void>;
+}
+
+const USAGE = `Usage: tokentap <command> [flags]
+
+Commands:
+  serve      run the sidecar: proxy listener in front of the upstream, admin listener with /metrics
+  simulate   run the built-in inference-server simulator (vLLM's OpenAI-compatible API)
+  demo       simulator + sidecar + demo traffic, with a live summary (what \`npm start\` runs)
+  help       show this text
+
+serve flags (each also settable by environment and config file; flags win):
+  --upstream URL          upstream inference server       TOKENTAP_UPSTREAM      (default http://127.0.0.1:8000)
+  --listen HOST:PORT      proxy listener                  TOKENTAP_LISTEN        (default 0.0.0.0:8080)
+  --admin-listen HOST:PORT  admin listener (/metrics)     TOKENTAP_ADMIN_LISTEN  (default 0.0.0.0:9464)
+  --config FILE           YAML configuration file         TOKENTAP_CONFIG
+
+Run \`tokentap simulate --help\` for the simulator's flags.
+`;
+
+/**
+ * The CLI as a function of (arguments, streams) that returns an exit code, so it is testable
+ * without spawning processes (STYLE.md habit 7).
+ */
+export async function main(argv: readonly string[], io: CliIO): Promise<number> {
+  const [command, ...rest] = argv;
+  const stopped = io.stopped ?? untilSignal();
+  try {
+    switch (command) {
+      case 'serve':
+        return await runServe(parseServeFlags(rest), io, stopped);
+      case 'simulate':
+        return await runSimulate(rest, io, stopped);
+      case 'demo':
+        return await runDemo(rest, io, stopped);
+      case undefined:
+      case 'help':
+      case '--help':
+      case '-h':
+        io.stdout.write(USAGE);
+        return command === undefined ? 2 : 0;
+      default:
+        throw new TokentapError('TOKENTAP_ERR_USAGE', [`unknown command "${command}"; commands: serve, simulate, demo, help`]);
+    }
+  } catch (error) {
+    io.stderr.write(`tokentap: ${error instanceof Error ? error.message : String(error)}\n`);
+    return error instanceof TokentapError && error.code === 'TOKENTAP_ERR_USAGE' ? 2 : 1;
+  }
+}
+
+export function parseServeFlags(argv: readonly string[]): SettingOverrides {
+  try {
+    const { values } = parseArgs({
+      args: [...argv],
+      options: {
+        upstream: { type: 'string' },
+        listen: { type: 'string' },
+        'admin-listen': { type: 'string' },
+        config: { type: 'string' },
+      },
+      strict: true,
+      allowPositionals: false,
+    });
+    return { upstream: values.upstream, listen: values.listen, adminListen: values['admin-listen'], config: values.config };
+  } catch (error) {
+    throw new TokentapError('TOKENTAP_ERR_USAGE', [(error as Error).message]);
+  }
+}
+
+function untilSignal(): Promise<void> {
+  return new Promise((resolve) => {
+    const stop = (): void => {
+      process.off('SIGINT', stop);
+      process.off('SIGTERM', stop);
+      resolve();
+    };
+    process.on('SIGINT', stop);
+    process.on('SIGTERM', stop);
+  });
+}

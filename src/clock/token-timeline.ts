@@ -1,0 +1,88 @@
+/**
+ * One request's token timeline: the timestamps and counts from which every latency in DESIGN.md
+ * section 2 is derived. Pure state driven by the tap and the proxy with times from an injected
+ * clock, so a test can assert exact values.
+ *
+ * Inter-token gaps are reported live to the sink (one call per content event after the first), so a
+ * long stream's ITL is visible while it runs; everything per-request is derived at the end.
+ */
+export interface InterTokenSink {
+  /**
+   * A content event arrived `gapMs` after the previous one and carried `tokens` tokens: one
+   * per-chunk sample of `gapMs`, and `tokens` per-token samples of `gapMs / tokens`.
+   */
+  interToken(gapMs: number, tokens: number): void;
+}
+
+export type TokenSource = 'usage' | 'counted';
+
+export class TokenTimeline {
+  readonly startMs: number;
+  /** NaN until it happened. */
+  firstByteMs = Number.NaN;
+  firstTokenMs = Number.NaN;
+  lastTokenMs = Number.NaN;
+  contentEvents = 0;
+  countedTokens = 0;
+  /** From the server's own usage report; NaN when it sent none. */
+  reportedInputTokens = Number.NaN;
+  reportedOutputTokens = Number.NaN;
+  /** A terminal event ([DONE], finish_reason...) was seen. */
+  terminal = false;
+  /** The stream itself reported an error (an error event in an otherwise 2xx stream). */
+  errorEvent = false;
+  private readonly sink: InterTokenSink;
+
+  constructor(startMs: number, sink: InterTokenSink) {
+    this.startMs = startMs;
+    this.sink = sink;
+  }
+
+  bytes(nowMs: number): void {
+    if (Number.isNaN(this.firstByteMs)) this.firstByteMs = nowMs;
+  }
+
+  /** A content-bearing event (text, reasoning or tool-call delta) carrying `tokens` tokens (>= 1). */
+  content(nowMs: number, tokens: number): void {
+    if (this.contentEvents === 0) {
+      this.firstTokenMs = nowMs;
+    } else {
+      this.sink.interToken(nowMs - this.lastTokenMs, tokens);
+    }
+    this.lastTokenMs = nowMs;
+    this.contentEvents++;
+    this.countedTokens += tokens;
+  }
+
+  /** Cumulative usage as reported by the server; later reports replace earlier ones. */
+  usage(inputTokens: number | undefined, outputTokens: number | undefined): void {
+    if (inputTokens !== undefined) this.reportedInputTokens = inputTokens;
+    if (outputTokens !== undefined) this.reportedOutputTokens = outputTokens;
+  }
+
+  get ttfbMs(): number {
+    return this.firstByteMs - this.startMs;
+  }
+
+  get ttftMs(): number {
+    return this.firstTokenMs - this.startMs;
+  }
+
+  get outputTokenSource(): TokenSource {
+    return Number.isNaN(this.reportedOutputTokens) ? 'counted' : 'usage';
+  }
+
+  get outputTokens(): number {
+    return Number.isNaN(this.reportedOutputTokens) ? this.countedTokens : this.reportedOutputTokens;
+  }
+
+  /**
+   * TPOT as vLLM and the OTel semantic conventions define it: (last token - first token) /
+   * (output tokens - 1). NaN for fewer than two tokens or when no token was streamed.
+   */
+  get tpotMs(): number {
+    const tokens = this.outputTokens;
+    if (this.contentEvents === 0 || tokens < 2) return Number.NaN;
+    return (this.lastTokenMs - this.firstTokenMs) / (tokens - 1);
+  }
+}

@@ -1,0 +1,221 @@
+/**
+ * Every metric tokentap emits, as data: the recorder creates instruments from this table and the
+ * renderers (rules, dashboards) read the same table, so nothing can name a metric, label or bucket
+ * that is not emitted (DESIGN.md section 3, STYLE.md habit 6).
+ *
+ * Names follow the OpenTelemetry GenAI semantic conventions where they exist
+ * (https://opentelemetry.io/docs/specs/semconv/gen-ai/gen-ai-metrics/); everything else lives
+ * under `tokentap.`. `promName` is the name Prometheus sees. The OTel Prometheus exporter in use
+ * does not append unit suffixes, so the exporter layer renames OTel names to these (see
+ * prometheus-endpoint.ts); OTLP keeps the semantic-convention names.
+ */
+
+export type MetricKind = 'histogram' | 'counter' | 'updowncounter';
+
+/** Label keys as OpenTelemetry attribute names; Prometheus renders `.` as `_`. */
+export const ATTR = {
+  workload: 'workload',
+  model: 'gen_ai.request.model',
+  outcome: 'outcome',
+  statusClass: 'http_status_class',
+  tokenType: 'gen_ai.token.type',
+  tokenSource: 'token_source',
+  reason: 'reason',
+} as const;
+
+export interface MetricDefinition {
+  readonly kind: MetricKind;
+  /** OpenTelemetry instrument name. */
+  readonly otelName: string;
+  /** Name in the Prometheus exposition (what dashboards and rules query). */
+  readonly promName: string;
+  readonly unit: string;
+  readonly description: string;
+  /** Attribute keys besides the per-request base labels (workload, model). */
+  readonly extraLabels: readonly string[];
+  /** Whether the series carry the base labels `workload` and `gen_ai.request.model`. */
+  readonly baseLabels: boolean;
+  /** Histograms only: default bucket boundaries, before configured SLO thresholds are inserted. */
+  readonly defaultBuckets?: readonly number[];
+}
+
+/**
+ * Default TTFT boundaries: the OTel semconv advice list, which vLLM also uses, plus the common SLO
+ * thresholds the advice list lacks (0.2 s, 0.3 s): without them `bucket{le="0.2"}` cannot be an
+ * exact SLI, which is the commonest complaint about vLLM's buckets.
+ */
+const TTFT_BUCKETS = [
+  0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.15, 0.2, 0.25, 0.3, 0.5, 0.75, 1, 2.5, 5, 7.5, 10,
+  20, 40, 80,
+] as const;
+
+/**
+ * Inter-token gaps on loopback can be well under 10 ms (speculative decoding, small models), so the
+ * vLLM list is extended downwards to 1 ms; 0.02 and 0.05/0.1 cover the usual ITL budgets.
+ */
+const ITL_BUCKETS = [
+  0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3,
+  0.4, 0.5, 0.75, 1, 2.5, 5, 10,
+] as const;
+
+/** OTel semconv advice for gen_ai.server.time_per_output_token, extended down to 1 ms. */
+const TPOT_BUCKETS = [
+  0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5,
+] as const;
+
+/** OTel semconv advice for gen_ai.server.request.duration, plus round SLO thresholds (1 s, 3 s...). */
+const E2E_BUCKETS = [
+  0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.5, 0.64, 1, 1.28, 2, 2.56, 3, 5, 5.12, 10, 10.24, 20, 20.48, 30,
+  40.96, 60, 81.92, 120, 300,
+] as const;
+
+/** OTel semconv advice for gen_ai.client.token.usage. */
+const TOKEN_BUCKETS = [
+  1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864,
+] as const;
+
+export const METRICS = {
+  /** TTFB: request received by the proxy -> first response body byte. One sample per request with a body. */
+  ttfb: {
+    kind: 'histogram',
+    otelName: 'tokentap.time_to_first_byte',
+    promName: 'tokentap_time_to_first_byte_seconds',
+    unit: 's',
+    description: 'Time from the request reaching the proxy to the first response body byte from the upstream.',
+    extraLabels: [],
+    baseLabels: true,
+    defaultBuckets: TTFT_BUCKETS,
+  },
+  /**
+   * TTFT: request received by the proxy -> first content-bearing event (text, reasoning or tool-call
+   * delta; not a role-only prelude, empty delta or comment). One sample per streamed request that
+   * produced a token. Semconv: gen_ai.server.time_to_first_token.
+   */
+  ttft: {
+    kind: 'histogram',
+    otelName: 'gen_ai.server.time_to_first_token',
+    promName: 'gen_ai_server_time_to_first_token_seconds',
+    unit: 's',
+    description: 'Time from the request reaching the proxy to the first content-bearing streamed event.',
+    extraLabels: [],
+    baseLabels: true,
+    defaultBuckets: TTFT_BUCKETS,
+  },
+  /**
+   * ITL per token: gap between consecutive content events divided by the tokens in the later one;
+   * an n-token chunk yields n equal samples.
+   */
+  itlToken: {
+    kind: 'histogram',
+    otelName: 'tokentap.inter_token_latency',
+    promName: 'tokentap_inter_token_latency_seconds',
+    unit: 's',
+    description: 'Gap between consecutive content events divided by the tokens in the later event; one sample per token.',
+    extraLabels: [],
+    baseLabels: true,
+    defaultBuckets: ITL_BUCKETS,
+  },
+  /** ITL per chunk: gap between consecutive content events, one sample per event (what the wire shows). */
+  itlChunk: {
+    kind: 'histogram',
+    otelName: 'tokentap.inter_chunk_latency',
+    promName: 'tokentap_inter_chunk_latency_seconds',
+    unit: 's',
+    description: 'Gap between consecutive content events; one sample per event after the first.',
+    extraLabels: [],
+    baseLabels: true,
+    defaultBuckets: ITL_BUCKETS,
+  },
+  /**
+   * TPOT: (last token time - first token time) / (output tokens - 1), one sample per streamed request
+   * with at least two output tokens. Semconv and vLLM: gen_ai.server.time_per_output_token.
+   */
+  tpot: {
+    kind: 'histogram',
+    otelName: 'gen_ai.server.time_per_output_token',
+    promName: 'gen_ai_server_time_per_output_token_seconds',
+    unit: 's',
+    description: 'Time between the first and last token divided by output tokens minus one, per streamed request.',
+    extraLabels: [],
+    baseLabels: true,
+    defaultBuckets: TPOT_BUCKETS,
+  },
+  /** e2e: request received by the proxy -> last byte handed to the client (or the request's end). Every request. */
+  e2e: {
+    kind: 'histogram',
+    otelName: 'gen_ai.server.request.duration',
+    promName: 'gen_ai_server_request_duration_seconds',
+    unit: 's',
+    description: 'Time from the request reaching the proxy to the last response byte written to the client, every request.',
+    extraLabels: [ATTR.outcome],
+    baseLabels: true,
+    defaultBuckets: E2E_BUCKETS,
+  },
+  /** Tokens per request by type (input/output). Semconv: gen_ai.client.token.usage. */
+  tokenUsage: {
+    kind: 'histogram',
+    otelName: 'gen_ai.client.token.usage',
+    promName: 'gen_ai_client_token_usage',
+    unit: '{token}',
+    description: 'Input and output tokens per request, from the reported usage when present, else counted.',
+    extraLabels: [ATTR.tokenType],
+    baseLabels: true,
+    defaultBuckets: TOKEN_BUCKETS,
+  },
+  /** Token totals; `rate()` of it is tokens per second. `token_source` says usage or counted. */
+  tokens: {
+    kind: 'counter',
+    otelName: 'tokentap.tokens',
+    promName: 'tokentap_tokens_total',
+    unit: '{token}',
+    description: 'Input and output tokens, with where the count came from (usage reported by the server, or counted from content events).',
+    extraLabels: [ATTR.tokenType, ATTR.tokenSource],
+    baseLabels: true,
+  },
+  /** One per finished request, by outcome (completed, client_cancelled, upstream_error, truncated, timeout). */
+  requests: {
+    kind: 'counter',
+    otelName: 'tokentap.requests',
+    promName: 'tokentap_requests_total',
+    unit: '{request}',
+    description: 'Finished requests by outcome and HTTP status class; the source of requests per second.',
+    extraLabels: [ATTR.outcome, ATTR.statusClass],
+    baseLabels: true,
+  },
+  inFlight: {
+    kind: 'updowncounter',
+    otelName: 'tokentap.requests.in_flight',
+    promName: 'tokentap_requests_in_flight',
+    unit: '{request}',
+    description: 'Requests received by the proxy and not yet finished.',
+    extraLabels: [],
+    baseLabels: true,
+  },
+  /** A tap that threw: counted, disabled for that request, the stream itself untouched. */
+  tapErrors: {
+    kind: 'counter',
+    otelName: 'tokentap.tap.errors',
+    promName: 'tokentap_tap_errors_total',
+    unit: '{error}',
+    description: 'Observation failures (undecodable event, tap exception); the stream is forwarded regardless.',
+    extraLabels: [ATTR.reason],
+    baseLabels: false,
+  },
+} as const satisfies Record<string, MetricDefinition>;
+
+export type MetricKey = keyof typeof METRICS;
+export type HistogramKey = { [K in MetricKey]: (typeof METRICS)[K]['kind'] extends 'histogram' ? K : never }[MetricKey];
+
+export const HISTOGRAM_KEYS = (Object.keys(METRICS) as MetricKey[]).filter(
+  (key): key is HistogramKey => METRICS[key].kind === 'histogram',
+);
+
+/** Prometheus label name for an OTel attribute key. */
+export function promLabel(attribute: string): string {
+  return attribute.replaceAll('.', '_');
+}
+
+/** Sorted, de-duplicated boundaries with every extra value inserted as an exact boundary. */
+export function mergeBuckets(base: readonly number[], extra: readonly number[]): number[] {
+  return [...new Set([...base, ...extra])].sort((a, b) => a - b);
+}

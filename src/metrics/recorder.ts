@@ -1,0 +1,100 @@
+import type { Attributes, Counter, Histogram, Meter, UpDownCounter } from '@opentelemetry/api';
+import type { TokenSource } from '../clock/token-timeline.js';
+import { ATTR, METRICS, type HistogramKey } from './definitions.js';
+
+export type Outcome = 'completed' | 'client_cancelled' | 'upstream_error' | 'truncated' | 'timeout';
+
+/** Everything measured about one finished request; NaN where a quantity does not apply. */
+export interface RequestSummary {
+  readonly outcome: Outcome;
+  /** "2xx".."5xx", or "none" when no status was sent to the client. */
+  readonly statusClass: string;
+  readonly ttfbMs: number;
+  readonly ttftMs: number;
+  readonly tpotMs: number;
+  readonly e2eMs: number;
+  readonly inputTokens: number;
+  readonly outputTokens: number;
+  readonly tokenSource: TokenSource;
+}
+
+const MS_PER_S = 1000;
+
+/**
+ * Turns measurements into OpenTelemetry instruments built from the definitions table. Attribute
+ * objects are made once per request and reused for every sample of it.
+ */
+export class Recorder {
+  private readonly histograms: Record<HistogramKey, Histogram>;
+  private readonly requests: Counter;
+  private readonly tokens: Counter;
+  private readonly inFlight: UpDownCounter;
+  private readonly tapErrors: Counter;
+
+  constructor(meter: Meter, buckets: Readonly<Record<HistogramKey, readonly number[]>>) {
+    const histogram = (key: HistogramKey): Histogram => {
+      const def = METRICS[key];
+      return meter.createHistogram(def.otelName, {
+        unit: def.unit,
+        description: def.description,
+        advice: { explicitBucketBoundaries: [...buckets[key]] },
+      });
+    };
+    this.histograms = {
+      ttfb: histogram('ttfb'),
+      ttft: histogram('ttft'),
+      itlToken: histogram('itlToken'),
+      itlChunk: histogram('itlChunk'),
+      tpot: histogram('tpot'),
+      e2e: histogram('e2e'),
+      tokenUsage: histogram('tokenUsage'),
+    };
+    const { requests, tokens, inFlight, tapErrors } = METRICS;
+    this.requests = meter.createCounter(requests.otelName, { unit: requests.unit, description: requests.description });
+    this.tokens = meter.createCounter(tokens.otelName, { unit: tokens.unit, description: tokens.description });
+    this.inFlight = meter.createUpDownCounter(inFlight.otelName, { unit: inFlight.unit, description: inFlight.description });
+    this.tapErrors = meter.createCounter(tapErrors.otelName, { unit: tapErrors.unit, description: tapErrors.description });
+  }
+
+  /** The base attributes of every series of one request. */
+  requestAttributes(workload: string, model: string): Attributes {
+    return { [ATTR.workload]: workload, [ATTR.model]: model };
+  }
+
+  started(attributes: Attributes): void {
+    this.inFlight.add(1, attributes);
+  }
+
+  /** One per-chunk sample of the gap and `tokens` per-token samples of gap / tokens. */
+  interToken(attributes: Attributes, gapMs: number, tokens: number): void {
+    const gapS = gapMs / MS_PER_S;
+    this.histograms.itlChunk.record(gapS, attributes);
+    const perToken = gapS / tokens;
+    const itlToken = this.histograms.itlToken;
+    for (let i = 0; i < tokens; i++) itlToken.record(perToken, attributes);
+  }
+
+  finished(attributes: Attributes, summary: RequestSummary): void {
+    this.inFlight.add(-1, attributes);
+    const h = this.histograms;
+    if (!Number.isNaN(summary.ttfbMs)) h.ttfb.record(summary.ttfbMs / MS_PER_S, attributes);
+    if (!Number.isNaN(summary.ttftMs)) h.ttft.record(summary.ttftMs / MS_PER_S, attributes);
+    if (!Number.isNaN(summary.tpotMs)) h.tpot.record(summary.tpotMs / MS_PER_S, attributes);
+    h.e2e.record(summary.e2eMs / MS_PER_S, { ...attributes, [ATTR.outcome]: summary.outcome });
+    this.requests.add(1, { ...attributes, [ATTR.outcome]: summary.outcome, [ATTR.statusClass]: summary.statusClass });
+    if (!Number.isNaN(summary.inputTokens)) {
+      const input = { ...attributes, [ATTR.tokenType]: 'input' };
+      h.tokenUsage.record(summary.inputTokens, input);
+      this.tokens.add(summary.inputTokens, { ...input, [ATTR.tokenSource]: 'usage' });
+    }
+    if (summary.outputTokens > 0 || summary.tokenSource === 'usage') {
+      const output = { ...attributes, [ATTR.tokenType]: 'output' };
+      h.tokenUsage.record(summary.outputTokens, output);
+      this.tokens.add(summary.outputTokens, { ...output, [ATTR.tokenSource]: summary.tokenSource });
+    }
+  }
+
+  tapProblem(reason: string): void {
+    this.tapErrors.add(1, { [ATTR.reason]: reason });
+  }
+}

@@ -1,0 +1,62 @@
+import type { Meter } from '@opentelemetry/api';
+import { PrometheusExporter, PrometheusSerializer } from '@opentelemetry/exporter-prometheus';
+import { metrics } from '@opentelemetry/sdk-node';
+import { collectDefaultMetrics, Registry } from 'prom-client';
+import { METRICS } from './definitions.js';
+
+type ResourceMetrics = metrics.ResourceMetrics;
+
+/** The Prometheus name of each OTel instrument (see definitions.ts for why the exporter needs it). */
+const PROM_NAMES = new Map<string, string>(Object.values(METRICS).map((def) => [def.otelName, def.promName]));
+
+/**
+ * The metrics pipeline: an OpenTelemetry MeterProvider whose Prometheus reader is pulled on scrape
+ * (no exporter HTTP server of its own: /metrics lives on the admin listener), plus prom-client's
+ * process metrics (event-loop lag, heap, GC, CPU) appended to the same exposition.
+ */
+export class Telemetry {
+  readonly meter: Meter;
+  private readonly provider: metrics.MeterProvider;
+  private readonly reader: PrometheusExporter;
+  private readonly processRegistry = new Registry();
+  /** No target_info or otel_scope_* noise on every series: Prometheus adds target labels itself. */
+  private readonly serializer = new PrometheusSerializer(undefined, false, undefined, true, true);
+
+  constructor() {
+    this.reader = new PrometheusExporter({ preventServerStart: true });
+    this.provider = new metrics.MeterProvider({ readers: [this.reader] });
+    this.meter = this.provider.getMeter('tokentap');
+    collectDefaultMetrics({ register: this.processRegistry });
+  }
+
+  /** The OTel data points, as collected for a scrape; for in-process readers such as the demo summary. */
+  async collect(): Promise<ResourceMetrics> {
+    const { resourceMetrics } = await this.reader.collect();
+    return resourceMetrics;
+  }
+
+  /** Prometheus text exposition (format 0.0.4). */
+  async scrape(): Promise<string> {
+    const ours = this.serializer.serialize(withPrometheusNames(await this.collect()));
+    const process = await this.processRegistry.metrics();
+    return `${ours}${ours.endsWith('\n') ? '' : '\n'}${process}`;
+  }
+
+  async shutdown(): Promise<void> {
+    this.processRegistry.clear();
+    await this.provider.shutdown();
+  }
+}
+
+function withPrometheusNames(resourceMetrics: ResourceMetrics): ResourceMetrics {
+  return {
+    ...resourceMetrics,
+    scopeMetrics: resourceMetrics.scopeMetrics.map((scope) => ({
+      ...scope,
+      metrics: scope.metrics.map((metric) => {
+        const promName = PROM_NAMES.get(metric.descriptor.name);
+        return promName === undefined ? metric : { ...metric, descriptor: { ...metric.descriptor, name: promName } };
+      }),
+    })),
+  };
+}

@@ -1,0 +1,313 @@
+import type { IncomingHttpHeaders } from 'node:http';
+import { parseArgs } from 'node:util';
+import { TokentapError } from '../errors.js';
+
+/**
+ * Simulator settings: one definition per setting (type, flag, header), read by the programmatic
+ * API, the command line and the per-request headers, so the three can never disagree. Everything is
+ * validated once at its boundary (STYLE.md habit 2): a bad option or flag stops start-up with every
+ * problem listed; a bad header is answered with a 400 that names it.
+ */
+
+export type UsageMode = 'auto' | 'always' | 'never';
+
+export interface SimulatorOptions {
+  host?: string;
+  port?: number;
+  /** Delay from the request body received to the first content token. */
+  ttftMs?: number;
+  /** Delay between content chunks. */
+  itlMs?: number;
+  /** Uniform random ± jitter added to each delay (a delay never goes below 0). */
+  jitterMs?: number;
+  /** Tokens generated when the request sets no max_tokens; a smaller max_tokens caps it. */
+  outputTokens?: number;
+  /** Tokens joined into one delta per chunk, like vLLM with a stream interval or speculative decoding. */
+  tokensPerChunk?: number;
+  /** Send vLLM's role-only first chunk on chat streams. */
+  rolePrelude?: boolean;
+  /** auto: usage chunk iff the request asks (stream_options.include_usage); always: as vLLM's --enable-force-include-usage. */
+  usage?: UsageMode;
+  /** Served model name: listed by /v1/models and used when a request names none. */
+  model?: string;
+}
+
+/** How one generation behaves: the simulator's settings, overridable per request by `x-sim-*` headers. */
+export interface Behaviour {
+  readonly ttftMs: number;
+  readonly itlMs: number;
+  readonly jitterMs: number;
+  readonly outputTokens: number;
+  readonly tokensPerChunk: number;
+  readonly rolePrelude: boolean;
+  readonly usage: UsageMode;
+}
+
+/**
+ * An injected failure. `afterTokens` counts content tokens sent before it strikes; a fault whose
+ * count exceeds the tokens the request generates never strikes.
+ */
+export type Fault =
+  | { readonly kind: 'none' }
+  | { readonly kind: 'status'; readonly status: number }
+  | { readonly kind: 'reset' | 'truncate' | 'stall'; readonly afterTokens: number };
+
+export interface RequestBehaviour extends Behaviour {
+  readonly fault: Fault;
+  /** Seeds the generated text; unset, the simulator uses its request counter. */
+  readonly seed: number | undefined;
+}
+
+export interface SimulatorSettings {
+  readonly host: string;
+  readonly port: number;
+  readonly model: string;
+  readonly behaviour: Behaviour;
+}
+
+/** Header names a client (test, load generator) sets to change one request. */
+export const SIM_HEADER = Object.freeze({
+  ttftMs: 'x-sim-ttft-ms',
+  itlMs: 'x-sim-itl-ms',
+  jitterMs: 'x-sim-jitter-ms',
+  outputTokens: 'x-sim-output-tokens',
+  tokensPerChunk: 'x-sim-tokens-per-chunk',
+  rolePrelude: 'x-sim-role-prelude',
+  usage: 'x-sim-usage',
+  fault: 'x-sim-fault',
+  seed: 'x-sim-seed',
+});
+
+export const DEFAULT_SETTINGS: SimulatorSettings = Object.freeze({
+  host: '127.0.0.1',
+  port: 8000,
+  model: 'sim-model',
+  behaviour: Object.freeze({
+    ttftMs: 50,
+    itlMs: 20,
+    jitterMs: 0,
+    outputTokens: 64,
+    tokensPerChunk: 1,
+    rolePrelude: true,
+    usage: 'auto',
+  }),
+});
+
+/** Long enough for any test or demo, well inside setTimeout's 2^31-1 ms limit. */
+const MAX_DELAY_MS = 3_600_000;
+const MAX_TOKENS = 1_000_000;
+
+interface ValueType<T> {
+  /** What a valid value looks like, for error messages. */
+  readonly expected: string;
+  /** The value given to the programmatic API, or undefined when it is not valid. */
+  fromValue(value: unknown): T | undefined;
+  /** The value given as text (a flag or a header), or undefined when it is not valid. */
+  fromText(text: string): T | undefined;
+}
+
+function numberType(min: number, max: number, integer: boolean): ValueType<number> {
+  const syntax = integer ? /^\d+$/ : /^\d+(?:\.\d+)?$/;
+  const fromValue = (value: unknown): number | undefined =>
+    typeof value === 'number' &&
+    (integer ? Number.isInteger(value) : Number.isFinite(value)) &&
+    value >= min &&
+    value <= max
+      ? value
+      : undefined;
+  return {
+    expected: `${integer ? 'an integer' : 'a number'} from ${min} to ${max}`,
+    fromValue,
+    fromText: (text) => (syntax.test(text) ? fromValue(Number(text)) : undefined),
+  };
+}
+
+function oneOfType<T extends string>(values: readonly T[]): ValueType<T> {
+  const fromValue = (value: unknown): T | undefined =>
+    values.find((candidate) => candidate === value);
+  return { expected: `one of ${values.join(', ')}`, fromValue, fromText: fromValue };
+}
+
+const booleanType: ValueType<boolean> = {
+  expected: 'true or false',
+  fromValue: (value) => (typeof value === 'boolean' ? value : undefined),
+  fromText: (text) => (text === 'true' ? true : text === 'false' ? false : undefined),
+};
+
+/** Printable and short: the name is echoed into every response and log line. */
+const nameType: ValueType<string> = {
+  expected: 'a non-empty printable string of at most 256 characters',
+  fromValue: (value) =>
+    typeof value === 'string' && value.length > 0 && value.length <= 256 && !/\p{Cc}/u.test(value)
+      ? value
+      : undefined,
+  fromText: (text) => nameType.fromValue(text),
+};
+
+const millisecondsType = numberType(0, MAX_DELAY_MS, false);
+
+const faultType: ValueType<Fault> = {
+  expected: 'none, status:<400-599>, reset:<n>, truncate:<n> or stall:<n>',
+  fromValue: (value) => (typeof value === 'string' ? faultType.fromText(value) : undefined),
+  fromText: (text) => {
+    if (text === 'none') return { kind: 'none' };
+    const match = /^(status|reset|truncate|stall):(\d+)$/.exec(text);
+    if (match === null) return undefined;
+    const kind = match[1] as 'status' | 'reset' | 'truncate' | 'stall';
+    const count = Number(match[2]);
+    if (kind === 'status') return count >= 400 && count <= 599 ? { kind, status: count } : undefined;
+    return count <= MAX_TOKENS ? { kind, afterTokens: count } : undefined;
+  },
+};
+
+interface Setting<T> {
+  readonly type: ValueType<T>;
+  readonly flag: string;
+}
+
+const BEHAVIOUR_SETTINGS: { readonly [K in keyof Behaviour]: Setting<Behaviour[K]> } = {
+  ttftMs: { type: millisecondsType, flag: '--ttft-ms' },
+  itlMs: { type: millisecondsType, flag: '--itl-ms' },
+  jitterMs: { type: millisecondsType, flag: '--jitter-ms' },
+  outputTokens: { type: numberType(0, MAX_TOKENS, true), flag: '--output-tokens' },
+  tokensPerChunk: { type: numberType(1, 1000, true), flag: '--tokens-per-chunk' },
+  rolePrelude: { type: booleanType, flag: '--role-prelude' },
+  usage: { type: oneOfType(['auto', 'always', 'never'] as const), flag: '--usage' },
+};
+
+const SERVER_SETTINGS = {
+  host: { type: nameType, flag: '--host' },
+  port: { type: numberType(0, 65535, true), flag: '--port' },
+  model: { type: nameType, flag: '--model' },
+} as const satisfies Record<string, Setting<unknown>>;
+
+const BEHAVIOUR_KEYS = Object.keys(BEHAVIOUR_SETTINGS) as (keyof Behaviour)[];
+const ALL_SETTINGS: Readonly<Record<string, Setting<unknown>>> = { ...SERVER_SETTINGS, ...BEHAVIOUR_SETTINGS };
+
+function describe(value: unknown): string {
+  return typeof value === 'string' ? JSON.stringify(value) : String(value);
+}
+
+/**
+ * Validates programmatic options over the defaults. Throws TOKENTAP_ERR_CONFIG_INVALID listing
+ * every problem, each naming its option.
+ */
+export function resolveSimulatorOptions(options: SimulatorOptions): SimulatorSettings {
+  const given = options as Record<string, unknown>;
+  const problems = Object.keys(given)
+    .filter((key) => !(key in ALL_SETTINGS))
+    .map((key) => `simulator option ${key}: unknown option`);
+  function pick<T>(key: string, setting: Setting<T>, fallback: T): T {
+    const raw = given[key];
+    if (raw === undefined) return fallback;
+    const value = setting.type.fromValue(raw);
+    if (value !== undefined) return value;
+    problems.push(`simulator option ${key}: expected ${setting.type.expected}, got ${describe(raw)}`);
+    return fallback;
+  }
+  const defaults = DEFAULT_SETTINGS.behaviour;
+  const behaviour = Object.freeze(
+    Object.fromEntries(BEHAVIOUR_KEYS.map((key) => [key, pick<unknown>(key, BEHAVIOUR_SETTINGS[key], defaults[key])])),
+  ) as Behaviour;
+  const settings: SimulatorSettings = Object.freeze({
+    host: pick('host', SERVER_SETTINGS.host, DEFAULT_SETTINGS.host),
+    port: pick('port', SERVER_SETTINGS.port, DEFAULT_SETTINGS.port),
+    model: pick('model', SERVER_SETTINGS.model, DEFAULT_SETTINGS.model),
+    behaviour,
+  });
+  if (problems.length > 0) throw new TokentapError('TOKENTAP_ERR_CONFIG_INVALID', problems);
+  return settings;
+}
+
+/**
+ * The simulator's command line, one flag per setting: `--host`, `--port`, `--ttft-ms`,
+ * `--itl-ms`, `--jitter-ms`, `--output-tokens`, `--tokens-per-chunk`,
+ * `--role-prelude`/`--no-role-prelude`, `--usage`, `--model`. Returns only the options given;
+ * throws TOKENTAP_ERR_USAGE naming each bad flag.
+ */
+export function parseSimulatorFlags(argv: string[]): SimulatorOptions {
+  const parseOptions: Record<string, { type: 'string' | 'boolean' }> = {};
+  for (const setting of Object.values(ALL_SETTINGS)) {
+    const name = setting.flag.slice(2);
+    if (setting.type === booleanType) {
+      // node:util parseArgs in Node 20 has no `allowNegative`, so the negation is a flag of its own.
+      parseOptions[name] = { type: 'boolean' };
+      parseOptions[`no-${name}`] = { type: 'boolean' };
+    } else {
+      parseOptions[name] = { type: 'string' };
+    }
+  }
+
+  let values: Record<string, string | boolean | undefined>;
+  try {
+    ({ values } = parseArgs({ args: argv, options: parseOptions, strict: true, allowPositionals: false }));
+  } catch (error) {
+    // parseArgs' own messages already name the flag ("Unknown option '--foo'").
+    throw new TokentapError('TOKENTAP_ERR_USAGE', [(error as Error).message]);
+  }
+
+  const problems: string[] = [];
+  const options: Record<string, unknown> = {};
+  for (const [key, setting] of Object.entries(ALL_SETTINGS)) {
+    const name = setting.flag.slice(2);
+    if (setting.type === booleanType) {
+      const on = values[name] === true;
+      const off = values[`no-${name}`] === true;
+      if (on && off) problems.push(`${setting.flag} and --no-${name}: give at most one of them`);
+      else if (on || off) options[key] = on;
+      continue;
+    }
+    const text = values[name];
+    if (typeof text !== 'string') continue;
+    const value = setting.type.fromText(text);
+    if (value === undefined) {
+      problems.push(`${setting.flag}: expected ${setting.type.expected}, got ${JSON.stringify(text)}`);
+    } else {
+      options[key] = value;
+    }
+  }
+  if (problems.length > 0) throw new TokentapError('TOKENTAP_ERR_USAGE', problems);
+  return options as SimulatorOptions;
+}
+
+/** A header the simulator cannot honour; answered with a 400 naming it. */
+export interface HeaderProblem {
+  readonly header: string;
+  readonly message: string;
+}
+
+const HEADER_SETTINGS: ReadonlyMap<string, { readonly key: string; readonly type: ValueType<unknown> }> = new Map([
+  ...BEHAVIOUR_KEYS.map((key) => [SIM_HEADER[key], { key, type: BEHAVIOUR_SETTINGS[key].type as ValueType<unknown> }] as const),
+  [SIM_HEADER.fault, { key: 'fault', type: faultType }],
+  [SIM_HEADER.seed, { key: 'seed', type: numberType(0, 0xffffffff, true) }],
+]);
+
+const SIM_HEADER_PREFIX = 'x-sim-';
+
+/**
+ * The behaviour for one request: `base` overridden by its `x-sim-*` headers. An unknown `x-sim-*`
+ * header is a problem too, so a typo cannot silently leave a test running with defaults.
+ */
+export function requestBehaviour(
+  base: Behaviour,
+  headers: IncomingHttpHeaders,
+): { readonly behaviour: RequestBehaviour } | { readonly problems: readonly HeaderProblem[] } {
+  const overrides: Record<string, unknown> = {};
+  const problems: HeaderProblem[] = [];
+  for (const [header, raw] of Object.entries(headers)) {
+    if (!header.startsWith(SIM_HEADER_PREFIX)) continue;
+    const setting = HEADER_SETTINGS.get(header);
+    if (setting === undefined) {
+      problems.push({ header, message: `${header}: unknown simulator header; known: ${[...HEADER_SETTINGS.keys()].join(', ')}` });
+      continue;
+    }
+    const value = typeof raw === 'string' ? setting.type.fromText(raw) : undefined;
+    if (value === undefined) {
+      problems.push({ header, message: `${header}: expected ${setting.type.expected}, got ${JSON.stringify(raw)}` });
+    } else {
+      overrides[setting.key] = value;
+    }
+  }
+  if (problems.length > 0) return { problems };
+  return { behaviour: { fault: { kind: 'none' }, seed: undefined, ...base, ...overrides } as RequestBehaviour };
+}

@@ -1,0 +1,164 @@
+import { createParser, type EventSourceMessage, type EventSourceParser } from 'eventsource-parser';
+import type { Tap, TapContext } from './tap.js';
+
+/**
+ * OpenAI-compatible SSE (chat completions and completions), as vLLM, llama.cpp, SGLang and TGI's
+ * OpenAI route stream it: `data: {chunk}` events, then `data: [DONE]`.
+ *
+ * Content-bearing (DESIGN.md section 2): a non-empty `delta.content`, `delta.reasoning_content` (or
+ * vLLM's newer `delta.reasoning`), a non-empty `delta.tool_calls`, or a non-empty completions
+ * `text`. Not content: the role-only prelude (`{"role":"assistant","content":""}`), empty deltas,
+ * the finish chunk, the usage-only chunk, comments.
+ *
+ * Tokens per event: the delta of a cumulative count when the server reports one per chunk (vLLM
+ * `continuous_usage_stats` usage, llama.cpp `timings.predicted_n`), else one per content-bearing
+ * choice. The end-of-stream usage (when present) replaces the counted total for output tokens.
+ *
+ * SSE framing is decoded by eventsource-parser (CR, LF, CRLF, BOM, comments, split lines); bytes go
+ * through a streaming TextDecoder so a multi-byte character split across chunks stays whole.
+ */
+
+/** An event larger than this is skipped and counted; the stream itself still passes. */
+export const MAX_EVENT_CHARS = 1 << 20;
+
+interface Delta {
+  content?: unknown;
+  reasoning_content?: unknown;
+  reasoning?: unknown;
+  tool_calls?: unknown;
+}
+
+interface Choice {
+  delta?: Delta | null;
+  text?: unknown;
+  finish_reason?: unknown;
+}
+
+interface Chunk {
+  choices?: Choice[] | null;
+  usage?: { prompt_tokens?: unknown; completion_tokens?: unknown } | null;
+  timings?: { predicted_n?: unknown } | null;
+  error?: unknown;
+  object?: unknown;
+}
+
+export function createOpenAISseTap(context: TapContext): Tap {
+  return new OpenAISseTap(context);
+}
+
+class OpenAISseTap implements Tap {
+  private readonly context: TapContext;
+  private readonly decoder = new TextDecoder('utf-8');
+  private readonly parser: EventSourceParser;
+  /** Arrival time of the chunk being decoded: every event completed by it happened then. */
+  private nowMs = 0;
+  /** Last cumulative output-token count reported per chunk, to turn it into per-event counts. */
+  private cumulativeTokens = 0;
+  private oversized = false;
+
+  constructor(context: TapContext) {
+    this.context = context;
+    this.parser = createParser({
+      onEvent: (event) => this.onEvent(event),
+      onError: (error) => {
+        if (error.type === 'max-buffer-size-exceeded') this.oversized = true;
+      },
+      maxBufferSize: MAX_EVENT_CHARS,
+    });
+  }
+
+  write(chunk: Buffer, nowMs: number): void {
+    this.nowMs = nowMs;
+    this.feed(this.decoder.decode(chunk, { stream: true }));
+  }
+
+  end(nowMs: number): void {
+    this.nowMs = nowMs;
+    this.feed(this.decoder.decode());
+  }
+
+  private feed(text: string): void {
+    if (text.length === 0) return;
+    this.parser.feed(text);
+    if (this.oversized) {
+      // The parser stops at an oversized event; drop that event and go on with the next line.
+      this.oversized = false;
+      this.context.problem('oversized_event');
+      this.parser.reset();
+    }
+  }
+
+  private onEvent(event: EventSourceMessage): void {
+    const data = event.data;
+    if (data === '[DONE]') {
+      this.context.timeline.terminal = true;
+      return;
+    }
+    let chunk: Chunk;
+    try {
+      chunk = JSON.parse(data) as Chunk;
+    } catch {
+      this.context.problem('malformed_event');
+      return;
+    }
+    if (chunk === null || typeof chunk !== 'object') {
+      this.context.problem('malformed_event');
+      return;
+    }
+    const timeline = this.context.timeline;
+    if (chunk.error !== undefined || chunk.object === 'error') {
+      timeline.errorEvent = true;
+      return;
+    }
+
+    let contentChoices = 0;
+    const choices = chunk.choices;
+    if (Array.isArray(choices)) {
+      for (const choice of choices) {
+        if (isContent(choice)) contentChoices++;
+        if (choice.finish_reason != null) timeline.terminal = true;
+      }
+    }
+
+    const reported = reportedCumulativeTokens(chunk);
+    let tokens = contentChoices;
+    if (reported !== undefined) {
+      // A cumulative count that grew with this event says how many tokens it carried.
+      if (contentChoices > 0 && reported > this.cumulativeTokens) tokens = reported - this.cumulativeTokens;
+      this.cumulativeTokens = Math.max(this.cumulativeTokens, reported);
+    }
+    if (contentChoices > 0) timeline.content(this.nowMs, tokens);
+
+    const usage = chunk.usage;
+    if (usage != null && typeof usage === 'object') {
+      timeline.usage(asCount(usage.prompt_tokens), asCount(usage.completion_tokens));
+    }
+  }
+}
+
+function isContent(choice: Choice): boolean {
+  if (choice === null || typeof choice !== 'object') return false;
+  const delta = choice.delta;
+  if (delta != null && typeof delta === 'object') {
+    if (nonEmptyString(delta.content) || nonEmptyString(delta.reasoning_content) || nonEmptyString(delta.reasoning)) {
+      return true;
+    }
+    if (Array.isArray(delta.tool_calls) && delta.tool_calls.length > 0) return true;
+  }
+  return nonEmptyString(choice.text);
+}
+
+/** The per-chunk cumulative output count: vLLM continuous usage stats, else llama.cpp timings. */
+function reportedCumulativeTokens(chunk: Chunk): number | undefined {
+  const fromUsage = chunk.usage != null ? asCount(chunk.usage.completion_tokens) : undefined;
+  if (fromUsage !== undefined) return fromUsage;
+  return chunk.timings != null ? asCount(chunk.timings.predicted_n) : undefined;
+}
+
+function nonEmptyString(value: unknown): boolean {
+  return typeof value === 'string' && value.length > 0;
+}
+
+function asCount(value: unknown): number | undefined {
+  return typeof value === 'number' && Number.isInteger(value) && value >= 0 ? value : undefined;
+}

@@ -1,0 +1,24 @@
+import type { TokenTimeline } from '../clock/token-timeline.js';
+
+/**
+ * A protocol tap observes a response body beside the stream: it sees every chunk exactly as it is
+ * forwarded and reports to the request's timeline. It never sees the client's socket, so it cannot
+ * change, delay or break what the client receives; if it throws, the proxy counts the error and
+ * stops feeding it for that request.
+ */
+export interface Tap {
+  /** Called with each body chunk, in order, at the time it arrived. Must not keep or mutate `chunk`. */
+  write(chunk: Buffer, nowMs: number): void;
+  /** The body ended cleanly. */
+  end(nowMs: number): void;
+}
+
+/** Problems a tap found in the data (not in itself); counted per reason, never thrown. */
+export type TapProblemReason = 'malformed_event' | 'oversized_event' | 'oversized_body' | 'tap_exception';
+
+export interface TapContext {
+  readonly timeline: TokenTimeline;
+  problem(reason: TapProblemReason): void;
+}
+
+export type TapFactory = (context: TapContext) => Tap;

@@ -1,0 +1,79 @@
+import { describe, expect, it } from 'vitest';
+import { loadSettings } from '../../../src/config/load.js';
+import { TokentapError } from '../../../src/errors.js';
+import { METRICS } from '../../../src/metrics/definitions.js';
+
+const files = (map: Record<string, string>) => (path: string) => {
+  const text = map[path];
+  if (text === undefined) throw new Error(`ENOENT: no such file, open '${path}'`);
+  return text;
+};
+
+function problemsOf(fn: () => unknown): readonly string[] {
+  try {
+    fn();
+  } catch (error) {
+    if (error instanceof TokentapError) return error.problems;
+    throw error;
+  }
+  throw new Error('expected a TokentapError');
+}
+
+describe('settings', () => {
+  it('uses the documented defaults with no flags, environment or file', () => {
+    const s = loadSettings({ flags: {}, env: {} });
+    expect(s.upstream.href).toBe('http://127.0.0.1:8000/');
+    expect(s.listen).toEqual({ host: '0.0.0.0', port: 8080 });
+    expect(s.adminListen).toEqual({ host: '0.0.0.0', port: 9464 });
+    expect(s.maxModels).toBe(32);
+    expect(s.upstreamIdleTimeoutMs).toBe(300_000);
+    expect(s.buckets.ttft).toEqual(METRICS.ttft.defaultBuckets);
+    expect(Object.isFrozen(s)).toBe(true);
+  });
+
+  it('lets flags win over environment, and environment over the file', () => {
+    const readFile = files({ 'c.yaml': 'upstream: http://127.0.0.1:1\nlisten: 127.0.0.1:1\nadmin_listen: 127.0.0.1:1\n' });
+    const env = { TOKENTAP_UPSTREAM: 'http://127.0.0.1:2', TOKENTAP_LISTEN: '127.0.0.1:2', TOKENTAP_CONFIG: 'c.yaml' };
+    const s = loadSettings({ flags: { upstream: 'http://127.0.0.1:3' }, env, readFile });
+    expect(s.upstream.port).toBe('3');
+    expect(s.listen.port).toBe(2);
+    expect(s.adminListen.port).toBe(1);
+    expect(s.configFile).toBe('c.yaml');
+  });
+
+  it('reads buckets, model limit and timeouts from the file', () => {
+    const readFile = files({
+      'c.yaml': 'metrics:\n  max_models: 4\n  buckets:\n    itl: [0.01, 0.05]\nupstream_idle_timeout: 90s\n',
+    });
+    const s = loadSettings({ flags: { config: 'c.yaml' }, env: {}, readFile });
+    expect(s.maxModels).toBe(4);
+    expect(s.buckets.itlToken).toEqual([0.01, 0.05]);
+    expect(s.buckets.itlChunk).toEqual([0.01, 0.05]);
+    expect(s.upstreamIdleTimeoutMs).toBe(90_000);
+  });
+
+  it('reports every problem at once, each with the file, line and path', () => {
+    const readFile = files({
+      'bad.yaml': ['upstream: ftp://x', 'listen: nonsense', 'metrics:', '  buckets:', '    ttft: [0.1, 0.05]', '  colour: red', ''].join('\n'),
+    });
+    const problems = problemsOf(() => loadSettings({ flags: { config: 'bad.yaml' }, env: {}, readFile }));
+    expect(problems).toEqual([
+      expect.stringMatching(/^bad\.yaml:1: upstream: only http:\/\/ upstreams/),
+      expect.stringMatching(/^bad\.yaml:2: listen: expected HOST:PORT/),
+      expect.stringMatching(/^bad\.yaml:5: metrics\.buckets\.ttft\[1\]: bucket boundaries must be strictly increasing/),
+      'bad.yaml:6: metrics.colour: unknown setting',
+    ]);
+  });
+
+  it('names the flag or variable a bad value came from', () => {
+    expect(problemsOf(() => loadSettings({ flags: { listen: 'x' }, env: {} }))).toEqual([expect.stringMatching(/^--listen: expected HOST:PORT/)]);
+    expect(problemsOf(() => loadSettings({ flags: {}, env: { TOKENTAP_ADMIN_LISTEN: ':99999' } }))).toEqual([
+      expect.stringMatching(/^TOKENTAP_ADMIN_LISTEN: expected HOST:PORT/),
+    ]);
+  });
+
+  it('reports YAML syntax errors and unreadable files with the file name', () => {
+    expect(problemsOf(() => loadSettings({ flags: { config: 'x.yaml' }, env: {}, readFile: files({ 'x.yaml': 'a: [1,\n' }) }))[0]).toMatch(/^x\.yaml:\d+: YAML: /);
+    expect(problemsOf(() => loadSettings({ flags: { config: 'missing.yaml' }, env: {}, readFile: files({}) }))[0]).toMatch(/^missing\.yaml: ENOENT/);
+  });
+});

@@ -1,0 +1,184 @@
+import { describe, expect, it } from 'vitest';
+import { createOpenAISseTap } from '../../../src/taps/openai-sse.js';
+import { llamacppStream, llamacppStreamNames, randomChunks, splitEvents } from '../../helpers/fixtures.js';
+import { chatChunk, runTap, sse } from '../../helpers/tap-harness.js';
+
+describe('OpenAI SSE tap: what counts as the first token', () => {
+  it('records TTFT at the first content delta, not the role prelude or an empty delta', () => {
+    const run = runTap(
+      createOpenAISseTap,
+      sse(
+        chatChunk({ role: 'assistant', content: '' }),
+        chatChunk({ content: '' }),
+        chatChunk({ content: 'Hello' }),
+        chatChunk({ content: ' world' }),
+        chatChunk({}, {}, 'stop'),
+        '[DONE]',
+      ),
+    );
+    // Chunks arrive at 100, 110, 120...: the first content is the third chunk.
+    expect(run.timeline.ttftMs).toBe(120);
+    expect(run.timeline.contentEvents).toBe(2);
+    expect(run.gaps).toEqual([[10, 1]]);
+    expect(run.timeline.terminal).toBe(true);
+  });
+
+  it('counts reasoning_content, reasoning and tool_calls deltas as content', () => {
+    const toolCall = { tool_calls: [{ index: 0, id: 'call_1', type: 'function', function: { name: 'f', arguments: '' } }] };
+    for (const delta of [{ reasoning_content: 'think' }, { reasoning: 'think' }, toolCall]) {
+      const run = runTap(createOpenAISseTap, sse(chatChunk({ role: 'assistant' }), chatChunk(delta), '[DONE]'));
+      expect(run.timeline.ttftMs, JSON.stringify(delta)).toBe(110);
+    }
+  });
+
+  it('does not count an empty tool_calls list or a comment as content', () => {
+    const run = runTap(createOpenAISseTap, [
+      ...sse(chatChunk({ tool_calls: [] })),
+      Buffer.from(': keep-alive\n\n'),
+      ...sse(chatChunk({ content: 'x' })),
+    ]);
+    expect(run.timeline.ttftMs).toBe(120);
+  });
+
+  it('counts completions text, not an empty text', () => {
+    const completion = (text: string) => ({ id: 'cmpl-1', object: 'text_completion', choices: [{ index: 0, text, logprobs: null, finish_reason: null }] });
+    const run = runTap(createOpenAISseTap, sse(completion(''), completion('Once'), completion(' upon'), '[DONE]'));
+    expect(run.timeline.ttftMs).toBe(110);
+    expect(run.timeline.countedTokens).toBe(2);
+  });
+});
+
+describe('OpenAI SSE tap: tokens, ITL and TPOT', () => {
+  it('takes per-chunk token counts from continuous usage stats: an n-token chunk gives n per-token samples', () => {
+    const usage = (completion: number) => ({ usage: { prompt_tokens: 7, completion_tokens: completion, total_tokens: 7 + completion } });
+    const run = runTap(
+      createOpenAISseTap,
+      sse(
+        chatChunk({ role: 'assistant', content: '' }, usage(0)),
+        chatChunk({ content: 'a' }, usage(1)),
+        chatChunk({ content: 'bcd' }, usage(4)),
+        chatChunk({ content: 'ef' }, usage(6)),
+        chatChunk({}, usage(6), 'stop'),
+        '[DONE]',
+      ),
+      20,
+    );
+    expect(run.gaps).toEqual([
+      [20, 3],
+      [20, 2],
+    ]);
+    expect(run.timeline.outputTokens).toBe(6);
+    expect(run.timeline.outputTokenSource).toBe('usage');
+    expect(run.timeline.reportedInputTokens).toBe(7);
+    // First token at 120, last at 160, 6 tokens: (160 - 120) / 5.
+    expect(run.timeline.tpotMs).toBe(8);
+  });
+
+  it('counts one token per content event when the stream reports no usage', () => {
+    const run = runTap(createOpenAISseTap, sse(chatChunk({ content: 'a' }), chatChunk({ content: 'b' }), chatChunk({ content: 'c' }), '[DONE]'));
+    expect(run.timeline.outputTokenSource).toBe('counted');
+    expect(run.timeline.outputTokens).toBe(3);
+    expect(Number.isNaN(run.timeline.reportedInputTokens)).toBe(true);
+    expect(run.timeline.tpotMs).toBe(10);
+  });
+
+  it('replaces the counted total with the final usage chunk', () => {
+    const run = runTap(
+      createOpenAISseTap,
+      sse(chatChunk({ content: 'a' }), chatChunk({ content: 'b' }), { id: 'x', choices: [], usage: { prompt_tokens: 3, completion_tokens: 5, total_tokens: 8 } }, '[DONE]'),
+    );
+    expect(run.timeline.countedTokens).toBe(2);
+    expect(run.timeline.outputTokens).toBe(5);
+    expect(run.timeline.outputTokenSource).toBe('usage');
+  });
+
+  it('flags an error event inside a 2xx stream', () => {
+    const run = runTap(createOpenAISseTap, sse(chatChunk({ content: 'a' }), { object: 'error', message: 'out of memory', code: 500 }));
+    expect(run.timeline.errorEvent).toBe(true);
+  });
+
+  it('counts a malformed event and goes on with the next one', () => {
+    const run = runTap(createOpenAISseTap, [Buffer.from('data: {not json\n\n'), ...sse(chatChunk({ content: 'a' }), '[DONE]')]);
+    expect(run.problems).toEqual(['malformed_event']);
+    expect(run.timeline.ttftMs).toBe(110);
+  });
+
+  it('sees no terminal event in a stream that just stops', () => {
+    const run = runTap(createOpenAISseTap, sse(chatChunk({ content: 'a' }), chatChunk({ content: 'b' })));
+    expect(run.timeline.terminal).toBe(false);
+  });
+});
+
+describe('OpenAI SSE tap on real llama.cpp captures', () => {
+  it('measures the 128-token capture: usage from the last chunk, 128 content events', () => {
+    const run = runTap(createOpenAISseTap, splitEvents(llamacppStream('chat-completions.sse')));
+    expect(run.timeline.contentEvents).toBe(128);
+    expect(run.timeline.outputTokens).toBe(128);
+    expect(run.timeline.reportedInputTokens).toBe(36);
+    expect(run.timeline.terminal).toBe(true);
+    expect(run.problems).toEqual([]);
+  });
+
+  it('keeps usage (128) when a held UTF-8 token makes 127 content events', () => {
+    const events = splitEvents(llamacppStream('chat-completions-held-utf8-token.sse'));
+    const run = runTap(createOpenAISseTap, events);
+    expect(run.timeline.contentEvents).toBe(127);
+    expect(run.timeline.countedTokens).toBe(127);
+    expect(run.timeline.outputTokens).toBe(128);
+    expect(run.timeline.outputTokenSource).toBe('usage');
+    // TPOT divides the first-to-last span by the reported 128 - 1, as vLLM does.
+    expect(run.timeline.tpotMs).toBeCloseTo((run.timeline.lastTokenMs - run.timeline.firstTokenMs) / 127, 12);
+  });
+
+  it('uses the cumulative timings.predicted_n of timings_per_token for per-chunk counts', () => {
+    const events = splitEvents(llamacppStream('chat-completions-timings-per-token.sse'));
+    // Independently: predicted_n of each content event, as the capture states it.
+    const predicted = events
+      .map((e) => e.toString('utf8').replace(/^data: /, '').trim())
+      .filter((data) => data.startsWith('{'))
+      .map((data) => JSON.parse(data))
+      .filter((chunk) => chunk.choices?.[0]?.delta?.content)
+      .map((chunk) => chunk.timings.predicted_n as number);
+    const expectedTokens = predicted.slice(1).map((n, i) => n - (predicted[i] as number));
+
+    const run = runTap(createOpenAISseTap, events);
+    expect(run.gaps.map(([, tokens]) => tokens)).toEqual(expectedTokens);
+    expect(run.timeline.countedTokens).toBe(predicted.at(-1));
+  });
+
+  it.each(llamacppStreamNames().filter((n) => n !== 'completion-native.sse'))(
+    'gives the same measurements for %s split at every byte boundary as unsplit',
+    (name) => {
+      const stream = llamacppStream(name);
+      const whole = summarize(runTap(createOpenAISseTap, [stream], 10));
+      for (let cut = 1; cut < stream.length; cut++) {
+        // Both pieces arrive at the same instant (step 0), so the times must match the unsplit run exactly.
+        const split = summarize(runTap(createOpenAISseTap, [stream.subarray(0, cut), stream.subarray(cut)], 0, 100));
+        if (JSON.stringify(split) !== JSON.stringify(whole)) expect(split, `cut at byte ${cut}`).toEqual(whole);
+      }
+    },
+  );
+
+  it('counts the same tokens whatever the random chunking', () => {
+    const stream = llamacppStream('chat-completions-held-utf8-token.sse');
+    for (let seed = 1; seed <= 50; seed++) {
+      const run = runTap(createOpenAISseTap, randomChunks(stream, seed));
+      expect(run.timeline.contentEvents, `seed ${seed}`).toBe(127);
+      expect(run.timeline.outputTokens, `seed ${seed}`).toBe(128);
+    }
+  });
+});
+
+function summarize(run: ReturnType<typeof runTap>) {
+  const t = run.timeline;
+  return {
+    ttft: t.ttftMs,
+    events: t.contentEvents,
+    counted: t.countedTokens,
+    output: t.outputTokens,
+    input: t.reportedInputTokens,
+    terminal: t.terminal,
+    gaps: run.gaps,
+    problems: run.problems,
+  };
+}
