@@ -1,10 +1,11 @@
-import { createRequire } from 'node:module';
-
-/** An independent parser for the Prometheus text format, so tests read /metrics as Prometheus would. */
-const parse = createRequire(import.meta.url)('parse-prometheus-text-format') as (text: string) => MetricFamily[];
-
+/**
+ * A strict reader of the Prometheus text exposition format (0.0.4) for tests, so /metrics is read
+ * the way Prometheus reads it, never grepped: every line must parse, every sample must belong to a
+ * declared family, label values are unescaped, and histograms must be internally consistent
+ * (cumulative buckets non-decreasing, +Inf equal to _count). Any violation throws with the line.
+ */
 export interface Sample {
-  labels?: Record<string, string>;
+  labels: Record<string, string>;
   value?: string;
   buckets?: Record<string, string>;
   count?: string;
@@ -18,8 +19,78 @@ export interface MetricFamily {
   metrics: Sample[];
 }
 
+const SAMPLE = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)(?:\s+-?\d+)?$/;
+const LABEL = /\s*([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"\s*(,|$)/y;
+// Prometheus parses values with Go's strconv.ParseFloat, which matches Inf and NaN in any case
+// (prom-client writes "Nan").
+const VALUE = /^(?:[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+)|[-+]?inf(?:inity)?|nan)$/i;
+
+function parseLabels(text: string, line: number): Record<string, string> {
+  const labels: Record<string, string> = {};
+  LABEL.lastIndex = 0;
+  while (LABEL.lastIndex < text.length) {
+    const start = LABEL.lastIndex;
+    const match = LABEL.exec(text);
+    if (!match || match.index !== start) throw new Error(`line ${line}: bad label set {${text}}`);
+    labels[match[1] as string] = (match[2] as string).replace(/\\(["\\n])/g, (_, c: string) => (c === 'n' ? '\n' : c));
+    if (match[3] === '') break;
+  }
+  return labels;
+}
+
 export function parsePrometheusText(text: string): Map<string, MetricFamily> {
-  return new Map(parse(text).map((family) => [family.name, family]));
+  const families = new Map<string, MetricFamily>();
+  const series = new Map<string, Sample>();
+  const lines = text.split('\n');
+  lines.forEach((raw, index) => {
+    const line = index + 1;
+    if (raw.trim() === '') return;
+    if (raw.startsWith('#')) {
+      const [, keyword, name, ...rest] = raw.split(' ');
+      if (keyword === 'TYPE') {
+        if (families.has(name as string)) throw new Error(`line ${line}: second TYPE for ${name}`);
+        families.set(name as string, { name: name as string, help: '', type: (rest[0] ?? '').toUpperCase() as MetricFamily['type'], metrics: [] });
+      }
+      return;
+    }
+    const match = SAMPLE.exec(raw);
+    if (!match) throw new Error(`line ${line}: not a sample: ${raw}`);
+    const [, name, labelText, value] = match as unknown as [string, string, string | undefined, string];
+    if (!VALUE.test(value)) throw new Error(`line ${line}: bad value ${value}`);
+    const labels = parseLabels(labelText ?? '', line);
+    const suffix = /_(bucket|sum|count)$/.exec(name);
+    const base = suffix && families.get(name.slice(0, -suffix[0].length))?.type === 'HISTOGRAM' ? name.slice(0, -suffix[0].length) : name;
+    const family = families.get(base);
+    if (!family) throw new Error(`line ${line}: sample ${name} has no TYPE line`);
+    const { le, ...rest } = labels;
+    const key = `${base}${JSON.stringify(Object.entries(rest).sort())}`;
+    let sample = series.get(key);
+    if (!sample) {
+      sample = { labels: rest };
+      series.set(key, sample);
+      family.metrics.push(sample);
+    }
+    if (family.type !== 'HISTOGRAM') sample.value = value;
+    else if (suffix?.[1] === 'bucket') {
+      if (le === undefined) throw new Error(`line ${line}: bucket without le`);
+      (sample.buckets ??= {})[le] = value;
+    } else if (suffix?.[1] === 'sum') sample.sum = value;
+    else if (suffix?.[1] === 'count') sample.count = value;
+    else throw new Error(`line ${line}: ${name} in histogram ${base}`);
+  });
+  for (const family of families.values()) {
+    if (family.type !== 'HISTOGRAM') continue;
+    for (const sample of family.metrics) {
+      const buckets = Object.entries(sample.buckets ?? {}).map(([le, v]) => [le === '+Inf' ? Infinity : Number(le), Number(v)] as const).sort((a, b) => a[0] - b[0]);
+      for (let i = 1; i < buckets.length; i++) {
+        if (buckets[i]![1] < buckets[i - 1]![1]) throw new Error(`${family.name}: buckets decrease at le=${buckets[i]![0]}`);
+      }
+      if (buckets.at(-1)?.[0] !== Infinity || buckets.at(-1)?.[1] !== Number(sample.count)) {
+        throw new Error(`${family.name}: +Inf bucket missing or not equal to _count`);
+      }
+    }
+  }
+  return families;
 }
 
 export async function scrape(adminUrl: string): Promise<Map<string, MetricFamily>> {
