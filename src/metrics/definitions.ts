@@ -45,17 +45,17 @@ export interface MetricDefinition {
  * exact SLI, which is the commonest complaint about vLLM's buckets.
  */
 const TTFT_BUCKETS = [
-  0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.15, 0.2, 0.25, 0.3, 0.5, 0.75, 1, 2.5, 5, 7.5, 10,
-  20, 40, 80,
+  0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.2, 0.25, 0.3, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40,
+  80,
 ] as const;
 
 /**
- * Inter-token gaps on loopback can be well under 10 ms (speculative decoding, small models), so the
- * vLLM list is extended downwards to 1 ms; 0.02 and 0.05/0.1 cover the usual ITL budgets.
+ * vLLM's inter-token latency list (which holds the usual ITL budgets, 0.05 and 0.1 s), extended
+ * downwards to 1 ms: gaps on small models and with speculative decoding are well under 10 ms.
  */
 const ITL_BUCKETS = [
-  0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3,
-  0.4, 0.5, 0.75, 1, 2.5, 5, 10,
+  0.001, 0.0025, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5, 5,
+  7.5, 10, 20, 40, 80,
 ] as const;
 
 /** OTel semconv advice for gen_ai.server.time_per_output_token, extended down to 1 ms. */
