@@ -31,10 +31,8 @@ export interface MetricDefinition {
   readonly promName: string;
   readonly unit: string;
   readonly description: string;
-  /** Attribute keys besides the per-request base labels (workload, model). */
+  /** Attribute keys besides `workload` and `gen_ai.request.model`, which every series carries. */
   readonly extraLabels: readonly string[];
-  /** Whether the series carry the base labels `workload` and `gen_ai.request.model`. */
-  readonly baseLabels: boolean;
   /** Histograms only: default bucket boundaries, before configured SLO thresholds are inserted. */
   readonly defaultBuckets?: readonly number[];
 }
@@ -83,7 +81,6 @@ export const METRICS = {
     unit: 's',
     description: 'Time from the request reaching the proxy to the first response body byte from the upstream.',
     extraLabels: [],
-    baseLabels: true,
     defaultBuckets: TTFT_BUCKETS,
   },
   /**
@@ -98,7 +95,6 @@ export const METRICS = {
     unit: 's',
     description: 'Time from the request reaching the proxy to the first content-bearing streamed event.',
     extraLabels: [],
-    baseLabels: true,
     defaultBuckets: TTFT_BUCKETS,
   },
   /**
@@ -112,7 +108,6 @@ export const METRICS = {
     unit: 's',
     description: 'Gap between consecutive content events divided by the tokens in the later event; one sample per token.',
     extraLabels: [],
-    baseLabels: true,
     defaultBuckets: ITL_BUCKETS,
   },
   /** ITL per chunk: gap between consecutive content events, one sample per event (what the wire shows). */
@@ -123,7 +118,6 @@ export const METRICS = {
     unit: 's',
     description: 'Gap between consecutive content events; one sample per event after the first.',
     extraLabels: [],
-    baseLabels: true,
     defaultBuckets: ITL_BUCKETS,
   },
   /**
@@ -137,7 +131,6 @@ export const METRICS = {
     unit: 's',
     description: 'Time between the first and last token divided by output tokens minus one, per streamed request.',
     extraLabels: [],
-    baseLabels: true,
     defaultBuckets: TPOT_BUCKETS,
   },
   /** e2e: request received by the proxy -> last byte handed to the client (or the request's end). Every request. */
@@ -148,7 +141,6 @@ export const METRICS = {
     unit: 's',
     description: 'Time from the request reaching the proxy to the last response byte written to the client, every request.',
     extraLabels: [ATTR.outcome],
-    baseLabels: true,
     defaultBuckets: E2E_BUCKETS,
   },
   /** Tokens per request by type (input/output). Semconv: gen_ai.client.token.usage. */
@@ -159,7 +151,6 @@ export const METRICS = {
     unit: '{token}',
     description: 'Input and output tokens per request, from the reported usage when present, else counted.',
     extraLabels: [ATTR.tokenType],
-    baseLabels: true,
     defaultBuckets: TOKEN_BUCKETS,
   },
   /** Token totals; `rate()` of it is tokens per second. `token_source` says usage or counted. */
@@ -170,7 +161,6 @@ export const METRICS = {
     unit: '{token}',
     description: 'Input and output tokens, with where the count came from (usage reported by the server, or counted from content events).',
     extraLabels: [ATTR.tokenType, ATTR.tokenSource],
-    baseLabels: true,
   },
   /** One per finished request, by outcome (completed, client_cancelled, upstream_error, truncated, timeout). */
   requests: {
@@ -180,7 +170,6 @@ export const METRICS = {
     unit: '{request}',
     description: 'Finished requests by outcome and HTTP status class; the source of requests per second.',
     extraLabels: [ATTR.outcome, ATTR.statusClass],
-    baseLabels: true,
   },
   inFlight: {
     kind: 'updowncounter',
@@ -189,7 +178,6 @@ export const METRICS = {
     unit: '{request}',
     description: 'Requests received by the proxy and not yet finished.',
     extraLabels: [],
-    baseLabels: true,
   },
   /** A tap that threw: counted, disabled for that request, the stream itself untouched. */
   tapErrors: {
@@ -199,7 +187,6 @@ export const METRICS = {
     unit: '{error}',
     description: 'Observation failures (undecodable event, tap exception); the stream is forwarded regardless.',
     extraLabels: [ATTR.reason],
-    baseLabels: false,
   },
 } as const satisfies Record<string, MetricDefinition>;
 

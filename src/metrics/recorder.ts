@@ -94,7 +94,7 @@ export class Recorder {
     }
   }
 
-  tapProblem(reason: string): void {
-    this.tapErrors.add(1, { [ATTR.reason]: reason });
+  tapProblem(attributes: Attributes, reason: string): void {
+    this.tapErrors.add(1, { ...attributes, [ATTR.reason]: reason });
   }
 }

@@ -106,12 +106,12 @@ export class RequestMonitor implements InterTokenSink, TapContext {
 
   // TapContext
   problem(reason: TapProblemReason): void {
-    this.deps.recorder.tapProblem(reason);
+    this.deps.recorder.tapProblem(this.labels(undefined), reason);
   }
 
   private disableTap(): void {
     this.tap = undefined;
-    this.deps.recorder.tapProblem('tap_exception');
+    this.deps.recorder.tapProblem(this.labels(undefined), 'tap_exception');
   }
 
   /** The request's attributes, fixed on first use (body end, or the first sample if that comes first). */

@@ -96,6 +96,6 @@ describe('request monitor with a fake clock', () => {
     monitor.bodyEnd();
     monitor.delivered();
     const m = parsePrometheusText(await telemetry.scrape());
-    expect(m.get('tokentap_tap_errors_total')!.metrics).toEqual([{ labels: { reason: 'tap_exception' }, value: '1' }]);
+    expect(m.get('tokentap_tap_errors_total')!.metrics).toEqual([{ labels: { workload: 'default', gen_ai_request_model: 'm', reason: 'tap_exception' }, value: '1' }]);
   });
 });
