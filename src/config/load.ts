@@ -175,7 +175,7 @@ function describeIssue(
 }
 
 /** `metrics.buckets.ttft[2]` */
-export function formatPath(path: readonly PropertyKey[]): string {
+function formatPath(path: readonly PropertyKey[]): string {
   return path
     .map((part, i) => (typeof part === 'number' ? `[${part}]` : `${i === 0 ? '' : '.'}${String(part)}`))
     .join('');

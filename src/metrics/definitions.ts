@@ -192,17 +192,3 @@ export const METRICS = {
 
 export type MetricKey = keyof typeof METRICS;
 export type HistogramKey = { [K in MetricKey]: (typeof METRICS)[K]['kind'] extends 'histogram' ? K : never }[MetricKey];
-
-export const HISTOGRAM_KEYS = (Object.keys(METRICS) as MetricKey[]).filter(
-  (key): key is HistogramKey => METRICS[key].kind === 'histogram',
-);
-
-/** Prometheus label name for an OTel attribute key. */
-export function promLabel(attribute: string): string {
-  return attribute.replaceAll('.', '_');
-}
-
-/** Sorted, de-duplicated boundaries with every extra value inserted as an exact boundary. */
-export function mergeBuckets(base: readonly number[], extra: readonly number[]): number[] {
-  return [...new Set([...base, ...extra])].sort((a, b) => a - b);
-}
