@@ -44,8 +44,11 @@ export interface Behaviour {
 }
 
 /**
- * An injected failure. `afterTokens` counts content tokens sent before it strikes; a fault whose
- * count exceeds the tokens the request generates never strikes.
+ * An injected failure. `status` answers at once. The others let `afterTokens` content tokens
+ * through and strike when the next chunk would have been due (so a client has time to read what
+ * came before): `reset` sends a TCP RST, `truncate` ends the response cleanly without a terminal
+ * event, `stall` sends nothing more until the client leaves. A count beyond the tokens the request
+ * generates never strikes.
  */
 export type Fault =
   | { readonly kind: 'none' }
@@ -78,7 +81,7 @@ export const SIM_HEADER = Object.freeze({
   seed: 'x-sim-seed',
 });
 
-export const DEFAULT_SETTINGS: SimulatorSettings = Object.freeze({
+const DEFAULT_SETTINGS: SimulatorSettings = Object.freeze({
   host: '127.0.0.1',
   port: 8000,
   model: 'sim-model',
@@ -163,22 +166,32 @@ const faultType: ValueType<Fault> = {
 interface Setting<T> {
   readonly type: ValueType<T>;
   readonly flag: string;
+  /** For --help. */
+  readonly help: string;
 }
 
 const BEHAVIOUR_SETTINGS: { readonly [K in keyof Behaviour]: Setting<Behaviour[K]> } = {
-  ttftMs: { type: millisecondsType, flag: '--ttft-ms' },
-  itlMs: { type: millisecondsType, flag: '--itl-ms' },
-  jitterMs: { type: millisecondsType, flag: '--jitter-ms' },
-  outputTokens: { type: numberType(0, MAX_TOKENS, true), flag: '--output-tokens' },
-  tokensPerChunk: { type: numberType(1, 1000, true), flag: '--tokens-per-chunk' },
-  rolePrelude: { type: booleanType, flag: '--role-prelude' },
-  usage: { type: oneOfType(['auto', 'always', 'never'] as const), flag: '--usage' },
+  ttftMs: { type: millisecondsType, flag: '--ttft-ms', help: 'ms from request received to the first content token' },
+  itlMs: { type: millisecondsType, flag: '--itl-ms', help: 'ms between content chunks' },
+  jitterMs: { type: millisecondsType, flag: '--jitter-ms', help: 'uniform random ± ms added to each delay' },
+  outputTokens: {
+    type: numberType(0, MAX_TOKENS, true),
+    flag: '--output-tokens',
+    help: 'tokens generated unless max_tokens caps them',
+  },
+  tokensPerChunk: { type: numberType(1, 1000, true), flag: '--tokens-per-chunk', help: 'tokens joined into each delta' },
+  rolePrelude: { type: booleanType, flag: '--role-prelude', help: "send vLLM's role-only first chat chunk" },
+  usage: {
+    type: oneOfType(['auto', 'always', 'never'] as const),
+    flag: '--usage',
+    help: 'usage chunk: auto (iff stream_options.include_usage), always, never',
+  },
 };
 
 const SERVER_SETTINGS = {
-  host: { type: nameType, flag: '--host' },
-  port: { type: numberType(0, 65535, true), flag: '--port' },
-  model: { type: nameType, flag: '--model' },
+  host: { type: nameType, flag: '--host', help: 'listen address' },
+  port: { type: numberType(0, 65535, true), flag: '--port', help: 'listen port; 0 picks a free one' },
+  model: { type: nameType, flag: '--model', help: 'served model name, used when a request names none' },
 } as const satisfies Record<string, Setting<unknown>>;
 
 const BEHAVIOUR_KEYS = Object.keys(BEHAVIOUR_SETTINGS) as (keyof Behaviour)[];
@@ -195,7 +208,7 @@ function describe(value: unknown): string {
 export function resolveSimulatorOptions(options: SimulatorOptions): SimulatorSettings {
   const given = options as Record<string, unknown>;
   const problems = Object.keys(given)
-    .filter((key) => !(key in ALL_SETTINGS))
+    .filter((key) => !Object.hasOwn(ALL_SETTINGS, key))
     .map((key) => `simulator option ${key}: unknown option`);
   function pick<T>(key: string, setting: Setting<T>, fallback: T): T {
     const raw = given[key];
@@ -208,7 +221,7 @@ export function resolveSimulatorOptions(options: SimulatorOptions): SimulatorSet
   const defaults = DEFAULT_SETTINGS.behaviour;
   const behaviour = Object.freeze(
     Object.fromEntries(BEHAVIOUR_KEYS.map((key) => [key, pick<unknown>(key, BEHAVIOUR_SETTINGS[key], defaults[key])])),
-  ) as Behaviour;
+  ) as unknown as Behaviour;
   const settings: SimulatorSettings = Object.freeze({
     host: pick('host', SERVER_SETTINGS.host, DEFAULT_SETTINGS.host),
     port: pick('port', SERVER_SETTINGS.port, DEFAULT_SETTINGS.port),
@@ -270,14 +283,36 @@ export function parseSimulatorFlags(argv: string[]): SimulatorOptions {
   return options as SimulatorOptions;
 }
 
+/** The flags for `--help`, one per line, each with its default and the header that overrides it per request. */
+export function simulatorFlagsHelp(): string {
+  const defaults: Readonly<Record<string, unknown>> = { ...DEFAULT_SETTINGS, ...DEFAULT_SETTINGS.behaviour };
+  const headers: Readonly<Record<string, string>> = SIM_HEADER;
+  const rows = Object.entries(ALL_SETTINGS).map(([key, setting]) => {
+    const name =
+      setting.type === booleanType ? `${setting.flag}, --no-${setting.flag.slice(2)}` : `${setting.flag} <value>`;
+    const header = headers[key] === undefined ? '' : `; per request: ${headers[key]}`;
+    return `  ${name.padEnd(36)}${setting.help} (default ${String(defaults[key])}${header})`;
+  });
+  return [
+    ...rows,
+    `  ${'(header only)'.padEnd(36)}${SIM_HEADER.fault}: ${faultType.expected}`,
+    `  ${'(header only)'.padEnd(36)}${SIM_HEADER.seed}: an integer that fixes the generated text`,
+  ].join('\n');
+}
+
 /** A header the simulator cannot honour; answered with a 400 naming it. */
 export interface HeaderProblem {
   readonly header: string;
   readonly message: string;
 }
 
-const HEADER_SETTINGS: ReadonlyMap<string, { readonly key: string; readonly type: ValueType<unknown> }> = new Map([
-  ...BEHAVIOUR_KEYS.map((key) => [SIM_HEADER[key], { key, type: BEHAVIOUR_SETTINGS[key].type as ValueType<unknown> }] as const),
+interface HeaderSetting {
+  readonly key: keyof RequestBehaviour;
+  readonly type: ValueType<unknown>;
+}
+
+const HEADER_SETTINGS: ReadonlyMap<string, HeaderSetting> = new Map<string, HeaderSetting>([
+  ...BEHAVIOUR_KEYS.map((key): [string, HeaderSetting] => [SIM_HEADER[key], { key, type: BEHAVIOUR_SETTINGS[key].type }]),
   [SIM_HEADER.fault, { key: 'fault', type: faultType }],
   [SIM_HEADER.seed, { key: 'seed', type: numberType(0, 0xffffffff, true) }],
 ]);

@@ -1,0 +1,278 @@
+import { randomBytes } from 'node:crypto';
+import { EventEmitter } from 'node:events';
+import { STATUS_CODES, createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { TokentapError } from '../errors.js';
+import { planGeneration } from './generation-plan.js';
+import { runGeneration, type GenerationEnd } from './generation-runner.js';
+import { JSON_CONTENT_TYPE, detailBody, errorBody, modelList, type ResponseIdentity } from './openai-wire.js';
+import {
+  SIM_HEADER,
+  requestBehaviour,
+  resolveSimulatorOptions,
+  type Fault,
+  type SimulatorOptions,
+  type SimulatorSettings,
+} from './options.js';
+import { parseGenerationRequest, type Api } from './request-body.js';
+
+/**
+ * The built-in inference server: vLLM's OpenAI-compatible API (see openai-wire.ts for the pinned
+ * version) over node:http, standing in for a GPU server in the demo, the tests and the benchmarks.
+ *
+ * Routes: POST /v1/chat/completions and /v1/completions (streaming and not), GET /v1/models,
+ * GET /health. Timing, length, chunking and faults come from the options, overridden per request by
+ * `x-sim-*` headers (options.ts).
+ *
+ * It runs on real timers, so its timestamps (`atMs`) come from `performance.now()`, the same
+ * monotonic clock as the proxy's systemClock.
+ */
+
+export type RequestEnd = GenerationEnd | 'error-status' | 'server-closed';
+
+export interface RequestClosedEvent {
+  readonly path: string;
+  /** Content tokens that reached the client. */
+  readonly tokensSent: number;
+  /** True iff the whole response, terminal event included, was sent. */
+  readonly completed: boolean;
+  /**
+   * How it ended: `client-closed` also covers a stalled response the client gave up on;
+   * `server-closed` is a response cut by close().
+   */
+  readonly end: RequestEnd;
+  /** performance.now() when it ended. */
+  readonly atMs: number;
+}
+
+export interface SimulatorEvents {
+  /** A generation request ended, for whatever reason. */
+  'request-closed': [RequestClosedEvent];
+}
+
+export interface SimulatorStats {
+  /** Generation requests accepted (validation passed), including injected status faults. */
+  readonly requests: number;
+  /** Of those, the ones whose client went away before the response ended. */
+  readonly clientAborts: number;
+  readonly inFlight: number;
+}
+
+export interface RunningSimulator {
+  /** e.g. http://127.0.0.1:8000, with the real port when started on port 0. */
+  readonly url: string;
+  readonly port: number;
+  readonly events: EventEmitter<SimulatorEvents>;
+  stats(): SimulatorStats;
+  /** Stops listening and closes every open connection, streams included; safe to call again. */
+  close(): Promise<void>;
+}
+
+const GENERATION_ROUTES: ReadonlyMap<string, Api> = new Map([
+  ['/v1/chat/completions', 'chat'],
+  ['/v1/completions', 'completion'],
+]);
+const ID_PREFIX: Readonly<Record<Api, string>> = { chat: 'chatcmpl-', completion: 'cmpl-' };
+
+/** uvicorn's default keep-alive (vLLM's VLLM_HTTP_TIMEOUT_KEEP_ALIVE, 5 s). */
+const KEEP_ALIVE_TIMEOUT_MS = 5_000;
+/** Drops a client that never finishes its request headers; a legitimate one takes milliseconds. */
+const HEADERS_TIMEOUT_MS = 30_000;
+/** Far above any prompt a test sends; stops a runaway client from filling memory. */
+const MAX_BODY_BYTES = 32 * 1024 * 1024;
+/** Reported by /v1/models; the simulator enforces no context limit. */
+const MAX_MODEL_LEN = 8192;
+
+/** vLLM's error types for the statuses its serving layer raises; other codes get the reason phrase. */
+const ERROR_TYPES: Readonly<Record<number, string>> = {
+  400: 'BadRequestError',
+  404: 'NotFoundError',
+  500: 'InternalServerError',
+};
+
+/** vLLM's random_uuid(): uuid4().hex. */
+function randomHex(): string {
+  return randomBytes(16).toString('hex');
+}
+
+function sendJson(res: ServerResponse, status: number, body: string, headers: Record<string, string> = {}): void {
+  res.writeHead(status, { ...headers, 'content-type': JSON_CONTENT_TYPE, 'content-length': Buffer.byteLength(body) });
+  res.end(body);
+}
+
+type Body = { readonly text: string } | { readonly failure: 'too-large' | 'aborted' };
+
+function readBody(req: IncomingMessage): Promise<Body> {
+  return new Promise((resolve) => {
+    const parts: Buffer[] = [];
+    let size = 0;
+    req.on('data', (part: Buffer) => {
+      size += part.length;
+      if (size <= MAX_BODY_BYTES) parts.push(part);
+    });
+    req.on('end', () =>
+      resolve(size <= MAX_BODY_BYTES ? { text: Buffer.concat(parts).toString('utf8') } : { failure: 'too-large' }),
+    );
+    req.on('error', () => resolve({ failure: 'aborted' }));
+  });
+}
+
+/**
+ * Starts a simulator listening on `options.host`:`options.port` (127.0.0.1:8000 by default; port 0
+ * picks a free one). Rejects with TOKENTAP_ERR_CONFIG_INVALID for bad options and
+ * TOKENTAP_ERR_LISTEN when the address cannot be bound.
+ */
+export async function startSimulator(options: SimulatorOptions = {}): Promise<RunningSimulator> {
+  const settings = resolveSimulatorOptions(options);
+  const events = new EventEmitter<SimulatorEvents>();
+  let requests = 0;
+  let clientAborts = 0;
+  let inFlight = 0;
+  let nextSeed = 1;
+  let closing = false;
+
+  const finished = (path: string, how: RequestEnd, tokensSent: number): void => {
+    const end = how === 'client-closed' && closing ? 'server-closed' : how;
+    inFlight -= 1;
+    if (end === 'client-closed') clientAborts += 1;
+    events.emit('request-closed', { path, tokensSent, completed: end === 'completed', end, atMs: performance.now() });
+  };
+
+  const failWithStatus = (res: ServerResponse, path: string, fault: Extract<Fault, { kind: 'status' }>): void => {
+    const { status } = fault;
+    const type = ERROR_TYPES[status] ?? STATUS_CODES[status] ?? 'Error';
+    sendJson(res, status, errorBody(`Simulated failure (${SIM_HEADER.fault}: status:${status})`, type, status, null));
+    finished(path, 'error-status', 0);
+  };
+
+  const generate = async (req: IncomingMessage, res: ServerResponse, path: string, api: Api): Promise<void> => {
+    const body = await readBody(req);
+    const startMs = performance.now();
+    if ('failure' in body) {
+      if (body.failure === 'too-large') {
+        sendJson(res, 413, errorBody(`Request body larger than ${MAX_BODY_BYTES} bytes`, 'Request Entity Too Large', 413, null));
+      }
+      return;
+    }
+    const resolved = requestBehaviour(settings.behaviour, req.headers);
+    if ('problems' in resolved) {
+      const message = resolved.problems.map((problem) => problem.message).join('; ');
+      sendJson(res, 400, errorBody(message, 'BadRequestError', 400, resolved.problems[0]?.header ?? null));
+      return;
+    }
+    const parsed = parseGenerationRequest(api, body.text);
+    if ('problem' in parsed) {
+      const { message, type, param } = parsed.problem;
+      sendJson(res, 400, errorBody(message, type, 400, param));
+      return;
+    }
+
+    const { behaviour } = resolved;
+    const { request } = parsed;
+    requests += 1;
+    inFlight += 1;
+    if (behaviour.fault.kind === 'status') {
+      failWithStatus(res, path, behaviour.fault);
+      return;
+    }
+
+    const requestId = req.headers['x-request-id'];
+    // vLLM names the response after the caller's X-Request-Id when there is one (_base_request_id).
+    const identity: ResponseIdentity = {
+      id: ID_PREFIX[api] + (typeof requestId === 'string' ? requestId : randomHex()),
+      created: Math.floor(Date.now() / 1000),
+      model: request.model ?? settings.model,
+    };
+    const usage = behaviour.usage;
+    const finalUsage = request.stream && (usage === 'always' || (usage === 'auto' && request.includeUsage));
+    const plan = planGeneration({
+      outputTokens: behaviour.outputTokens,
+      maxTokens: request.maxTokens,
+      tokensPerChunk: behaviour.tokensPerChunk,
+      ttftMs: behaviour.ttftMs,
+      itlMs: behaviour.itlMs,
+      jitterMs: behaviour.jitterMs,
+      fault: behaviour.fault,
+      seed: behaviour.seed ?? nextSeed++,
+    });
+    runGeneration(
+      res,
+      plan,
+      {
+        api,
+        stream: request.stream,
+        identity,
+        promptTokens: request.promptTokens,
+        rolePrelude: behaviour.rolePrelude,
+        finalUsage,
+        // vLLM's should_include_usage: continuous stats only ride along with usage.
+        continuousUsage: finalUsage && request.continuousUsage,
+      },
+      startMs,
+      (end, tokensSent) => finished(path, end, tokensSent),
+    );
+  };
+
+  const handle = (req: IncomingMessage, res: ServerResponse): void => {
+    const path = (req.url ?? '/').split('?', 1)[0] ?? '/';
+    const method = req.method ?? 'GET';
+    const api = GENERATION_ROUTES.get(path);
+    if (api !== undefined) {
+      if (method === 'POST') void generate(req, res, path, api);
+      else sendJson(res, 405, detailBody('Method Not Allowed'), { allow: 'POST' });
+      return;
+    }
+    if (path !== '/v1/models' && path !== '/health') {
+      sendJson(res, 404, detailBody('Not Found'));
+      return;
+    }
+    if (method !== 'GET' && method !== 'HEAD') {
+      sendJson(res, 405, detailBody('Method Not Allowed'), { allow: 'GET, HEAD' });
+      return;
+    }
+    if (path === '/health') {
+      // vLLM answers Response(status_code=200): no body, no content type.
+      res.writeHead(200, { 'content-length': '0' });
+      res.end();
+      return;
+    }
+    const created = Math.floor(Date.now() / 1000);
+    sendJson(res, 200, modelList(settings.model, created, `modelperm-${randomHex()}`, MAX_MODEL_LEN));
+  };
+
+  const server = createServer(
+    { noDelay: true, keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS, headersTimeout: HEADERS_TIMEOUT_MS },
+    handle,
+  );
+  const port = await listen(server, settings);
+  let closed: Promise<void> | undefined;
+  const host = settings.host.includes(':') ? `[${settings.host}]` : settings.host;
+
+  return {
+    url: `http://${host}:${port}`,
+    port,
+    events,
+    stats: () => ({ requests, clientAborts, inFlight }),
+    close: () => {
+      closed ??= new Promise<void>((resolve, reject) => {
+        closing = true;
+        server.close((error) => (error === undefined ? resolve() : reject(error)));
+        server.closeAllConnections();
+      });
+      return closed;
+    },
+  };
+}
+
+function listen(server: Server, settings: SimulatorSettings): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const onError = (error: Error): void => {
+      reject(new TokentapError('TOKENTAP_ERR_LISTEN', [`simulator ${settings.host}:${settings.port}: ${error.message}`]));
+    };
+    server.once('error', onError);
+    server.listen(settings.port, settings.host, () => {
+      server.off('error', onError);
+      resolve((server.address() as AddressInfo).port);
+    });
+  });
+}
