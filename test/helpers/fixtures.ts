@@ -2,15 +2,15 @@ import { readFileSync, readdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-/** The shared fixtures captured from real servers (../shared/fixtures beside the repository). */
-export const SHARED_FIXTURES = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'shared', 'fixtures');
+/** Captures from real servers (see test/fixtures/README.md). */
+const FIXTURES = join(dirname(fileURLToPath(import.meta.url)), '..', 'fixtures');
 
 export function llamacppStream(name: string): Buffer {
-  return readFileSync(join(SHARED_FIXTURES, 'streams', 'llamacpp', name));
+  return readFileSync(join(FIXTURES, 'streams', 'llamacpp', name));
 }
 
 export function llamacppStreamNames(): string[] {
-  return readdirSync(join(SHARED_FIXTURES, 'streams', 'llamacpp')).filter((n) => n.endsWith('.sse'));
+  return readdirSync(join(FIXTURES, 'streams', 'llamacpp')).filter((n) => n.endsWith('.sse'));
 }
 
 /** The SSE events of a stream, each with its terminating blank line, as the server wrote them one per chunk. */
