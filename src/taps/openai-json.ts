@@ -1,45 +1,32 @@
+import { BoundedBody, tokenCount } from './bounded-body.js';
 import type { Tap, TapContext } from './tap.js';
 
 /**
  * Non-streaming OpenAI-compatible responses: the whole JSON body carries `usage`, which is all
- * there is to measure besides TTFB and e2e. The body is kept (by reference, no copy) up to a cap and
- * parsed once at the end, off the per-chunk path.
+ * there is to measure besides TTFB and e2e. Parsed once at the end, off the per-chunk path.
  */
 export const MAX_JSON_BODY_BYTES = 4 << 20;
 
+interface Completion {
+  usage?: { prompt_tokens?: unknown; completion_tokens?: unknown } | null;
+}
+
 export function createOpenAIJsonTap(context: TapContext): Tap {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  let oversized = false;
+  const body = new BoundedBody(MAX_JSON_BODY_BYTES);
   return {
     write(chunk) {
-      if (oversized) return;
-      size += chunk.length;
-      if (size > MAX_JSON_BODY_BYTES) {
-        oversized = true;
-        chunks.length = 0;
+      body.push(chunk);
+    },
+    end() {
+      if (body.oversized) {
         context.problem('oversized_body');
         return;
       }
-      chunks.push(chunk);
-    },
-    end() {
-      if (oversized || size === 0) return;
-      let body: { usage?: { prompt_tokens?: unknown; completion_tokens?: unknown } | null };
-      try {
-        body = JSON.parse(Buffer.concat(chunks, size).toString('utf8'));
-      } catch {
-        context.problem('malformed_event');
-        return;
-      }
-      const usage = body?.usage;
+      const completion = body.json() as Completion | undefined;
+      const usage = completion?.usage;
       if (usage != null && typeof usage === 'object') {
-        context.timeline.usage(count(usage.prompt_tokens), count(usage.completion_tokens));
+        context.timeline.usage(tokenCount(usage.prompt_tokens), tokenCount(usage.completion_tokens));
       }
     },
   };
-}
-
-function count(value: unknown): number | undefined {
-  return typeof value === 'number' && Number.isInteger(value) && value >= 0 ? value : undefined;
 }

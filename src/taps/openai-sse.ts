@@ -1,4 +1,5 @@
 import { createParser, type EventSourceMessage, type EventSourceParser } from 'eventsource-parser';
+import { tokenCount } from './bounded-body.js';
 import type { Tap, TapContext } from './tap.js';
 
 /**
@@ -131,7 +132,7 @@ class OpenAISseTap implements Tap {
 
     const usage = chunk.usage;
     if (usage != null && typeof usage === 'object') {
-      timeline.usage(asCount(usage.prompt_tokens), asCount(usage.completion_tokens));
+      timeline.usage(tokenCount(usage.prompt_tokens), tokenCount(usage.completion_tokens));
     }
   }
 }
@@ -150,15 +151,11 @@ function isContent(choice: Choice): boolean {
 
 /** The per-chunk cumulative output count: vLLM continuous usage stats, else llama.cpp timings. */
 function reportedCumulativeTokens(chunk: Chunk): number | undefined {
-  const fromUsage = chunk.usage != null ? asCount(chunk.usage.completion_tokens) : undefined;
+  const fromUsage = chunk.usage != null ? tokenCount(chunk.usage.completion_tokens) : undefined;
   if (fromUsage !== undefined) return fromUsage;
-  return chunk.timings != null ? asCount(chunk.timings.predicted_n) : undefined;
+  return chunk.timings != null ? tokenCount(chunk.timings.predicted_n) : undefined;
 }
 
 function nonEmptyString(value: unknown): boolean {
   return typeof value === 'string' && value.length > 0;
-}
-
-function asCount(value: unknown): number | undefined {
-  return typeof value === 'number' && Number.isInteger(value) && value >= 0 ? value : undefined;
 }
