@@ -40,6 +40,10 @@ export async function main(argv: readonly string[], io: CliIO): Promise<number> 
   try {
     switch (command) {
       case 'serve':
+        if (rest.includes('--help') || rest.includes('-h')) {
+          io.stdout.write(USAGE);
+          return 0;
+        }
         return await runServe(parseServeFlags(rest), io, stopped);
       case 'simulate':
         return await runSimulate(rest, io, stopped);
