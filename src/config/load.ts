@@ -4,7 +4,31 @@ import type { z } from 'zod';
 import { TokentapError } from '../errors.js';
 import { METRICS, type HistogramKey } from '../metrics/definitions.js';
 import { parseDurationMs } from './duration.js';
-import { configFileSchema, parseListenAddress, type ConfigFile, type ListenAddress } from './schema.js';
+import { configFileSchema, parseListenAddress, type ConfigFile, type ListenAddress, type WorkloadConfig } from './schema.js';
+
+/** The kinds of SLO a workload can have; also the `slo` label of `tokentap_slo_events_total`. */
+export const SLO_KINDS = ['ttft', 'itl', 'e2e'] as const;
+export type SloKind = (typeof SLO_KINDS)[number];
+
+/** A workload as the program uses it: match rules normalised, thresholds in seconds. */
+export interface Workload {
+  readonly name: string;
+  /** Undefined for a catch-all. Header names are lower-case. */
+  readonly match:
+    | {
+        readonly headers: readonly (readonly [name: string, value: string])[];
+        readonly path: string | undefined;
+        readonly model: string | undefined;
+      }
+    | undefined;
+  /** Undefined when the workload has no SLO. Thresholds in seconds, only those configured. */
+  readonly slo:
+    | {
+        readonly objective: number;
+        readonly thresholdsS: Readonly<Partial<Record<SloKind, number>>>;
+      }
+    | undefined;
+}
 
 /** Validated, frozen settings: the rest of the program never re-checks them. */
 export interface Settings {
@@ -16,6 +40,8 @@ export interface Settings {
   readonly logLevel: NonNullable<ConfigFile['log_level']>;
   readonly maxModels: number;
   readonly buckets: Readonly<Record<HistogramKey, readonly number[]>>;
+  /** In match order; the last one takes every request that matches none. At least one. */
+  readonly workloads: readonly Workload[];
   /** The file the settings were read from, if any. */
   readonly configFile: string | undefined;
 }
@@ -51,6 +77,7 @@ export const DEFAULTS = {
   upstreamHealthPath: '/health',
   logLevel: 'info',
   maxModels: 32,
+  workload: 'default',
 } as const;
 
 /** Which configured bucket list feeds which histogram. */
@@ -116,7 +143,32 @@ function freezeSettings(config: ConfigFile, configFile: string | undefined): Set
     logLevel: config.log_level ?? DEFAULTS.logLevel,
     maxModels: config.metrics?.max_models ?? DEFAULTS.maxModels,
     buckets: Object.freeze(buckets),
+    workloads: Object.freeze((config.workloads ?? [{ name: DEFAULTS.workload }]).map(freezeWorkload)),
     configFile,
+  });
+}
+
+function freezeWorkload(config: WorkloadConfig): Workload {
+  const match = config.match;
+  const slo = config.slo;
+  const thresholdsS: Partial<Record<SloKind, number>> = {};
+  if (slo !== undefined) {
+    for (const kind of SLO_KINDS) {
+      const text = slo[kind];
+      if (text !== undefined) thresholdsS[kind] = (parseDurationMs(text) as number) / 1000;
+    }
+  }
+  return Object.freeze({
+    name: config.name,
+    match:
+      match === undefined
+        ? undefined
+        : Object.freeze({
+            headers: Object.freeze(Object.entries(match.header ?? {}).map(([name, value]) => Object.freeze([name.toLowerCase(), value] as const))),
+            path: match.path,
+            model: match.model,
+          }),
+    slo: slo === undefined ? undefined : Object.freeze({ objective: slo.objective, thresholdsS: Object.freeze(thresholdsS) }),
   });
 }
 

@@ -21,6 +21,8 @@ export const ATTR = {
   tokenType: 'gen_ai.token.type',
   tokenSource: 'token_source',
   reason: 'reason',
+  slo: 'slo',
+  sloResult: 'result',
 } as const;
 
 export interface MetricDefinition {
@@ -178,6 +180,20 @@ export const METRICS = {
     unit: '{request}',
     description: 'Requests received by the proxy and not yet finished.',
     extraLabels: [],
+  },
+  /**
+   * SLO events per workload: `slo` is ttft, itl or e2e, `result` good or bad against the workload's
+   * threshold. TTFT and e2e: one event per request; ITL: one per token. Exact for any threshold, and
+   * it counts requests abandoned without a first token after waiting longer than the TTFT threshold
+   * as bad (DESIGN.md section 2), which the latency histograms cannot.
+   */
+  sloEvents: {
+    kind: 'counter',
+    otelName: 'tokentap.slo.events',
+    promName: 'tokentap_slo_events_total',
+    unit: '{event}',
+    description: 'Good and bad events per workload SLO (ttft, itl, e2e) against the configured thresholds.',
+    extraLabels: [ATTR.slo, ATTR.sloResult],
   },
   /** A tap that threw: counted, disabled for that request, the stream itself untouched. */
   tapErrors: {
