@@ -16,6 +16,22 @@ export interface InterTokenSink {
 
 export type TokenSource = 'usage' | 'counted';
 
+/**
+ * Durations the server measured itself and reported at the end of the stream (Ollama's
+ * `*_duration` in nanoseconds, llama.cpp's `timings` in milliseconds), in milliseconds. Logged
+ * beside tokentap's own measurements: a gap between the two is time spent outside the engine.
+ */
+export interface ServerTimings {
+  /** Loading the model before the request could run (Ollama `load_duration`). */
+  loadMs?: number;
+  /** Prompt processing (prefill). */
+  promptMs?: number;
+  /** Token generation (decode). */
+  generationMs?: number;
+  /** The whole request as the server saw it (Ollama `total_duration`). */
+  totalMs?: number;
+}
+
 export class TokenTimeline {
   readonly startMs: number;
   /** NaN until it happened. */
@@ -31,6 +47,8 @@ export class TokenTimeline {
   terminal = false;
   /** The stream itself reported an error (an error event in an otherwise 2xx stream). */
   errorEvent = false;
+  /** What the server reported of its own timing, when the protocol carries it. */
+  serverTimings: ServerTimings | undefined;
   private readonly sink: InterTokenSink;
 
   constructor(startMs: number, sink: InterTokenSink) {
@@ -54,6 +72,14 @@ export class TokenTimeline {
     this.countedTokens += tokens;
   }
 
+  /**
+   * Generated tokens that carry no content (TGI's special end-of-sequence token): they count toward
+   * the output, so the counted total can match the server's, but they are not a content event.
+   */
+  contentlessTokens(tokens: number): void {
+    this.countedTokens += tokens;
+  }
+
   /** Cumulative usage as reported by the server; later reports replace earlier ones. */
   usage(inputTokens: number | undefined, outputTokens: number | undefined): void {
     if (inputTokens !== undefined) this.reportedInputTokens = inputTokens;
@@ -74,6 +100,14 @@ export class TokenTimeline {
 
   get outputTokens(): number {
     return Number.isNaN(this.reportedOutputTokens) ? this.countedTokens : this.reportedOutputTokens;
+  }
+
+  /**
+   * The stream's tokens, counted from its content events, disagree with the output tokens the server
+   * reported. Only judged when both exist: a stream with content events and a usage report.
+   */
+  get tokenCountMismatch(): boolean {
+    return this.contentEvents > 0 && !Number.isNaN(this.reportedOutputTokens) && this.countedTokens !== this.reportedOutputTokens;
   }
 
   /**

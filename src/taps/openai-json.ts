@@ -2,13 +2,17 @@ import { BoundedBody, tokenCount } from './bounded-body.js';
 import type { Tap, TapContext } from './tap.js';
 
 /**
- * Non-streaming OpenAI-compatible responses: the whole JSON body carries `usage`, which is all
- * there is to measure besides TTFB and e2e. Parsed once at the end, off the per-chunk path.
+ * Non-streaming responses: the whole JSON body carries the usage, which is all there is to measure
+ * besides TTFB and e2e. Parsed once at the end, off the per-chunk path. Reads OpenAI chat and
+ * completions `usage` {prompt_tokens, completion_tokens}, the Responses API's and Anthropic's
+ * `usage` {input_tokens, output_tokens}, and Ollama's top-level `prompt_eval_count`/`eval_count`.
  */
 export const MAX_JSON_BODY_BYTES = 4 << 20;
 
 interface Completion {
-  usage?: { prompt_tokens?: unknown; completion_tokens?: unknown } | null;
+  usage?: { prompt_tokens?: unknown; completion_tokens?: unknown; input_tokens?: unknown; output_tokens?: unknown } | null;
+  prompt_eval_count?: unknown;
+  eval_count?: unknown;
 }
 
 export function createOpenAIJsonTap(context: TapContext): Tap {
@@ -22,10 +26,13 @@ export function createOpenAIJsonTap(context: TapContext): Tap {
         context.problem('oversized_body');
         return;
       }
-      const completion = body.json() as Completion | undefined;
-      const usage = completion?.usage;
+      const completion = body.json() as Completion | null | undefined;
+      if (completion == null || typeof completion !== 'object') return;
+      const usage = completion.usage;
       if (usage != null && typeof usage === 'object') {
-        context.timeline.usage(tokenCount(usage.prompt_tokens), tokenCount(usage.completion_tokens));
+        context.timeline.usage(tokenCount(usage.prompt_tokens ?? usage.input_tokens), tokenCount(usage.completion_tokens ?? usage.output_tokens));
+      } else {
+        context.timeline.usage(tokenCount(completion.prompt_eval_count), tokenCount(completion.eval_count));
       }
     },
   };

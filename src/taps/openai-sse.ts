@@ -1,5 +1,6 @@
-import { createParser, type EventSourceMessage, type EventSourceParser } from 'eventsource-parser';
+import type { EventSourceMessage } from 'eventsource-parser';
 import { tokenCount } from './bounded-body.js';
+import { SseDecoder } from './sse-decoder.js';
 import type { Tap, TapContext } from './tap.js';
 
 /**
@@ -15,12 +16,8 @@ import type { Tap, TapContext } from './tap.js';
  * `continuous_usage_stats` usage, llama.cpp `timings.predicted_n`), else one per content-bearing
  * choice. The end-of-stream usage (when present) replaces the counted total for output tokens.
  *
- * SSE framing is decoded by eventsource-parser (CR, LF, CRLF, BOM, comments, split lines); bytes go
- * through a streaming TextDecoder so a multi-byte character split across chunks stays whole.
+ * Framing, split chunks and the event size cap: see sse-decoder.ts.
  */
-
-/** An event larger than this is skipped and counted; the stream itself still passes. */
-export const MAX_EVENT_CHARS = 1 << 20;
 
 interface Delta {
   content?: unknown;
@@ -49,44 +46,28 @@ export function createOpenAISseTap(context: TapContext): Tap {
 
 class OpenAISseTap implements Tap {
   private readonly context: TapContext;
-  private readonly decoder = new TextDecoder('utf-8');
-  private readonly parser: EventSourceParser;
+  private readonly decoder: SseDecoder;
   /** Arrival time of the chunk being decoded: every event completed by it happened then. */
   private nowMs = 0;
   /** Last cumulative output-token count reported per chunk, to turn it into per-event counts. */
   private cumulativeTokens = 0;
-  private oversized = false;
 
   constructor(context: TapContext) {
     this.context = context;
-    this.parser = createParser({
-      onEvent: (event) => this.onEvent(event),
-      onError: (error) => {
-        if (error.type === 'max-buffer-size-exceeded') this.oversized = true;
-      },
-      maxBufferSize: MAX_EVENT_CHARS,
-    });
+    this.decoder = new SseDecoder(
+      (event) => this.onEvent(event),
+      () => context.problem('oversized_event'),
+    );
   }
 
   write(chunk: Buffer, nowMs: number): void {
     this.nowMs = nowMs;
-    this.feed(this.decoder.decode(chunk, { stream: true }));
+    this.decoder.write(chunk);
   }
 
   end(nowMs: number): void {
     this.nowMs = nowMs;
-    this.feed(this.decoder.decode());
-  }
-
-  private feed(text: string): void {
-    if (text.length === 0) return;
-    this.parser.feed(text);
-    if (this.oversized) {
-      // The parser stops at an oversized event; drop that event and go on with the next line.
-      this.oversized = false;
-      this.context.problem('oversized_event');
-      this.parser.reset();
-    }
+    this.decoder.end();
   }
 
   private onEvent(event: EventSourceMessage): void {

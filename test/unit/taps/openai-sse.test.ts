@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { createOpenAISseTap } from '../../../src/taps/openai-sse.js';
 import { llamacppStream, llamacppStreamNames, randomChunks, splitEvents } from '../../helpers/fixtures.js';
 import { chatChunk, runTap, sse } from '../../helpers/tap-harness.js';
+import { EVERY_CUT_TIMEOUT_MS } from './replay.js';
 
 describe('OpenAI SSE tap: what counts as the first token', () => {
   it('records TTFT at the first content delta, not the role prelude or an empty delta', () => {
@@ -157,6 +158,8 @@ describe('OpenAI SSE tap on real llama.cpp captures', () => {
         if (JSON.stringify(split) !== JSON.stringify(whole)) expect(split, `cut at byte ${cut}`).toEqual(whole);
       }
     },
+    // About 30,000 full replays of a 30 KB capture: ~30 s on an idle core, several times that when the machine is shared.
+    EVERY_CUT_TIMEOUT_MS,
   );
 
   it('counts the same tokens whatever the random chunking', () => {

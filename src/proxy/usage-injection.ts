@@ -1,0 +1,209 @@
+import type { ClientRequest } from 'node:http';
+import type { RouteTable } from '../taps/route-table.js';
+
+/**
+ * Opt-in usage injection (`inject_usage: true`, DESIGN.md section 4): OpenAI-style streams report
+ * token usage only when the request asks `stream_options.include_usage`. For streaming chat and
+ * completions requests that do not ask, the request body is rewritten to ask, so token counts are
+ * exact; and the usage-only chunk that this adds at the end (`"choices": []` plus `usage`) is removed
+ * from the response, because naive clients read `chunk.choices[0]` and would break on it. The tap
+ * still sees the original bytes, chunk included. A client that asked itself is left alone and
+ * keeps its chunk.
+ *
+ * Costs, paid only by the requests it applies to: the request body is held until complete (to set
+ * its Content-Length) and the response is cut at event boundaries (a partial event waits for its
+ * end, which a client could not use anyway). Every other request takes the proxy's plain path.
+ */
+
+/** Bodies larger than this are forwarded unchanged: chat requests are far smaller. */
+const MAX_REWRITTEN_BODY_BYTES = 8 << 20;
+
+export class UsageInjector {
+  private readonly routes: RouteTable;
+
+  constructor(routes: RouteTable) {
+    this.routes = routes;
+  }
+
+  /** The injection for one request, or undefined when it cannot apply (then the proxy path is untouched). */
+  forRequest(method: string, url: string, contentType: string | undefined): RequestInjection | undefined {
+    if (method !== 'POST' || contentType === undefined || !/\bjson\b/i.test(contentType)) return undefined;
+    const query = url.indexOf('?');
+    const protocol = this.routes.protocolFor(method, query === -1 ? url : url.slice(0, query));
+    return protocol === 'openai-chat' || protocol === 'openai-completions' ? new RequestInjection() : undefined;
+  }
+}
+
+/** One request's body, held for rewriting, and what it implies for the response. */
+export class RequestInjection {
+  private held: Buffer[] = [];
+  private heldBytes = 0;
+  /** The body outgrew the cap: what was held went upstream unchanged, the rest streams through. */
+  private passthrough = false;
+  /** The request was rewritten to ask for usage, so the usage-only chunk is not the client's. */
+  private rewritten = false;
+
+  /**
+   * The upstream request headers (already filtered to end-to-end ones) as an object, not a flat
+   * list: Node sends an object's headers with the first body write, so Content-Length can still be
+   * set once the rewritten body is known.
+   */
+  requestHeaders(headers: readonly string[]): Record<string, string | string[]> {
+    const object: Record<string, string | string[]> = {};
+    // Repeated headers (in any case) stay repeated, under the first spelling seen.
+    const spelling = new Map<string, string>();
+    for (let i = 0; i < headers.length; i += 2) {
+      const lower = (headers[i] as string).toLowerCase();
+      const name = spelling.get(lower) ?? (headers[i] as string);
+      spelling.set(lower, name);
+      const value = headers[i + 1] as string;
+      const before = object[name];
+      object[name] = before === undefined ? value : Array.isArray(before) ? [...before, value] : [before, value];
+    }
+    return object;
+  }
+
+  /**
+   * Holds a request body chunk. Returns false when the caller must write `chunk` itself: the body
+   * outgrew the cap, so what was held has just been written to `upstream` unchanged.
+   */
+  hold(chunk: Buffer, upstream: ClientRequest): boolean {
+    if (this.passthrough) return false;
+    if (this.heldBytes + chunk.length > MAX_REWRITTEN_BODY_BYTES) {
+      this.passthrough = true;
+      for (const part of this.held) upstream.write(part);
+      this.held = [];
+      return false;
+    }
+    this.held.push(chunk);
+    this.heldBytes += chunk.length;
+    return true;
+  }
+
+  /** The request body ended: sends the held body, rewritten when it asks for a stream without usage. */
+  send(upstream: ClientRequest): void {
+    if (this.passthrough) {
+      upstream.end();
+      return;
+    }
+    const original = Buffer.concat(this.held, this.heldBytes);
+    this.held = [];
+    const body = withUsageRequested(original) ?? original;
+    this.rewritten = body !== original;
+    if (!upstream.headersSent) upstream.setHeader('content-length', body.length);
+    upstream.end(body);
+  }
+
+  /**
+   * A stripper for the response, when it is a successful event stream answering a rewritten request;
+   * undefined otherwise (the response then passes unchanged).
+   */
+  responseStripper(status: number, contentType: string | undefined): UsageChunkStripper | undefined {
+    if (!this.rewritten || status < 200 || status >= 300) return undefined;
+    if (contentType === undefined || contentType.split(';', 1)[0]!.trim().toLowerCase() !== 'text/event-stream') return undefined;
+    return new UsageChunkStripper();
+  }
+}
+
+/**
+ * The body with `stream_options.include_usage: true`, or undefined when it should go unchanged: not
+ * a JSON object, not `stream: true`, or already asking (`include_usage: true`).
+ *
+ * When the body has no `stream_options` at all, the key is spliced in after the opening brace and
+ * every other byte stays as the client wrote it (numbers beyond 2^53, key order, spacing); only an
+ * existing `stream_options` object is re-serialised.
+ */
+export function withUsageRequested(body: Buffer): Buffer | undefined {
+  let request: unknown;
+  try {
+    request = JSON.parse(body.toString('utf8'));
+  } catch {
+    return undefined;
+  }
+  if (request === null || typeof request !== 'object' || Array.isArray(request)) return undefined;
+  const fields = request as { stream?: unknown; stream_options?: unknown };
+  if (fields.stream !== true) return undefined;
+  const options = fields.stream_options;
+  if (options === undefined) {
+    // The object has at least `stream`, so a comma always follows the inserted member.
+    const brace = body.indexOf(0x7b);
+    return Buffer.concat([body.subarray(0, brace + 1), Buffer.from('"stream_options":{"include_usage":true},'), body.subarray(brace + 1)]);
+  }
+  if (options !== null && typeof options === 'object' && (options as { include_usage?: unknown }).include_usage === true) return undefined;
+  const merged = { ...(options !== null && typeof options === 'object' ? options : {}), include_usage: true };
+  return Buffer.from(JSON.stringify({ ...fields, stream_options: merged }));
+}
+
+const LF = 10;
+const CR = 13;
+
+/**
+ * Removes the usage-only chunk (`"choices": []` with `usage`) from an OpenAI SSE response, passing
+ * every other byte unchanged and in order. Works on bytes: events end at a blank line (LF, CRLF or
+ * CR line ends); complete events go out at once, a partial one waits for its end; the tail of an
+ * unfinished last event is flushed as is.
+ */
+export class UsageChunkStripper {
+  /** The start of an unfinished event (a copy: the proxy does not keep chunks). */
+  private tail: Buffer | undefined;
+
+  /** Response headers without Content-Length, which no longer holds once a chunk is removed. */
+  responseHeaders(headers: string[]): string[] {
+    const kept: string[] = [];
+    for (let i = 0; i < headers.length; i += 2) {
+      if ((headers[i] as string).toLowerCase() !== 'content-length') kept.push(headers[i] as string, headers[i + 1] as string);
+    }
+    return kept;
+  }
+
+  /** The bytes of `chunk` to forward now (possibly none). */
+  write(chunk: Buffer): Buffer {
+    const data = this.tail === undefined ? chunk : Buffer.concat([this.tail, chunk]);
+    this.tail = undefined;
+    const out: Buffer[] = [];
+    let eventStart = 0;
+    let kept = 0;
+    let lineStart = 0;
+    for (let i = 0; i < data.length; i++) {
+      const c = data[i];
+      if (c !== LF && c !== CR) continue;
+      if (c === CR && i + 1 === data.length) break; // maybe half of a CRLF: wait for the next byte
+      const lineEnd = i;
+      if (c === CR && data[i + 1] === LF) i++;
+      if (lineEnd === lineStart) {
+        // A blank line: the event [eventStart, i] is complete.
+        if (eventStart < lineEnd && isUsageOnlyEvent(data.subarray(eventStart, lineEnd))) {
+          if (kept < eventStart) out.push(data.subarray(kept, eventStart));
+          kept = i + 1;
+        }
+        eventStart = i + 1;
+      }
+      lineStart = i + 1;
+    }
+    if (eventStart < data.length) this.tail = Buffer.from(data.subarray(eventStart));
+    if (kept < eventStart) out.push(data.subarray(kept, eventStart));
+    return out.length === 1 ? (out[0] as Buffer) : Buffer.concat(out);
+  }
+
+  /** The body ended: whatever is left of an unfinished event goes out unchanged. */
+  end(): Buffer {
+    const rest = this.tail ?? Buffer.alloc(0);
+    this.tail = undefined;
+    return rest;
+  }
+}
+
+/** Only events that mention `usage` are parsed; the rest are skipped by a byte search. */
+function isUsageOnlyEvent(event: Buffer): boolean {
+  if (event.indexOf('"usage"') === -1) return false;
+  let data = '';
+  for (const line of event.toString('utf8').split(/\r\n|\r|\n/)) {
+    if (line.startsWith('data:')) data += (data === '' ? '' : '\n') + line.slice(line.charCodeAt(5) === 32 ? 6 : 5);
+  }
+  try {
+    const chunk = JSON.parse(data) as { choices?: unknown; usage?: unknown } | null;
+    return chunk !== null && Array.isArray(chunk.choices) && chunk.choices.length === 0 && chunk.usage != null;
+  } catch {
+    return false;
+  }
+}

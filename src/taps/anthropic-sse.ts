@@ -1,0 +1,115 @@
+import type { EventSourceMessage } from 'eventsource-parser';
+import { tokenCount } from './bounded-body.js';
+import { nonEmptyString, parseEventObject } from './event-json.js';
+import { SseDecoder } from './sse-decoder.js';
+import type { Tap, TapContext } from './tap.js';
+
+/**
+ * Anthropic Messages streams (`POST /v1/messages` with `stream: true`), as Anthropic, vLLM and
+ * llama.cpp send them: typed SSE events. https://docs.anthropic.com/en/docs/build-with-claude/streaming
+ *
+ * Content-bearing: `content_block_delta` whose delta is a non-empty `text_delta.text`,
+ * `thinking_delta.thinking` or `input_json_delta.partial_json` (tool input). Not content:
+ * `message_start`, `ping`, `content_block_start`/`_stop`, `signature_delta` (a signature of the
+ * thinking block, not generated text), the empty `partial_json` that opens a tool call. One token
+ * per delta.
+ *
+ * Usage: input tokens from `message_start.message.usage` (`input_tokens` plus the cache read and
+ * creation tokens, which Anthropic reports apart: together they are the prompt the server
+ * processed); output tokens from `message_delta.usage.output_tokens`, cumulative, whose last value
+ * is the total. `message_start`'s own `output_tokens` (1 or so) is a placeholder and is ignored.
+ * Terminal: `message_stop`. An `error` event (e.g. `overloaded_error`) is an upstream error.
+ */
+
+interface Usage {
+  input_tokens?: unknown;
+  cache_creation_input_tokens?: unknown;
+  cache_read_input_tokens?: unknown;
+  output_tokens?: unknown;
+}
+
+interface AnthropicEvent {
+  type?: unknown;
+  message?: { usage?: Usage | null } | null;
+  delta?: { type?: unknown; text?: unknown; thinking?: unknown; partial_json?: unknown } | null;
+  usage?: Usage | null;
+}
+
+export function createAnthropicSseTap(context: TapContext): Tap {
+  return new AnthropicSseTap(context);
+}
+
+class AnthropicSseTap implements Tap {
+  private readonly context: TapContext;
+  private readonly decoder: SseDecoder;
+  private nowMs = 0;
+
+  constructor(context: TapContext) {
+    this.context = context;
+    this.decoder = new SseDecoder(
+      (event) => this.onEvent(event),
+      () => context.problem('oversized_event'),
+    );
+  }
+
+  write(chunk: Buffer, nowMs: number): void {
+    this.nowMs = nowMs;
+    this.decoder.write(chunk);
+  }
+
+  end(nowMs: number): void {
+    this.nowMs = nowMs;
+    this.decoder.end();
+  }
+
+  private onEvent(message: EventSourceMessage): void {
+    // Skipped unparsed: nothing in them is measured.
+    const named = message.event;
+    if (named === 'ping' || named === 'content_block_start' || named === 'content_block_stop') return;
+    const event = parseEventObject<AnthropicEvent>(message.data, this.context);
+    if (event === undefined) return;
+    const timeline = this.context.timeline;
+    switch (typeof event.type === 'string' ? event.type : named) {
+      case 'content_block_delta':
+        if (isContent(event.delta)) timeline.content(this.nowMs, 1);
+        return;
+      case 'message_start': {
+        const usage = event.message?.usage;
+        if (usage != null && typeof usage === 'object') timeline.usage(inputTokens(usage), undefined);
+        return;
+      }
+      case 'message_delta': {
+        const usage = event.usage;
+        if (usage != null && typeof usage === 'object') timeline.usage(inputTokens(usage), tokenCount(usage.output_tokens));
+        return;
+      }
+      case 'message_stop':
+        timeline.terminal = true;
+        return;
+      case 'error':
+        timeline.errorEvent = true;
+        return;
+    }
+  }
+}
+
+function isContent(delta: AnthropicEvent['delta']): boolean {
+  if (delta == null || typeof delta !== 'object') return false;
+  switch (delta.type) {
+    case 'text_delta':
+      return nonEmptyString(delta.text);
+    case 'thinking_delta':
+      return nonEmptyString(delta.thinking);
+    case 'input_json_delta':
+      return nonEmptyString(delta.partial_json);
+    default:
+      return false;
+  }
+}
+
+/** The prompt the server processed: uncached plus cache-read plus cache-written tokens; undefined when not reported. */
+function inputTokens(usage: Usage): number | undefined {
+  const input = tokenCount(usage.input_tokens);
+  if (input === undefined) return undefined;
+  return input + (tokenCount(usage.cache_creation_input_tokens) ?? 0) + (tokenCount(usage.cache_read_input_tokens) ?? 0);
+}

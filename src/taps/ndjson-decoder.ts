@@ -1,0 +1,96 @@
+/**
+ * Newline-delimited JSON (Ollama's streaming framing) from response bytes: one JSON value per line.
+ *
+ * Hand-written rather than a library: splitting bytes at line ends is a few lines, runs once per
+ * chunk on the hot path, and the NDJSON packages in use (ndjson, split2) are Node Transform streams,
+ * which DESIGN.md section 9 measured at about twice the cost of a plain listener. Lines are cut on
+ * bytes and decoded only when complete, so a multi-byte character split across chunks stays whole.
+ * LF, CRLF and a lone CR all end a line (JSON text cannot hold a raw CR or LF, so this is never
+ * wrong); empty lines are skipped; a byte-order mark at the start of a line is dropped by the
+ * TextDecoder (it strips one at the start of each non-streaming decode).
+ *
+ * A line longer than `maxLineBytes` is reported once through `onOversized` and skipped up to its
+ * end; the lines after it are decoded as usual.
+ */
+
+/** Default line size cap: 1 MiB, far above any token line (a few hundred bytes). */
+const MAX_LINE_BYTES = 1 << 20;
+
+const LF = 10;
+const CR = 13;
+
+export class NdjsonDecoder {
+  private readonly decoder = new TextDecoder('utf-8');
+  private readonly onLine: (line: string) => void;
+  private readonly onOversized: () => void;
+  private readonly maxLineBytes: number;
+  /** The start of an unfinished line: copies, since a tap must not keep the chunks it is shown. */
+  private pending: Buffer[] = [];
+  private pendingBytes = 0;
+  /** Discarding an oversized line until its end. */
+  private skipping = false;
+
+  constructor(onLine: (line: string) => void, onOversized: () => void, maxLineBytes = MAX_LINE_BYTES) {
+    this.onLine = onLine;
+    this.onOversized = onOversized;
+    this.maxLineBytes = maxLineBytes;
+  }
+
+  write(chunk: Buffer): void {
+    let start = 0;
+    let lf = chunk.indexOf(LF);
+    let cr = chunk.indexOf(CR);
+    while (start < chunk.length) {
+      if (lf !== -1 && lf < start) lf = chunk.indexOf(LF, start);
+      if (cr !== -1 && cr < start) cr = chunk.indexOf(CR, start);
+      const end = lf === -1 ? cr : cr === -1 ? lf : Math.min(lf, cr);
+      if (end === -1) {
+        this.keep(chunk.subarray(start));
+        return;
+      }
+      this.lineEnd(chunk.subarray(start, end));
+      start = end + 1;
+    }
+  }
+
+  /** The body ended: a last line without a line end still counts. */
+  end(): void {
+    if (this.pendingBytes > 0 && !this.skipping) this.lineEnd(Buffer.alloc(0));
+    this.pending = [];
+    this.pendingBytes = 0;
+    this.skipping = false;
+  }
+
+  private keep(part: Buffer): void {
+    if (this.skipping || part.length === 0) return;
+    this.pendingBytes += part.length;
+    if (this.pendingBytes > this.maxLineBytes) {
+      this.oversized();
+      return;
+    }
+    this.pending.push(Buffer.from(part));
+  }
+
+  private lineEnd(last: Buffer): void {
+    if (this.skipping) {
+      this.skipping = false;
+      return;
+    }
+    const bytes = this.pendingBytes === 0 ? last : Buffer.concat([...this.pending, last], this.pendingBytes + last.length);
+    this.pending = [];
+    this.pendingBytes = 0;
+    if (bytes.length === 0) return;
+    if (bytes.length > this.maxLineBytes) {
+      this.onOversized();
+      return;
+    }
+    this.onLine(this.decoder.decode(bytes));
+  }
+
+  private oversized(): void {
+    this.onOversized();
+    this.pending = [];
+    this.pendingBytes = 0;
+    this.skipping = true;
+  }
+}

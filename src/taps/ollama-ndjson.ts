@@ -1,0 +1,91 @@
+import { tokenCount } from './bounded-body.js';
+import { durationMs, nonEmptyString, parseEventObject } from './event-json.js';
+import { NdjsonDecoder } from './ndjson-decoder.js';
+import type { Tap, TapContext } from './tap.js';
+
+/**
+ * Ollama native streams (`POST /api/chat` and `POST /api/generate`): newline-delimited JSON
+ * (`application/x-ndjson`), one object per generated piece.
+ * https://github.com/ollama/ollama/blob/main/docs/api.md
+ *
+ * Content-bearing: a non-empty `message.content`, `message.thinking` or `message.tool_calls`
+ * (chat), or a non-empty `response` or `thinking` (generate). One token per line.
+ * Terminal: `done: true`, which carries the server's counts and durations: `eval_count` (output
+ * tokens) and `prompt_eval_count` (input tokens) are the reported usage; `load_duration`,
+ * `prompt_eval_duration`, `eval_duration` and `total_duration` (nanoseconds) become the request's
+ * server timings. A line `{"error": "..."}` is an upstream error.
+ */
+
+const NS_TO_MS = 1e-6;
+
+interface OllamaLine {
+  message?: { content?: unknown; thinking?: unknown; tool_calls?: unknown } | null;
+  response?: unknown;
+  thinking?: unknown;
+  done?: unknown;
+  eval_count?: unknown;
+  prompt_eval_count?: unknown;
+  load_duration?: unknown;
+  prompt_eval_duration?: unknown;
+  eval_duration?: unknown;
+  total_duration?: unknown;
+  error?: unknown;
+}
+
+export function createOllamaNdjsonTap(context: TapContext): Tap {
+  return new OllamaNdjsonTap(context);
+}
+
+class OllamaNdjsonTap implements Tap {
+  private readonly context: TapContext;
+  private readonly decoder: NdjsonDecoder;
+  private nowMs = 0;
+
+  constructor(context: TapContext) {
+    this.context = context;
+    this.decoder = new NdjsonDecoder(
+      (line) => this.onLine(line),
+      () => context.problem('oversized_event'),
+    );
+  }
+
+  write(chunk: Buffer, nowMs: number): void {
+    this.nowMs = nowMs;
+    this.decoder.write(chunk);
+  }
+
+  end(nowMs: number): void {
+    this.nowMs = nowMs;
+    this.decoder.end();
+  }
+
+  private onLine(text: string): void {
+    const line = parseEventObject<OllamaLine>(text, this.context);
+    if (line === undefined) return;
+    const timeline = this.context.timeline;
+    if (line.error != null) {
+      timeline.errorEvent = true;
+      return;
+    }
+    if (isContent(line)) timeline.content(this.nowMs, 1);
+    if (line.done === true) {
+      timeline.terminal = true;
+      timeline.usage(tokenCount(line.prompt_eval_count), tokenCount(line.eval_count));
+      timeline.serverTimings = {
+        loadMs: durationMs(line.load_duration, NS_TO_MS),
+        promptMs: durationMs(line.prompt_eval_duration, NS_TO_MS),
+        generationMs: durationMs(line.eval_duration, NS_TO_MS),
+        totalMs: durationMs(line.total_duration, NS_TO_MS),
+      };
+    }
+  }
+}
+
+function isContent(line: OllamaLine): boolean {
+  const message = line.message;
+  if (message != null && typeof message === 'object') {
+    if (nonEmptyString(message.content) || nonEmptyString(message.thinking)) return true;
+    if (Array.isArray(message.tool_calls) && message.tool_calls.length > 0) return true;
+  }
+  return nonEmptyString(line.response) || nonEmptyString(line.thinking);
+}

@@ -1,0 +1,94 @@
+import type { EventSourceMessage } from 'eventsource-parser';
+import { tokenCount } from './bounded-body.js';
+import { nonEmptyString, parseEventObject } from './event-json.js';
+import { SseDecoder } from './sse-decoder.js';
+import type { Tap, TapContext } from './tap.js';
+
+/**
+ * OpenAI Responses API streams (`POST /v1/responses` with `stream: true`), as OpenAI and vLLM send
+ * them: typed SSE events, `event: <type>` plus a JSON `data` whose `type` repeats it.
+ * https://platform.openai.com/docs/api-reference/responses-streaming
+ *
+ * Content-bearing: every `*.delta` event with a non-empty `delta`: `response.output_text.delta`,
+ * `response.reasoning_text.delta`, `response.reasoning_summary_text.delta`,
+ * `response.function_call_arguments.delta`, `response.refusal.delta` and the other tool deltas.
+ * Not content: `response.created`, `response.in_progress`, `*.added`, `*.done` and the rest of the
+ * lifecycle. One token per delta (the stream carries no per-delta counts).
+ *
+ * Terminal: `response.completed` (and `response.incomplete`, a normal end at max_output_tokens),
+ * both carrying `response.usage` {input_tokens, output_tokens}. `response.failed` and `error` are
+ * upstream errors.
+ *
+ * Events the tap does not need (the `*.done` events repeat the whole text) are skipped by their
+ * `event:` name without parsing their JSON.
+ */
+
+interface ResponsesEvent {
+  type?: unknown;
+  delta?: unknown;
+  response?: { usage?: { input_tokens?: unknown; output_tokens?: unknown } | null } | null;
+}
+
+export function createOpenAIResponsesSseTap(context: TapContext): Tap {
+  return new OpenAIResponsesSseTap(context);
+}
+
+class OpenAIResponsesSseTap implements Tap {
+  private readonly context: TapContext;
+  private readonly decoder: SseDecoder;
+  private nowMs = 0;
+
+  constructor(context: TapContext) {
+    this.context = context;
+    this.decoder = new SseDecoder(
+      (event) => this.onEvent(event),
+      () => context.problem('oversized_event'),
+    );
+  }
+
+  write(chunk: Buffer, nowMs: number): void {
+    this.nowMs = nowMs;
+    this.decoder.write(chunk);
+  }
+
+  end(nowMs: number): void {
+    this.nowMs = nowMs;
+    this.decoder.end();
+  }
+
+  private onEvent(message: EventSourceMessage): void {
+    if (message.event !== undefined && !isObserved(message.event)) return;
+    const event = parseEventObject<ResponsesEvent>(message.data, this.context);
+    if (event === undefined) return;
+    const type = typeof event.type === 'string' ? event.type : message.event;
+    if (type === undefined) return;
+    const timeline = this.context.timeline;
+    if (type.endsWith('.delta')) {
+      if (nonEmptyString(event.delta)) timeline.content(this.nowMs, 1);
+      return;
+    }
+    switch (type) {
+      case 'response.completed':
+      case 'response.incomplete': {
+        timeline.terminal = true;
+        const usage = event.response?.usage;
+        if (usage != null && typeof usage === 'object') timeline.usage(tokenCount(usage.input_tokens), tokenCount(usage.output_tokens));
+        return;
+      }
+      case 'response.failed':
+      case 'error':
+        timeline.errorEvent = true;
+        return;
+    }
+  }
+}
+
+function isObserved(type: string): boolean {
+  return (
+    type.endsWith('.delta') ||
+    type === 'response.completed' ||
+    type === 'response.incomplete' ||
+    type === 'response.failed' ||
+    type === 'error'
+  );
+}

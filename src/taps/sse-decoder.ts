@@ -1,0 +1,116 @@
+import { createParser, type EventSourceMessage, type EventSourceParser } from 'eventsource-parser';
+
+/**
+ * Server-sent events from response bytes, shared by every SSE tap.
+ *
+ * Framing is parsed by eventsource-parser 3.1.1 (a well-kept, spec-following parser: `:` comments,
+ * multi-line `data`, `event` types, LF line ends); CR and CRLF are turned into LF before it (see
+ * feed()). Bytes go through one streaming TextDecoder, so a multi-byte character split across chunks
+ * stays whole and a byte-order mark at the start (even split) is dropped. The library was kept
+ * because measurement does not call for a hand-written parser: on the 128-event llama.cpp capture
+ * (about 240 bytes per event) decoding took 0.5-2 µs per event on the shared 2-core machine,
+ * against about 4 µs for the JSON.parse each tap then does; and DESIGN.md section 9 puts the proxy
+ * path's cost in stream machinery and GC, not in event parsing.
+ *
+ * Size cap: an event whose data is longer than `maxEventChars` (UTF-16 code units, at most the same
+ * number of bytes) is reported once through `onOversized` and skipped; the events after it are
+ * decoded as usual. Two checks make that independent of how the bytes were chunked: a complete
+ * event is checked when dispatched, and the parser's buffer cap (twice the limit plus a line's
+ * slack, so an event within the limit can never trip it: its buffer is its data plus at most its
+ * current line) stops an endless event from growing memory, after which its rest is skipped up to
+ * the blank line that ends it. The parser only signals that overflow, so the skipping is done here.
+ */
+
+/** Default event size cap: 1 Mi characters, far above any token event (a few hundred bytes). */
+const MAX_EVENT_CHARS = 1 << 20;
+
+/** Room in the parser's buffer for the field names and line ends around an event's data. */
+const BUFFER_SLACK_CHARS = 1024;
+
+const LF = 10;
+const CR = 13;
+const CR_OR_CRLF = /\r\n?/g;
+
+export class SseDecoder {
+  private readonly decoder = new TextDecoder('utf-8');
+  private readonly parser: EventSourceParser;
+  private readonly onOversized: () => void;
+  private overflowed = false;
+  /** Discarding the rest of an oversized event until its blank line. */
+  private skipping = false;
+  /** While skipping: the last character seen ended a line (so another line end is the blank line). */
+  private skipAtLineStart = false;
+  /** The last text ended in a CR, handed to the parser as LF: an LF opening the next text is its CRLF pair. */
+  private swallowLF = false;
+
+  constructor(onEvent: (event: EventSourceMessage) => void, onOversized: () => void, maxEventChars = MAX_EVENT_CHARS) {
+    this.onOversized = onOversized;
+    this.parser = createParser({
+      onEvent: (event) => {
+        if (event.data.length > maxEventChars) onOversized();
+        else onEvent(event);
+      },
+      onError: (error) => {
+        if (error.type === 'max-buffer-size-exceeded') this.overflowed = true;
+      },
+      maxBufferSize: 2 * maxEventChars + BUFFER_SLACK_CHARS,
+    });
+  }
+
+  write(chunk: Buffer): void {
+    this.feed(this.decoder.decode(chunk, { stream: true }));
+  }
+
+  /** The body ended: flushes a trailing partial character. An unterminated last event is not dispatched (SSE spec). */
+  end(): void {
+    this.feed(this.decoder.decode());
+  }
+
+  private feed(text: string): void {
+    if (this.swallowLF && text.length > 0) {
+      this.swallowLF = false;
+      if (text.charCodeAt(0) === LF) text = text.slice(1);
+    }
+    if (text.length === 0) return;
+    if (text.indexOf('\r') !== -1) {
+      // CR, LF and CRLF are equivalent line ends, so CR and CRLF become LF here. The parser would
+      // hold a chunk's trailing CR until the next chunk shows whether an LF follows (delaying that
+      // event), and loses it if the next chunk overflows; here a trailing CR ends its line at once
+      // and an LF opening the next chunk is swallowed as its pair. LF-only streams skip this.
+      if (text.charCodeAt(text.length - 1) === CR) this.swallowLF = true;
+      text = text.replace(CR_OR_CRLF, '\n');
+    }
+    if (this.skipping) {
+      const resume = this.skipToEventEnd(text);
+      if (resume === -1) return;
+      text = text.slice(resume);
+      if (text.length === 0) return;
+    }
+    this.parser.feed(text);
+    if (this.overflowed) {
+      // The parser dropped what it had buffered of this event and stopped; skip the event's rest.
+      this.overflowed = false;
+      this.onOversized();
+      this.parser.reset();
+      this.skipping = true;
+      const last = text.charCodeAt(text.length - 1);
+      this.skipAtLineStart = last === LF;
+    }
+  }
+
+  /** Index just past the blank line that ends the skipped event, or -1 if `text` does not reach it. */
+  private skipToEventEnd(text: string): number {
+    for (let i = 0; i < text.length; i++) {
+      if (text.charCodeAt(i) === LF) {
+        if (this.skipAtLineStart) {
+          this.skipping = false;
+          return i + 1;
+        }
+        this.skipAtLineStart = true;
+      } else {
+        this.skipAtLineStart = false;
+      }
+    }
+    return -1;
+  }
+}

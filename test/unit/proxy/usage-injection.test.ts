@@ -1,0 +1,81 @@
+import { describe, expect, it } from 'vitest';
+import { RouteTable } from '../../../src/taps/route-table.js';
+import { UsageChunkStripper, UsageInjector, withUsageRequested } from '../../../src/proxy/usage-injection.js';
+
+describe('request rewriting', () => {
+  it('splices stream_options in after the brace, leaving every other byte as the client wrote it', () => {
+    const body = Buffer.from('{ "model": "m", "seed": 12345678901234567890, "stream": true,\n  "messages": [] }');
+    const rewritten = withUsageRequested(body);
+    expect(rewritten?.toString()).toBe('{"stream_options":{"include_usage":true}, "model": "m", "seed": 12345678901234567890, "stream": true,\n  "messages": [] }');
+    expect(JSON.parse(rewritten!.toString()).stream_options).toEqual({ include_usage: true });
+  });
+
+  it('merges include_usage into existing stream_options', () => {
+    const rewritten = withUsageRequested(Buffer.from('{"stream":true,"stream_options":{"continuous_usage_stats":true,"include_usage":false}}'));
+    expect(JSON.parse(rewritten!.toString())).toEqual({ stream: true, stream_options: { continuous_usage_stats: true, include_usage: true } });
+  });
+
+  it('leaves alone a request that already asks, does not stream, or is not a JSON object', () => {
+    for (const body of ['{"stream":true,"stream_options":{"include_usage":true}}', '{"stream":false}', '{"model":"m"}', '[1]', 'not json', '']) {
+      expect(withUsageRequested(Buffer.from(body)), body).toBeUndefined();
+    }
+  });
+
+  it('applies only to JSON POSTs routed to OpenAI chat or completions', () => {
+    const injector = new UsageInjector(new RouteTable([{ path: '/llm/chat', protocol: 'openai-chat' }]));
+    expect(injector.forRequest('POST', '/v1/chat/completions?x=1', 'application/json')).toBeDefined();
+    expect(injector.forRequest('POST', '/v1/completions', 'application/json; charset=utf-8')).toBeDefined();
+    expect(injector.forRequest('POST', '/llm/chat', 'application/json')).toBeDefined();
+    expect(injector.forRequest('GET', '/v1/chat/completions', 'application/json')).toBeUndefined();
+    expect(injector.forRequest('POST', '/v1/chat/completions', 'text/plain')).toBeUndefined();
+    expect(injector.forRequest('POST', '/v1/chat/completions', undefined)).toBeUndefined();
+    expect(injector.forRequest('POST', '/v1/messages', 'application/json')).toBeUndefined();
+    expect(injector.forRequest('POST', '/v1/responses', 'application/json')).toBeUndefined();
+  });
+});
+
+const usageOnly = 'data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}}';
+const content = (text: string) => `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"${text}"},"finish_reason":null}]}`;
+const withUsage = 'data: {"id":"c","choices":[{"index":0,"delta":{"content":"z"},"finish_reason":null}],"usage":{"prompt_tokens":5,"completion_tokens":1,"total_tokens":6}}';
+
+function strip(pieces: readonly Buffer[]): string {
+  const stripper = new UsageChunkStripper();
+  const out = pieces.map((p) => stripper.write(p));
+  out.push(stripper.end());
+  return Buffer.concat(out).toString('utf8');
+}
+
+describe('usage-only chunk stripping', () => {
+  it('removes only the usage-only event, at every split point, with LF, CRLF and CR line ends', () => {
+    for (const eol of ['\n', '\r\n', '\r']) {
+      const e = (s: string) => `${s}${eol}${eol}`;
+      const input = Buffer.from([e(content('a')), e(': keep-alive'), e(withUsage), e(content('é☕')), e(usageOnly), e('data: [DONE]')].join(''));
+      const expected = [e(content('a')), e(': keep-alive'), e(withUsage), e(content('é☕')), e('data: [DONE]')].join('');
+      expect(strip([input]), JSON.stringify(eol)).toBe(expected);
+      for (let cut = 1; cut < input.length; cut++) {
+        const got = strip([input.subarray(0, cut), input.subarray(cut)]);
+        if (got !== expected) expect(got, `${JSON.stringify(eol)} cut at ${cut}`).toBe(expected);
+      }
+    }
+  });
+
+  it('forwards a chunk of whole events as the same bytes, without copying', () => {
+    const chunk = Buffer.from(`${content('a')}\n\n${content('b')}\n\n`);
+    expect(new UsageChunkStripper().write(chunk).buffer).toBe(chunk.buffer);
+  });
+
+  it('flushes an unfinished last event unchanged when the body ends', () => {
+    expect(strip([Buffer.from(`${content('a')}\n\ndata: {"choices":[],"usage":{}}`)])).toBe(`${content('a')}\n\ndata: {"choices":[],"usage":{}}`);
+  });
+
+  it('drops the Content-Length response header, which no longer holds', () => {
+    expect(new UsageChunkStripper().responseHeaders(['Content-Type', 'text/event-stream', 'Content-Length', '99', 'X-A', 'b'])).toEqual(['Content-Type', 'text/event-stream', 'X-A', 'b']);
+  });
+});
+
+describe('upstream request headers', () => {
+  it('keep repeated headers, in any case, as one repeated header', () => {
+    const injection = new UsageInjector(new RouteTable([])).forRequest('POST', '/v1/chat/completions', 'application/json')!;
+    expect(injection.requestHeaders(['Host', 'h', 'X-Tag', 'a', 'x-tag', 'b', 'Content-Length', '10'])).toEqual({ Host: 'h', 'X-Tag': ['a', 'b'], 'Content-Length': '10' });
+  });
+});
