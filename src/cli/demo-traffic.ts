@@ -1,16 +1,28 @@
 import http from 'node:http';
 
 /**
- * A little steady traffic for the demo: a few concurrent clients streaming chat completions
- * through the proxy, with the simulator's per-request headers varying TTFT and length and
- * injecting the occasional fault, so every outcome shows up on /metrics.
+ * A little steady traffic for the demo: a few concurrent clients streaming completions through the
+ * proxy for the example config's workloads (deploy/tokentap.yaml: chat, rag, summarisation, code,
+ * default), each with its own latency profile set through the simulator's per-request headers, and
+ * the occasional fault, so every outcome and both SLO results show up on /metrics.
  */
 export interface DemoTraffic {
   stop(): Promise<void>;
 }
 
-interface Scenario {
+interface Weighted {
   readonly weight: number;
+}
+
+/** Who is calling: which workload the request falls into, and how fast the upstream serves it. */
+interface Caller extends Weighted {
+  readonly path: string;
+  readonly model: string;
+  readonly headers: () => Record<string, string>;
+}
+
+/** What goes wrong, if anything. */
+interface Scenario extends Weighted {
   readonly headers: () => Record<string, string>;
   /** Abort the request this many ms after sending it (a client that gives up). */
   readonly cancelAfterMs?: () => number;
@@ -18,21 +30,44 @@ interface Scenario {
 
 const between = (low: number, high: number): number => Math.round(low + Math.random() * (high - low));
 
+const timing = (ttft: [number, number], itl: [number, number], tokens: [number, number]) => (): Record<string, string> => ({
+  'x-sim-ttft-ms': String(between(...ttft)),
+  'x-sim-itl-ms': String(between(...itl)),
+  'x-sim-output-tokens': String(between(...tokens)),
+});
+
+const CHAT = '/v1/chat/completions';
+const chatTiming = timing([60, 215], [12, 40], [16, 64]);
+const ragTiming = timing([120, 320], [20, 45], [24, 56]);
+const summarisationTiming = timing([400, 2100], [8, 20], [64, 160]);
+
+// Each profile stays mostly within its workload's thresholds, near enough that noise and the faults
+// below show some bad events on the SLO line.
+const CALLERS: readonly Caller[] = [
+  { weight: 40, path: CHAT, model: 'sim-model', headers: () => ({ 'x-workload': 'chat', ...chatTiming() }) },
+  // Untagged chat clients: the chat workload matches them by path.
+  { weight: 10, path: CHAT, model: 'sim-model', headers: () => chatTiming() },
+  { weight: 20, path: CHAT, model: 'sim-model', headers: () => ({ 'x-workload': 'rag', ...ragTiming() }) },
+  { weight: 10, path: CHAT, model: 'sim-model', headers: () => ({ 'x-workload': 'summarisation', ...summarisationTiming() }) },
+  // The code workload is matched by model, not by header.
+  { weight: 12, path: CHAT, model: 'qwen2.5-coder-7b-instruct', headers: timing([40, 310], [8, 28], [8, 32]) },
+  // Legacy completions endpoint, no header: the last workload (default, no SLO).
+  { weight: 8, path: '/v1/completions', model: 'sim-model', headers: timing([50, 300], [10, 30], [8, 48]) },
+];
 const SCENARIOS: readonly Scenario[] = [
-  { weight: 88, headers: () => ({ 'x-sim-ttft-ms': String(between(60, 260)), 'x-sim-itl-ms': String(between(12, 30)), 'x-sim-output-tokens': String(between(16, 64)) }) },
+  { weight: 88, headers: () => ({}) },
   { weight: 5, headers: () => ({ 'x-sim-ttft-ms': '400', 'x-sim-itl-ms': '25' }), cancelAfterMs: () => between(150, 900) },
   { weight: 4, headers: () => ({ 'x-sim-fault': `truncate:${between(3, 20)}` }) },
   { weight: 3, headers: () => ({ 'x-sim-fault': 'status:500' }) },
 ];
-const TOTAL_WEIGHT = SCENARIOS.reduce((sum, s) => sum + s.weight, 0);
 
-function pick(): Scenario {
-  let r = Math.random() * TOTAL_WEIGHT;
-  for (const scenario of SCENARIOS) {
-    r -= scenario.weight;
-    if (r < 0) return scenario;
+function pick<T extends Weighted>(choices: readonly T[]): T {
+  let r = Math.random() * choices.reduce((sum, c) => sum + c.weight, 0);
+  for (const choice of choices) {
+    r -= choice.weight;
+    if (r < 0) return choice;
   }
-  return SCENARIOS[0] as Scenario;
+  return choices[0] as T;
 }
 
 export function startDemoTraffic(proxyUrl: string, clients: number): DemoTraffic {
@@ -42,17 +77,20 @@ export function startDemoTraffic(proxyUrl: string, clients: number): DemoTraffic
 
   const once = (): Promise<void> =>
     new Promise((resolve) => {
-      const scenario = pick();
+      const caller = pick(CALLERS);
+      const scenario = pick(SCENARIOS);
+      const prompt = 'Tell me something about inference latency.';
       const body = JSON.stringify({
-        model: 'sim-model',
-        messages: [{ role: 'user', content: 'Tell me something about inference latency.' }],
+        model: caller.model,
+        ...(caller.path === CHAT ? { messages: [{ role: 'user', content: prompt }] } : { prompt }),
         stream: true,
         stream_options: { include_usage: true },
       });
-      const request = http.request(`${proxyUrl}/v1/chat/completions`, {
+      const request = http.request(`${proxyUrl}${caller.path}`, {
         method: 'POST',
         agent,
-        headers: { 'content-type': 'application/json', ...scenario.headers() },
+        // The scenario's headers come last: a fault's timing overrides the caller's.
+        headers: { 'content-type': 'application/json', ...caller.headers(), ...scenario.headers() },
       });
       inFlight.add(request);
       const done = (): void => {

@@ -1,3 +1,5 @@
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { loadSettings } from '../config/load.js';
 import { TokentapError } from '../errors.js';
@@ -5,37 +7,52 @@ import { createLogger } from '../log/logger.js';
 import { LiveSummary } from '../metrics/live-summary.js';
 import { startSidecar } from '../sidecar.js';
 import { startSimulator } from '../simulator/index.js';
+import { SloAttainment } from '../slo/slo-attainment.js';
 import { startDemoTraffic } from './demo-traffic.js';
 import type { CliIO } from './main.js';
 
 const SUMMARY_EVERY_MS = 5000;
 
 /**
+ * The example config (deploy/tokentap.yaml in the repository: chat, rag, summarisation, code,
+ * default), found relative to this module so `npm start` works from any directory; the same path
+ * from src/cli and dist/cli. An install without deploy/ (the container image) runs the demo with
+ * the one default workload instead.
+ */
+const EXAMPLE_CONFIG = fileURLToPath(new URL('../../deploy/tokentap.yaml', import.meta.url));
+
+/**
  * `tokentap demo` (what `npm start` runs): the simulator on 127.0.0.1:8000, the sidecar in front of
- * it on 127.0.0.1:8080 with metrics on 127.0.0.1:9464, a few streaming clients, and a live summary
- * line every few seconds. Ctrl-C stops all of it.
+ * it on 127.0.0.1:8080 with metrics on 127.0.0.1:9464 and the example workloads, a few streaming
+ * clients, and live summary lines (traffic, SLO attainment) every few seconds. Ctrl-C stops all of it.
  */
 export async function runDemo(argv: readonly string[], io: CliIO, stopped: Promise<void>): Promise<number> {
   const flags = parseDemoFlags(argv);
   const simulator = await startSimulator({ host: '127.0.0.1', port: flags.upstreamPort, jitterMs: 4 });
   try {
+    // The demo's own flags win over the config's listeners and upstream.
     const settings = loadSettings({
-      flags: { upstream: simulator.url, listen: flags.listen, adminListen: flags.adminListen },
+      flags: { upstream: simulator.url, listen: flags.listen, adminListen: flags.adminListen, config: flags.config },
       env: {},
     });
     // Per-request log lines would bury the summary; warnings and errors still show.
     const sidecar = await startSidecar(settings, createLogger('warn', io.stderr === process.stderr ? 2 : io.stderr));
     const traffic = startDemoTraffic(sidecar.proxyUrl, flags.clients);
     const summary = new LiveSummary(sidecar.telemetry);
+    const attainment = new SloAttainment(sidecar.telemetry, settings.workloads);
+    const workloads = settings.workloads.map((w) => w.name).join(', ');
     io.stdout.write(
       `tokentap demo\n` +
         `  simulator (upstream)  ${simulator.url}\n` +
         `  proxy                 ${sidecar.proxyUrl}   try: curl -N ${sidecar.proxyUrl}/v1/chat/completions -H 'content-type: application/json' -d '{"model":"sim-model","stream":true,"messages":[{"role":"user","content":"hi"}]}'\n` +
         `  metrics               ${sidecar.adminUrl}/metrics\n` +
+        `  workloads             ${workloads}   (${settings.configFile ?? 'no config file: deploy/tokentap.yaml not found'})\n` +
         `  ${flags.clients} demo clients streaming; a summary every ${SUMMARY_EVERY_MS / 1000} s; Ctrl-C stops.\n`,
     );
     const timer = setInterval(() => {
-      summary.line().then((line) => io.stdout.write(`${new Date().toISOString().slice(11, 19)}  ${line}\n`), () => {});
+      Promise.all([summary.line(), attainment.line()]).then(([line, slo]) => {
+        io.stdout.write(`${new Date().toISOString().slice(11, 19)}  ${line}\n${slo === undefined ? '' : `          ${slo}\n`}`);
+      }, () => {});
     }, SUMMARY_EVERY_MS);
     await stopped;
     clearInterval(timer);
@@ -48,7 +65,7 @@ export async function runDemo(argv: readonly string[], io: CliIO, stopped: Promi
   }
 }
 
-function parseDemoFlags(argv: readonly string[]): { listen: string; adminListen: string; upstreamPort: number; clients: number } {
+function parseDemoFlags(argv: readonly string[]): { listen: string; adminListen: string; upstreamPort: number; clients: number; config: string | undefined } {
   try {
     const { values } = parseArgs({
       args: [...argv],
@@ -57,6 +74,7 @@ function parseDemoFlags(argv: readonly string[]): { listen: string; adminListen:
         'admin-listen': { type: 'string', default: '127.0.0.1:9464' },
         'upstream-port': { type: 'string', default: '8000' },
         clients: { type: 'string', default: '4' },
+        config: { type: 'string' },
       },
       strict: true,
       allowPositionals: false,
@@ -69,7 +87,8 @@ function parseDemoFlags(argv: readonly string[]): { listen: string; adminListen:
     if (!Number.isInteger(clients) || clients < 1 || clients > 64) {
       throw new Error(`--clients: expected a whole number from 1 to 64, got "${values.clients}"`);
     }
-    return { listen: values.listen, adminListen: values['admin-listen'], upstreamPort, clients };
+    const config = values.config ?? (existsSync(EXAMPLE_CONFIG) ? EXAMPLE_CONFIG : undefined);
+    return { listen: values.listen, adminListen: values['admin-listen'], upstreamPort, clients, config };
   } catch (error) {
     throw new TokentapError('TOKENTAP_ERR_USAGE', [(error as Error).message]);
   }

@@ -1,0 +1,70 @@
+import { parseArgs } from 'node:util';
+import { loadSettings, SLO_KINDS, type MatchConditions, type Settings, type Workload } from '../config/load.js';
+import { TokentapError } from '../errors.js';
+import type { CliIO } from './main.js';
+
+/**
+ * `tokentap check --config FILE`: validates a configuration file exactly as `serve` would (the same
+ * loadSettings), without starting anything. Valid: a short summary of the workloads and their SLOs
+ * on stdout, exit 0. Invalid: every problem on stderr, one per line as `FILE:LINE: path: message`,
+ * exit 1. Flags and TOKENTAP_* variables are ignored, so the verdict is about the file alone.
+ */
+export function runCheck(argv: readonly string[], io: CliIO): number {
+  const file = parseCheckFlags(argv);
+  let settings: Settings;
+  try {
+    settings = loadSettings({ flags: { config: file }, env: {} });
+  } catch (error) {
+    if (!(error instanceof TokentapError)) throw error;
+    for (const problem of error.problems) io.stderr.write(`${problem}\n`);
+    const count = error.problems.length;
+    io.stderr.write(`${file}: invalid (${count} problem${count === 1 ? '' : 's'})\n`);
+    return 1;
+  }
+  io.stdout.write(summarise(file, settings));
+  return 0;
+}
+
+function parseCheckFlags(argv: readonly string[]): string {
+  let config: string | undefined;
+  try {
+    config = parseArgs({ args: [...argv], options: { config: { type: 'string' } }, strict: true, allowPositionals: false }).values.config;
+  } catch (error) {
+    throw new TokentapError('TOKENTAP_ERR_USAGE', [(error as Error).message]);
+  }
+  if (config === undefined) throw new TokentapError('TOKENTAP_ERR_USAGE', ['check needs --config FILE']);
+  return config;
+}
+
+function summarise(file: string, settings: Settings): string {
+  const workloads = settings.workloads;
+  const width = Math.max(...workloads.map((w) => w.name.length));
+  const lines = workloads.map((w, i) => `  ${w.name.padEnd(width)}  ${describeMatch(w, i === workloads.length - 1)}; ${describeSlo(w)}`);
+  const withSlo = workloads.filter((w) => w.slo !== undefined).length;
+  return `${file}: valid; ${workloads.length} workload${workloads.length === 1 ? '' : 's'} (first match wins), ${withSlo} with SLOs\n${lines.join('\n')}\n`;
+}
+
+function describeMatch(workload: Workload, last: boolean): string {
+  if (workload.match === undefined) return 'every request';
+  const rules = workload.match.map(describeConditions).join(' or ');
+  return last ? `${rules}, and every request no workload matched` : rules;
+}
+
+function describeConditions(c: MatchConditions): string {
+  const parts = [
+    ...c.headers.map(([name, value]) => `${name}: ${value}`),
+    ...(c.path === undefined ? [] : [`path ${c.path}`]),
+    ...(c.model === undefined ? [] : [`model ${c.model}`]),
+  ];
+  return parts.join(' and ');
+}
+
+function describeSlo(workload: Workload): string {
+  const slo = workload.slo;
+  if (slo === undefined) return 'no SLO';
+  const thresholds = SLO_KINDS.flatMap((kind) => {
+    const s = slo.thresholdsS[kind];
+    return s === undefined ? [] : [`${kind} <= ${s < 1 ? `${Math.round(s * 1e6) / 1e3}ms` : `${s}s`}`];
+  });
+  return `SLO ${Math.round(slo.objective * 1e6) / 1e4}%: ${thresholds.join(', ')}`;
+}

@@ -1,0 +1,65 @@
+import { metrics } from '@opentelemetry/sdk-node';
+import { SLO_KINDS, type Workload } from '../config/load.js';
+import { ATTR, METRICS } from '../metrics/definitions.js';
+import type { Telemetry } from '../metrics/telemetry.js';
+
+/**
+ * A one-line view of SLO attainment over the last interval, for the demo: per workload with an SLO,
+ * its worst SLO's share of good events (from the same `tokentap_slo_events_total` data points that
+ * /metrics serves, as differences between two collections), marked when below the objective.
+ * Workloads without events in the interval are left out.
+ */
+export class SloAttainment {
+  private readonly telemetry: Telemetry;
+  private readonly workloads: readonly Workload[];
+  /** Cumulative counts by `workload\0slo\0result`, at the previous line. */
+  private previous = new Map<string, number>();
+
+  constructor(telemetry: Telemetry, workloads: readonly Workload[]) {
+    this.telemetry = telemetry;
+    this.workloads = workloads.filter((w) => w.slo !== undefined);
+  }
+
+  /** "SLO good: chat ttft 96.0% < 99% | rag ttft 100.0% | ...", or undefined when no workload has an SLO. */
+  async line(): Promise<string | undefined> {
+    if (this.workloads.length === 0) return undefined;
+    const current = cumulativeEvents(await this.telemetry.collect());
+    const delta = (key: string): number => (current.get(key) ?? 0) - (this.previous.get(key) ?? 0);
+    const parts: string[] = [];
+    for (const workload of this.workloads) {
+      let worst: { kind: string; ratio: number } | undefined;
+      for (const kind of SLO_KINDS) {
+        const good = delta(`${workload.name}\0${kind}\0good`);
+        const bad = delta(`${workload.name}\0${kind}\0bad`);
+        if (good + bad === 0) continue;
+        const ratio = good / (good + bad);
+        if (worst === undefined || ratio < worst.ratio) worst = { kind, ratio };
+      }
+      if (worst === undefined) continue;
+      const objective = (workload.slo as NonNullable<Workload['slo']>).objective;
+      const below = worst.ratio < objective ? ` < ${percent(objective)}` : '';
+      parts.push(`${workload.name} ${worst.kind} ${percent(worst.ratio)}${below}`);
+    }
+    this.previous = current;
+    return `SLO good (worst per workload): ${parts.length === 0 ? 'no events' : parts.join(' | ')}`;
+  }
+}
+
+function percent(ratio: number): string {
+  return `${(ratio * 100).toFixed(ratio === 1 ? 0 : 1)}%`;
+}
+
+function cumulativeEvents(resourceMetrics: metrics.ResourceMetrics): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const scope of resourceMetrics.scopeMetrics) {
+    for (const metric of scope.metrics) {
+      if (metric.descriptor.name !== METRICS.sloEvents.otelName) continue;
+      for (const point of metric.dataPoints) {
+        const a = point.attributes;
+        const key = `${String(a[ATTR.workload])}\0${String(a[ATTR.slo])}\0${String(a[ATTR.sloResult])}`;
+        out.set(key, (out.get(key) ?? 0) + (point.value as number));
+      }
+    }
+  }
+  return out;
+}

@@ -1,0 +1,106 @@
+import type { Attributes } from '@opentelemetry/api';
+import type { Workload } from '../config/load.js';
+import type { Outcome, Recorder } from '../metrics/recorder.js';
+
+/**
+ * What one finished request contributes to its workload's SLOs (`tokentap_slo_events_total`).
+ *
+ * Every comparison is `value <= threshold` in seconds, computed exactly as the recorder computes the
+ * histogram sample (milliseconds / 1000), so an event count always equals what the histogram's
+ * `bucket{le="<threshold>"}` says for the same requests: bucket bounds are inclusive in OpenTelemetry
+ * and Prometheus alike, and every threshold is a bucket boundary (config/load.ts inserts it).
+ *
+ * Rules (also in the README):
+ * - Client errors (HTTP 4xx other than 429) produce no TTFT or e2e event: the request was refused for
+ *   what it asked, not served slowly. 429 (overloaded) counts like any failure.
+ * - TTFT, one event per request at most:
+ *   - a first token arrived: good when it came within the threshold, bad otherwise, whatever happened later;
+ *   - no first token, and the request did not finish cleanly (client_cancelled, upstream_error,
+ *     truncated, timeout, shutdown) after waiting longer than the threshold: bad. The user gave up, or got
+ *     nothing, because it was slow; dropping these would hide the worst requests (DESIGN.md section 2);
+ *   - no first token and it ended sooner than the threshold: no event (it was not yet late);
+ *   - a successful response that is not a stream (JSON), or a stream that completed without any
+ *     token: no event, since TTFT does not apply.
+ * - e2e, one event per request: completed is good within the threshold and bad beyond it;
+ *   upstream_error, truncated, timeout and shutdown (cut by the sidecar's own drain deadline) are
+ *   bad at any duration (the user got no full answer);
+ *   client_cancelled is bad when the client had already waited longer than the threshold and no
+ *   event when it left sooner (a client that stops a fast answer says nothing about the service).
+ * - ITL, one event per token: a token is good when its per-token gap (the gap before its content
+ *   event divided by the tokens in that event, the `tokentap_inter_token_latency_seconds` sample) is
+ *   within the threshold. The first token has no gap and no ITL event. Tokens of a request that ends
+ *   badly still count: each of them reached the client with the gap it had.
+ */
+export type SloResult = 'good' | 'bad';
+
+/** The facts about a finished request the SLO rules need. */
+export interface FinishedRequestFacts {
+  readonly outcome: Outcome;
+  /** HTTP status sent to the client; 0 when none was. */
+  readonly status: number;
+  /** A 2xx response the proxy recognised as not a stream (TTFT does not apply). */
+  readonly nonStreamedAnswer: boolean;
+  /** NaN when no token arrived. */
+  readonly ttftMs: number;
+  readonly e2eMs: number;
+}
+
+const MS_PER_S = 1000;
+
+function isClientError(status: number): boolean {
+  return status >= 400 && status < 500 && status !== 429;
+}
+
+export function ttftResult(thresholdS: number, facts: FinishedRequestFacts): SloResult | undefined {
+  if (isClientError(facts.status)) return undefined;
+  if (!Number.isNaN(facts.ttftMs)) return facts.ttftMs / MS_PER_S <= thresholdS ? 'good' : 'bad';
+  if (facts.outcome === 'completed' || facts.nonStreamedAnswer) return undefined;
+  return facts.e2eMs / MS_PER_S > thresholdS ? 'bad' : undefined;
+}
+
+export function e2eResult(thresholdS: number, facts: FinishedRequestFacts): SloResult | undefined {
+  if (isClientError(facts.status)) return undefined;
+  const withinS = facts.e2eMs / MS_PER_S <= thresholdS;
+  switch (facts.outcome) {
+    case 'completed':
+      return withinS ? 'good' : 'bad';
+    case 'client_cancelled':
+      return withinS ? undefined : 'bad';
+    default:
+      return 'bad';
+  }
+}
+
+/** True when the `tokens` tokens of one content event, `gapMs` after the previous one, are each too slow. */
+export function interTokenIsBad(thresholdS: number, gapMs: number, tokens: number): boolean {
+  return gapMs / MS_PER_S / tokens > thresholdS;
+}
+
+/**
+ * Records the request's events for every SLO its workload defines. `itlTokens` and `itlBadTokens`
+ * are tallied by the request monitor as tokens arrive (two additions per content event), so the
+ * counter is touched once per request, not once per token.
+ */
+export function recordSloEvents(
+  recorder: Recorder,
+  attributes: Attributes,
+  workload: Workload,
+  facts: FinishedRequestFacts,
+  itlTokens: number,
+  itlBadTokens: number,
+): void {
+  const slo = workload.slo;
+  if (slo === undefined) return;
+  const { ttft, e2e, itl } = slo.thresholdsS;
+  if (ttft !== undefined) {
+    const result = ttftResult(ttft, facts);
+    if (result !== undefined) recorder.sloEvents(attributes, 'ttft', result === 'good' ? 1 : 0, result === 'bad' ? 1 : 0);
+  }
+  if (e2e !== undefined) {
+    const result = e2eResult(e2e, facts);
+    if (result !== undefined) recorder.sloEvents(attributes, 'e2e', result === 'good' ? 1 : 0, result === 'bad' ? 1 : 0);
+  }
+  if (itl !== undefined && itlTokens > 0) {
+    recorder.sloEvents(attributes, 'itl', itlTokens - itlBadTokens, itlBadTokens);
+  }
+}

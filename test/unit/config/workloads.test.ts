@@ -1,0 +1,204 @@
+import { describe, expect, it } from 'vitest';
+import { loadSettings, withBoundary } from '../../../src/config/load.js';
+import { TokentapError } from '../../../src/errors.js';
+import { METRICS } from '../../../src/metrics/definitions.js';
+
+const load = (yaml: string) => loadSettings({ flags: { config: 'w.yaml' }, env: {}, readFile: () => yaml });
+
+function problemsOf(yaml: string): readonly string[] {
+  try {
+    load(yaml);
+  } catch (error) {
+    if (error instanceof TokentapError) return error.problems;
+    throw error;
+  }
+  throw new Error('expected the config to be refused');
+}
+
+describe('workloads in the config', () => {
+  it('normalises match rules (lower-case header names) and thresholds to seconds', () => {
+    const s = load(`
+workloads:
+  - name: chat
+    match: { header: { X-Workload: chat }, path: /v1/chat/completions, model: llama }
+    slo: { objective: 0.99, ttft: 200ms, itl: 50ms, e2e: 1.5m }
+  - name: default
+`);
+    expect(s.workloads).toEqual([
+      {
+        name: 'chat',
+        match: [{ headers: [['x-workload', 'chat']], path: '/v1/chat/completions', model: 'llama' }],
+        slo: { objective: 0.99, thresholdsS: { ttft: 0.2, itl: 0.05, e2e: 90 } },
+      },
+      { name: 'default', match: undefined, slo: undefined },
+    ]);
+    expect(Object.isFrozen(s.workloads[0]!.slo!.thresholdsS)).toBe(true);
+  });
+
+  it('reads a list of match alternatives', () => {
+    const s = load('workloads:\n  - name: chat\n    match:\n      - header: { x-workload: chat }\n      - path: /v1/chat/*\n  - name: default\n');
+    expect(s.workloads[0]!.match).toEqual([
+      { headers: [['x-workload', 'chat']], path: undefined, model: undefined },
+      { headers: [], path: '/v1/chat/*', model: undefined },
+    ]);
+  });
+
+  it('is one workload "default" without SLOs when none is configured', () => {
+    expect(loadSettings({ flags: {}, env: {} }).workloads).toEqual([{ name: 'default', match: undefined, slo: undefined }]);
+  });
+});
+
+describe('SLO thresholds as exact bucket boundaries', () => {
+  it('inserts each threshold into its histograms in order, once, leaving existing boundaries alone', () => {
+    const s = load(`
+workloads:
+  - name: a
+    match: { path: /a }
+    slo: { objective: 0.99, ttft: 150ms, itl: 33ms, e2e: 3s }
+  - name: b
+    match: { path: /b }
+    slo: { objective: 0.9, ttft: 150ms, e2e: 7s }
+  - name: c
+    slo: { objective: 0.9, ttft: 100s }
+`);
+    const added = (key: keyof typeof s.buckets) => s.buckets[key].filter((b) => !(METRICS[key].defaultBuckets as readonly number[]).includes(b));
+    expect(added('ttft')).toEqual([0.15, 100]);
+    expect(added('itlToken')).toEqual([0.033]);
+    expect(added('itlChunk')).toEqual([0.033]);
+    expect(added('e2e')).toEqual([7]); // 3 s is a default boundary already
+    expect(added('ttfb')).toEqual([]);
+    expect(added('tpot')).toEqual([]);
+    for (const key of ['ttft', 'itlToken', 'e2e'] as const) {
+      const list = s.buckets[key];
+      expect(list.every((b, i) => i === 0 || b > list[i - 1]!), key).toBe(true);
+      expect(Object.isFrozen(list)).toBe(true);
+    }
+  });
+
+  it('inserts thresholds into configured bucket lists too', () => {
+    const s = load(`
+metrics: { buckets: { ttft: [0.5, 1], itl: [0.01] } }
+workloads:
+  - name: a
+    slo: { objective: 0.99, ttft: 200ms, itl: 50ms }
+`);
+    expect(s.buckets.ttft).toEqual([0.2, 0.5, 1]);
+    expect(s.buckets.itlToken).toEqual([0.01, 0.05]);
+  });
+
+  it('withBoundary inserts at the start, middle and end, and not twice', () => {
+    expect(withBoundary([1, 2], 0.5)).toEqual([0.5, 1, 2]);
+    expect(withBoundary([1, 2], 1.5)).toEqual([1, 1.5, 2]);
+    expect(withBoundary([1, 2], 3)).toEqual([1, 2, 3]);
+    expect(withBoundary([1, 2], 2)).toEqual([1, 2]);
+  });
+});
+
+describe('broken workload configs, each refused with the exact message', () => {
+  const cases: ReadonlyArray<readonly [what: string, yaml: string, problems: readonly string[]]> = [
+    [
+      'a duplicate name',
+      'workloads:\n  - name: chat\n    match: { path: /a }\n  - name: chat\n',
+      ['w.yaml:4: workloads[1].name: duplicate workload name "chat"'],
+    ],
+    [
+      'a catch-all before the end',
+      'workloads:\n  - name: everything\n  - name: chat\n    match: { path: /a }\n',
+      ['w.yaml:2: workloads[0]: workload "everything" has no match rules, so it takes every request and the workloads after it are never used; put it last'],
+    ],
+    [
+      'a name that cannot be a label value',
+      'workloads:\n  - name: Chat Bot\n',
+      ['w.yaml:2: workloads[0].name: expected a name of lower-case letters, digits, "_" or "-", starting with a letter (it becomes a label value)'],
+    ],
+    [
+      'a threshold that is not a duration',
+      'workloads:\n  - name: chat\n    slo:\n      objective: 0.99\n      ttft: fast\n',
+      ['w.yaml:5: workloads[0].slo.ttft: expected a positive duration like "200ms", "30s" or "5m", got "fast"'],
+    ],
+    [
+      'a zero threshold',
+      'workloads:\n  - name: chat\n    slo: { objective: 0.99, itl: 0ms }\n',
+      ['w.yaml:3: workloads[0].slo.itl: expected a positive duration like "200ms", "30s" or "5m", got "0ms"'],
+    ],
+    [
+      'an objective of 1 (no error budget)',
+      'workloads:\n  - name: chat\n    slo: { objective: 1, ttft: 200ms }\n',
+      ['w.yaml:3: workloads[0].slo.objective: expected a ratio between 0 and 1, e.g. 0.99 (1 leaves no error budget)'],
+    ],
+    [
+      'an objective given as a percentage',
+      'workloads:\n  - name: chat\n    slo: { objective: 99, ttft: 200ms }\n',
+      ['w.yaml:3: workloads[0].slo.objective: expected a ratio between 0 and 1, e.g. 0.99 (1 leaves no error budget)'],
+    ],
+    [
+      'an SLO without any threshold',
+      'workloads:\n  - name: chat\n    slo:\n      objective: 0.99\n',
+      ['w.yaml:4: workloads[0].slo: expected at least one threshold: ttft, itl or e2e'],
+    ],
+    [
+      'a misspelt match key and SLO key',
+      'workloads:\n  - name: chat\n    match:\n      headers: { x-workload: chat }\n    slo: { objective: 0.9, tftt: 200ms }\n',
+      [
+        'w.yaml:4: workloads[0].match.headers: unknown setting',
+        'w.yaml:4: workloads[0].match: expected at least one condition: header, path or model (leave out `match` for a catch-all)',
+        'w.yaml:5: workloads[0].slo.tftt: unknown setting',
+        'w.yaml:5: workloads[0].slo: expected at least one threshold: ttft, itl or e2e',
+      ],
+    ],
+    [
+      'a path without the leading slash',
+      'workloads:\n  - name: chat\n    match: { path: v1/chat/completions }\n',
+      ['w.yaml:3: workloads[0].match.path: expected a path starting with "/"'],
+    ],
+    [
+      'a header name with a space',
+      'workloads:\n  - name: chat\n    match:\n      header: { "x workload": chat }\n',
+      ['w.yaml:4: workloads[0].match.header.x workload: expected an HTTP header name'],
+    ],
+    [
+      'an empty match mapping (which would match everything)',
+      'workloads:\n  - name: chat\n    match: {}\n  - name: default\n',
+      ['w.yaml:3: workloads[0].match: expected at least one condition: header, path or model (leave out `match` for a catch-all)'],
+    ],
+    [
+      'an empty list of match alternatives',
+      'workloads:\n  - name: chat\n    match: []\n',
+      ['w.yaml:3: workloads[0].match: expected at least one set of match conditions'],
+    ],
+    [
+      'a bad condition inside a list of alternatives',
+      'workloads:\n  - name: chat\n    match:\n      - header: { x-workload: chat }\n      - path: chat\n',
+      ['w.yaml:5: workloads[0].match[1].path: expected a path starting with "/"'],
+    ],
+    [
+      'a match that is neither a mapping nor a list',
+      'workloads:\n  - name: chat\n    match: /v1/chat/completions\n',
+      ['w.yaml:3: workloads[0].match: expected a mapping of match conditions (header, path, model), or a list of such mappings'],
+    ],
+    [
+      'a "*" inside a path',
+      'workloads:\n  - name: chat\n    match: { path: /v1/*/completions }\n',
+      ['w.yaml:3: workloads[0].match.path: expected "*" only at the end (a prefix match such as /v1/*)'],
+    ],
+    [
+      'an empty workload list',
+      'workloads: []\n',
+      ['w.yaml:1: workloads: expected at least one workload'],
+    ],
+    [
+      'a workload without a name',
+      'workloads:\n  - match: { path: /a }\n',
+      ['w.yaml:2: workloads[0].name: expected a workload name, e.g. "chat"'],
+    ],
+    [
+      'a header value that YAML reads as a number',
+      'workloads:\n  - name: chat\n    match:\n      header: { x-tier: 1 }\n',
+      ['w.yaml:4: workloads[0].match.header.x-tier: expected the header value as a string (quote numbers and booleans)'],
+    ],
+  ];
+
+  it.each(cases)('%s', (_what, yaml, expected) => {
+    expect(problemsOf(yaml)).toEqual(expected);
+  });
+});

@@ -1,0 +1,63 @@
+import { describe, expect, it } from 'vitest';
+import type { Outcome } from '../../../src/metrics/recorder.js';
+import { e2eResult, interTokenIsBad, ttftResult, type FinishedRequestFacts } from '../../../src/slo/slo-events.js';
+
+const facts = (outcome: Outcome, status: number, ttftMs: number, e2eMs: number, nonStreamedAnswer = false): FinishedRequestFacts => ({
+  outcome,
+  status,
+  ttftMs,
+  e2eMs,
+  nonStreamedAnswer,
+});
+const NO_TOKEN = Number.NaN;
+
+describe('TTFT SLO events (threshold 0.2 s)', () => {
+  const cases: ReadonlyArray<readonly [string, FinishedRequestFacts, 'good' | 'bad' | undefined]> = [
+    ['first token within the threshold', facts('completed', 200, 150, 900), 'good'],
+    ['first token exactly at the threshold', facts('completed', 200, 200, 900), 'good'],
+    ['first token after the threshold', facts('completed', 200, 200.001, 900), 'bad'],
+    ['first token in time, then the client left', facts('client_cancelled', 200, 100, 300), 'good'],
+    ['first token late, then the upstream broke', facts('upstream_error', 200, 500, 600), 'bad'],
+    ['no token, client left after longer than the threshold', facts('client_cancelled', 200, NO_TOKEN, 250), 'bad'],
+    ['no token, client left before any header after longer than the threshold', facts('client_cancelled', 0, NO_TOKEN, 250), 'bad'],
+    ['no token, client left sooner than the threshold', facts('client_cancelled', 200, NO_TOKEN, 150), undefined],
+    ['no token, client left exactly at the threshold', facts('client_cancelled', 0, NO_TOKEN, 200), undefined],
+    ['no token, upstream timed out', facts('timeout', 504, NO_TOKEN, 300_000), 'bad'],
+    ['no token, stream truncated late', facts('truncated', 200, NO_TOKEN, 400), 'bad'],
+    ['no token, 503 after longer than the threshold', facts('upstream_error', 503, NO_TOKEN, 400), 'bad'],
+    ['no token, 503 sooner than the threshold', facts('upstream_error', 503, NO_TOKEN, 20), undefined],
+    ['no token, 429 after longer than the threshold', facts('upstream_error', 429, NO_TOKEN, 400), 'bad'],
+    ['client error (400), however slow', facts('upstream_error', 400, NO_TOKEN, 5000), undefined],
+    ['a stream that completed without any token', facts('completed', 200, NO_TOKEN, 900), undefined],
+    ['a non-streamed answer', facts('completed', 200, NO_TOKEN, 900, true), undefined],
+  ];
+  it.each(cases)('%s', (_what, f, expected) => expect(ttftResult(0.2, f)).toBe(expected));
+});
+
+describe('e2e SLO events (threshold 3 s)', () => {
+  const cases: ReadonlyArray<readonly [string, FinishedRequestFacts, 'good' | 'bad' | undefined]> = [
+    ['completed within', facts('completed', 200, 100, 2999), 'good'],
+    ['completed exactly at', facts('completed', 200, 100, 3000), 'good'],
+    ['completed after', facts('completed', 200, 100, 3001), 'bad'],
+    ['a non-streamed answer within', facts('completed', 200, NO_TOKEN, 800, true), 'good'],
+    ['upstream error, fast', facts('upstream_error', 500, NO_TOKEN, 5), 'bad'],
+    ['upstream broke mid-stream', facts('upstream_error', 200, 100, 900), 'bad'],
+    ['truncated', facts('truncated', 200, 100, 900), 'bad'],
+    ['timeout', facts('timeout', 504, NO_TOKEN, 300_000), 'bad'],
+    ['cut at the sidecar\'s shutdown', facts('shutdown', 200, 100, 900), 'bad'],
+    ['429', facts('upstream_error', 429, NO_TOKEN, 10), 'bad'],
+    ['client error (404)', facts('upstream_error', 404, NO_TOKEN, 10), undefined],
+    ['client left before the threshold', facts('client_cancelled', 200, 100, 1000), undefined],
+    ['client left after the threshold', facts('client_cancelled', 200, 100, 3500), 'bad'],
+  ];
+  it.each(cases)('%s', (_what, f, expected) => expect(e2eResult(3, f)).toBe(expected));
+});
+
+describe('ITL per token (threshold 0.05 s)', () => {
+  it('judges each token by its share of the gap, inclusive at the threshold', () => {
+    expect(interTokenIsBad(0.05, 50, 1)).toBe(false);
+    expect(interTokenIsBad(0.05, 51, 1)).toBe(true);
+    expect(interTokenIsBad(0.05, 150, 3)).toBe(false);
+    expect(interTokenIsBad(0.05, 151, 3)).toBe(true);
+  });
+});
