@@ -1,0 +1,108 @@
+import { execFileSync, spawnSync } from 'node:child_process';
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import path from 'node:path';
+import { parseAllDocuments } from 'yaml';
+
+/**
+ * Reading the kustomize tree under deploy/kubernetes without kustomize: which files each
+ * kustomization.yaml names, and the objects its resources and ConfigMap generators hold before any
+ * transformer (namespace, images, patches) runs. The transformers themselves are only exercised
+ * by a real `kustomize build` (findKustomize), when one is installed.
+ */
+
+export const REPO = path.resolve(import.meta.dirname, '../../..');
+
+export interface Kustomization {
+  readonly resources?: string[];
+  readonly components?: string[];
+  readonly configMapGenerator?: { name: string; files?: string[]; options?: { labels?: Record<string, string>; annotations?: Record<string, string> } }[];
+  readonly patches?: { path?: string; patch?: string; target?: Record<string, string> }[];
+  readonly [key: string]: unknown;
+}
+
+export interface LoadedObject {
+  readonly object: Record<string, unknown>;
+  /** Repository-relative file the object came from. */
+  readonly file: string;
+}
+
+export function readKustomization(dir: string): Kustomization {
+  return parseYamlFile(path.join(dir, 'kustomization.yaml'))[0] as Kustomization;
+}
+
+/** Every YAML document of a file as plain data; a syntax error throws, naming the file and line. */
+export function parseYamlFile(file: string): unknown[] {
+  const documents = parseAllDocuments(readFileSync(file, 'utf8'), { prettyErrors: true, uniqueKeys: true });
+  const list = Array.isArray(documents) ? documents : [documents];
+  return list.map((document) => {
+    if (document.errors.length > 0) throw new Error(`${path.relative(REPO, file)}: ${document.errors.map((e) => e.message).join('; ')}`);
+    return document.toJS() as unknown;
+  }).filter((data) => data !== null);
+}
+
+/** A generator's `files:` entry is `path` or `key=path`. */
+export function generatorFileSource(entry: string): { key: string; file: string } {
+  const equals = entry.indexOf('=');
+  const file = equals === -1 ? entry : entry.slice(equals + 1);
+  return { key: equals === -1 ? path.basename(file) : entry.slice(0, equals), file };
+}
+
+/** Files and directories a kustomization refers to, each as written and resolved to an absolute path. */
+export function referencedPaths(dir: string, kustomization: Kustomization): { written: string; absolute: string; kind: string }[] {
+  const refs: { written: string; kind: string }[] = [];
+  for (const resource of kustomization.resources ?? []) refs.push({ written: resource, kind: 'resources' });
+  for (const component of kustomization.components ?? []) refs.push({ written: component, kind: 'components' });
+  for (const generator of kustomization.configMapGenerator ?? []) {
+    for (const entry of generator.files ?? []) refs.push({ written: generatorFileSource(entry).file, kind: `configMapGenerator ${generator.name}` });
+  }
+  for (const patch of kustomization.patches ?? []) if (patch.path !== undefined) refs.push({ written: patch.path, kind: 'patches' });
+  return refs.map((ref) => ({ ...ref, absolute: path.resolve(dir, ref.written) }));
+}
+
+/** The objects of a kustomization and the kustomizations it includes, before transformers. */
+export function collectObjects(dir: string, seen = new Set<string>()): LoadedObject[] {
+  if (seen.has(dir)) throw new Error(`${path.relative(REPO, dir)}: included twice`);
+  seen.add(dir);
+  const kustomization = readKustomization(dir);
+  const objects: LoadedObject[] = [];
+  for (const resource of kustomization.resources ?? []) {
+    const target = path.resolve(dir, resource);
+    if (existsSync(target) && statSync(target).isDirectory()) {
+      objects.push(...collectObjects(target, seen));
+    } else {
+      for (const object of parseYamlFile(target)) objects.push({ object: object as Record<string, unknown>, file: path.relative(REPO, target) });
+    }
+  }
+  for (const generator of kustomization.configMapGenerator ?? []) {
+    const data: Record<string, string> = {};
+    for (const entry of generator.files ?? []) {
+      const source = generatorFileSource(entry);
+      data[source.key] = readFileSync(path.resolve(dir, source.file), 'utf8');
+    }
+    const metadata: Record<string, unknown> = { name: generator.name };
+    if (generator.options?.labels !== undefined) metadata['labels'] = generator.options.labels;
+    if (generator.options?.annotations !== undefined) metadata['annotations'] = generator.options.annotations;
+    objects.push({ object: { apiVersion: 'v1', kind: 'ConfigMap', metadata, data }, file: path.relative(REPO, path.join(dir, 'kustomization.yaml')) });
+  }
+  return objects;
+}
+
+/**
+ * `kustomize build` or `kubectl kustomize`, whichever is installed, or undefined. Neither is in
+ * Debian's repositories in a usable version (kubernetes-client 1.20 embeds kustomize 2.0.3, which
+ * predates `patches:` and `options:`), so CI may not have one.
+ */
+export function findKustomize(): readonly string[] | undefined {
+  for (const candidate of [['kustomize', 'build'], ['kubectl', 'kustomize']]) {
+    const probe = spawnSync(candidate[0] as string, [candidate[1] as string, '--help'], { stdio: 'ignore', timeout: 20_000 });
+    if (probe.status === 0) return candidate;
+  }
+  return undefined;
+}
+
+/** The objects `kustomize build dir` prints, with the command findKustomize returned. */
+export function kustomizeBuild(kustomize: readonly string[], dir: string): Record<string, unknown>[] {
+  const [command, ...args] = kustomize;
+  const output = execFileSync(command as string, [...args, dir], { encoding: 'utf8', timeout: 60_000, maxBuffer: 64 * 1024 * 1024 });
+  return parseAllDocuments(output).map((document) => document.toJS() as Record<string, unknown>).filter((object) => object !== null);
+}
