@@ -17,13 +17,15 @@ export interface ChunkStep {
   readonly atMs: number;
   /** The joined text of this chunk's tokens; empty for the `stop` chunk (vLLM's EOS step). */
   readonly text: string;
+  /** Index in GenerationPlan.tokens of this chunk's first token. */
+  readonly first: number;
   readonly tokens: number;
   /** Set on the last chunk of a generation that completes. */
   readonly finish: FinishReason | null;
 }
 
 export interface FaultStep {
-  readonly kind: 'reset' | 'truncate';
+  readonly kind: 'reset' | 'truncate' | 'error';
   readonly atMs: number;
 }
 
@@ -60,7 +62,7 @@ export function planGeneration(input: PlanInput): GenerationPlan {
   const tokens = pickTokens(total, random);
 
   const interruptAt =
-    (fault.kind === 'reset' || fault.kind === 'truncate' || fault.kind === 'stall') && fault.afterTokens <= total
+    'afterTokens' in fault && fault.afterTokens <= total
       ? fault.afterTokens
       : undefined;
   const sent = interruptAt ?? total;
@@ -84,13 +86,14 @@ export function planGeneration(input: PlanInput): GenerationPlan {
       kind: 'chunk',
       atMs: nextAt(),
       text: group.join(''),
+      first,
       tokens: group.length,
       finish: last && finish === 'length' ? 'length' : null,
     });
   }
   if (interruptAt === undefined) {
-    if (finish === 'stop') steps.push({ kind: 'chunk', atMs: nextAt(), text: '', tokens: 0, finish: 'stop' });
-  } else if (fault.kind === 'reset' || fault.kind === 'truncate') {
+    if (finish === 'stop') steps.push({ kind: 'chunk', atMs: nextAt(), text: '', first: total, tokens: 0, finish: 'stop' });
+  } else if (fault.kind === 'reset' || fault.kind === 'truncate' || fault.kind === 'error') {
     steps.push({ kind: fault.kind, atMs: nextAt() });
   }
   return { steps, tokens, finish };

@@ -1,41 +1,27 @@
 import type { ServerResponse } from 'node:http';
 import type { ChunkStep, GenerationPlan, Step } from './generation-plan.js';
-import {
-  JSON_CONTENT_TYPE,
-  SSE_CONTENT_TYPE,
-  SSE_DONE,
-  chatCompletionBody,
-  chatContentChunk,
-  chatRoleChunk,
-  chatUsageChunk,
-  completionBody,
-  completionChunk,
-  completionUsageChunk,
-  sseEvent,
-  type ResponseIdentity,
-  type TokenUsage,
-} from './openai-wire.js';
-import type { Api } from './request-body.js';
+import type { ErrorResponse, Progress, ResponseWriter } from './protocol.js';
 
 /**
- * Plays a GenerationPlan onto an HTTP response in real time: at most one timer per response, armed
- * for the next step's absolute target, and each SSE event in its own `res.write()` so it leaves as
- * its own HTTP chunk, as uvicorn sends every event vLLM yields.
+ * Plays a GenerationPlan onto an HTTP response in real time, in any API's framing (the
+ * ResponseWriter): at most one timer per response, armed for the next step's absolute target (or
+ * the next keep-alive, whichever is first), and each event in its own `res.write()` so it leaves as
+ * its own HTTP chunk, as uvicorn, axum and the others send every event their server yields.
  */
 
-export interface ResponseShape {
-  readonly api: Api;
+export interface RunOptions {
   readonly stream: boolean;
-  readonly identity: ResponseIdentity;
-  readonly promptTokens: number;
-  readonly rolePrelude: boolean;
-  /** The usage-only chunk after the finish chunk. */
-  readonly finalUsage: boolean;
-  /** Cumulative usage on every chunk (stream_options.continuous_usage_stats). */
-  readonly continuousUsage: boolean;
+  /** Replace each token by its chunk's send time (`x-sim-stamp`). */
+  readonly stamp: boolean;
+  /** Idle ms before the writer's keep-alive comment, if it has one. */
+  readonly keepAliveMs: number;
+  /** performance.now() when the request body was received: the plan's time origin. */
+  readonly startMs: number;
+  /** The API's error body, for the `error` fault on a non-streaming request. */
+  readonly serverError: () => ErrorResponse;
 }
 
-export type GenerationEnd = 'completed' | 'client-closed' | 'reset' | 'truncated';
+export type GenerationEnd = 'completed' | 'client-closed' | 'reset' | 'truncated' | 'errored';
 
 /**
  * Starts playing `plan` onto `res`; `onEnd` is called exactly once: when the response is complete,
@@ -45,75 +31,103 @@ export type GenerationEnd = 'completed' | 'client-closed' | 'reset' | 'truncated
 export function runGeneration(
   res: ServerResponse,
   plan: GenerationPlan,
-  shape: ResponseShape,
-  startMs: number,
+  writer: ResponseWriter,
+  options: RunOptions,
   onEnd: (end: GenerationEnd, tokensSent: number) => void,
 ): void {
+  const { stream, startMs } = options;
   let next = 0;
-  let tokensGenerated = 0;
   let timer: NodeJS.Timeout | undefined;
   let ended = false;
+  let lastWriteMs = startMs;
+  // keep-alive 0 turns them off rather than sending one per millisecond.
+  const keepAlive = stream && options.keepAliveMs > 0 ? writer.keepAlive : undefined;
+  /** The text of every token generated so far, stamps included. */
+  const generated: string[] = [];
+  let firstTokenMs: number | undefined;
+  const progress: Progress = {
+    get tokens() {
+      return generated.length;
+    },
+    text: () => generated.join(''),
+    startMs,
+    get firstTokenMs() {
+      return firstTokenMs;
+    },
+  };
 
   const end = (how: GenerationEnd): void => {
     ended = true;
     clearTimeout(timer);
     // A JSON response delivers its tokens only with its body.
-    const delivered = shape.stream || how === 'completed' || how === 'truncated';
-    onEnd(how, delivered ? tokensGenerated : 0);
+    const delivered = stream || how === 'completed' || how === 'truncated';
+    onEnd(how, delivered ? generated.length : 0);
   };
-  const usageSoFar = (): TokenUsage => ({ promptTokens: shape.promptTokens, completionTokens: tokensGenerated });
 
-  const writeChunk = (step: ChunkStep): void => {
-    tokensGenerated += step.tokens;
-    const usage = shape.continuousUsage ? usageSoFar() : undefined;
-    const json =
-      shape.api === 'chat'
-        ? chatContentChunk(shape.identity, step.text, step.finish, usage)
-        : completionChunk(shape.identity, step.text, step.finish, usage);
-    res.write(sseEvent(json));
-    if (step.finish === null) return;
-    if (shape.finalUsage) {
-      const final = shape.api === 'chat' ? chatUsageChunk : completionUsageChunk;
-      res.write(sseEvent(final(shape.identity, usageSoFar())));
+  const write = (events: readonly string[]): void => {
+    for (const event of events) res.write(event);
+    lastWriteMs = performance.now();
+  };
+
+  /**
+   * The step's tokens as sent. Stamped, each is the time taken just before its chunk is built and
+   * written: `process.hrtime.bigint()` reads CLOCK_MONOTONIC, which every process on the machine
+   * shares, so a client subtracting it from its own receive time gets the delivery delay.
+   */
+  const tokensOf = (step: ChunkStep): readonly string[] => {
+    if (step.tokens === 0) return [];
+    if (!options.stamp) return plan.tokens.slice(step.first, step.first + step.tokens);
+    const stamp = `${process.hrtime.bigint()} `;
+    return new Array<string>(step.tokens).fill(stamp);
+  };
+
+  const sendChunk = (step: ChunkStep): void => {
+    const tokens = tokensOf(step);
+    if (tokens.length > 0) {
+      firstTokenMs ??= performance.now();
+      generated.push(...tokens);
     }
-    res.write(SSE_DONE);
+    write(writer.step(tokens, step.finish, progress));
+    if (step.finish === null) return;
     res.end();
     end('completed');
   };
 
-  const fullBody = (): string => {
-    const text = plan.tokens.join('');
-    const usage = { promptTokens: shape.promptTokens, completionTokens: plan.tokens.length };
-    return shape.api === 'chat'
-      ? chatCompletionBody(shape.identity, text, plan.finish, usage)
-      : completionBody(shape.identity, text, plan.finish, usage);
-  };
-
-  /** Non-streaming: nothing leaves until the generation is done, as with vLLM's full generator. */
+  /** Non-streaming: nothing leaves until the generation is done, as with every server's full-response path. */
   const collectChunk = (step: ChunkStep): void => {
-    tokensGenerated += step.tokens;
+    if (step.tokens > 0) {
+      firstTokenMs ??= performance.now();
+      generated.push(...plan.tokens.slice(step.first, step.first + step.tokens));
+    }
     if (step.finish === null) return;
-    const body = fullBody();
-    res.writeHead(200, { 'content-type': JSON_CONTENT_TYPE, 'content-length': Buffer.byteLength(body) });
+    const { contentType, body } = fullBody(generated);
+    res.writeHead(200, { 'content-type': contentType, 'content-length': Buffer.byteLength(body) });
     res.end(body);
     end('completed');
   };
 
+  const fullBody = (tokens: readonly string[]): { contentType: string; body: string } => {
+    const stamped = options.stamp ? new Array<string>(tokens.length).fill(`${process.hrtime.bigint()} `) : tokens;
+    return writer.body(stamped, plan.finish, progress);
+  };
+
   /**
-   * A JSON body cut just after the text of the tokens generated so far: a clean HTTP response whose
-   * body does not parse, as when an upstream dies while writing it.
+   * A body cut just after the text of the tokens generated so far: a clean HTTP response whose
+   * body does not parse, as when an upstream dies while writing it. The body is built with every
+   * planned token and cut where the generated text ends, so it works for any API's JSON.
    */
-  const truncatedBody = (): string => {
-    const body = fullBody();
-    const key = shape.api === 'chat' ? '"content":' : '"text":';
-    const sentText = JSON.stringify(plan.tokens.slice(0, tokensGenerated).join(''));
-    return body.slice(0, body.indexOf(key) + key.length + sentText.length - 1);
+  const truncatedBody = (): { contentType: string; body: string } => {
+    const { contentType, body } = fullBody(plan.tokens);
+    const full = JSON.stringify(plan.tokens.join(''));
+    const sent = JSON.stringify(generated.join(''));
+    const at = body.indexOf(full);
+    return { contentType, body: body.slice(0, (at < 0 ? 0 : at) + sent.length - 1) };
   };
 
   const perform = (step: Step): void => {
     switch (step.kind) {
       case 'chunk':
-        if (shape.stream) writeChunk(step);
+        if (stream) sendChunk(step);
         else collectChunk(step);
         return;
       case 'reset': {
@@ -127,34 +141,54 @@ export function runGeneration(
         return;
       }
       case 'truncate':
-        if (shape.stream) {
+        if (stream) {
           res.end();
         } else {
-          res.writeHead(200, { 'content-type': JSON_CONTENT_TYPE });
-          res.end(truncatedBody());
+          const { contentType, body } = truncatedBody();
+          res.writeHead(200, { 'content-type': contentType });
+          res.end(body);
         }
         end('truncated');
         return;
+      case 'error': {
+        const message = `Simulated failure (x-sim-fault: error:${generated.length})`;
+        if (stream) {
+          write(writer.streamError(message, progress));
+          res.end();
+        } else {
+          const { contentType, body } = options.serverError();
+          res.writeHead(500, { 'content-type': contentType, 'content-length': Buffer.byteLength(body) });
+          res.end(body);
+        }
+        end('errored');
+        return;
+      }
     }
   };
 
   /**
-   * Performs every step that is due, then arms one timer for the next. A step already overdue (a
-   * late timer, a busy event loop, itl 0) goes out at once, still as its own write.
+   * Performs every step that is due, then arms one timer for the next step or keep-alive. A step
+   * already overdue (a late timer, a busy event loop, itl 0) goes out at once, still as its own
+   * write.
    */
   const runDue = (): void => {
     timer = undefined;
     while (!ended) {
+      const now = performance.now();
       const step = plan.steps[next];
       // Out of steps without an end: a stall, which lasts until the client leaves.
-      if (step === undefined) return;
-      const waitMs = startMs + step.atMs - performance.now();
-      if (waitMs > 0) {
-        timer = setTimeout(runDue, waitMs);
-        return;
+      const waitMs = step === undefined ? Infinity : startMs + step.atMs - now;
+      if (waitMs <= 0) {
+        next += 1;
+        perform(step as Step);
+        continue;
       }
-      next += 1;
-      perform(step);
+      // A keep-alive only when nothing else is due: an overdue step makes it pointless.
+      if (keepAlive !== undefined && now - lastWriteMs >= options.keepAliveMs) write([keepAlive]);
+      const idleMs = keepAlive === undefined ? Infinity : lastWriteMs + options.keepAliveMs - now;
+      const delay = Math.min(waitMs, idleMs);
+      if (delay !== Infinity) timer = setTimeout(runDue, Math.max(1, delay));
+      return;
     }
   };
 
@@ -162,15 +196,12 @@ export function runGeneration(
     if (!ended) end('client-closed');
   });
 
-  if (shape.stream) {
-    res.writeHead(200, { 'content-type': SSE_CONTENT_TYPE });
-    if (shape.api === 'chat' && shape.rolePrelude) {
-      const usage = shape.continuousUsage ? usageSoFar() : undefined;
-      res.write(sseEvent(chatRoleChunk(shape.identity, usage)));
-    } else {
-      // uvicorn sends the status line and headers as soon as the response starts.
-      res.flushHeaders();
-    }
+  if (stream) {
+    res.writeHead(200, { 'content-type': writer.streamContentType });
+    const opening = writer.open();
+    // With nothing to send yet, the head goes out alone, as every server sends it when the response starts.
+    if (opening.length === 0) res.flushHeaders();
+    else write(opening);
   }
   runDue();
 }

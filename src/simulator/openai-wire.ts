@@ -245,6 +245,16 @@ export function errorBody(message: string, type: string, code: number, param: st
 }
 
 /**
+ * The event vLLM yields when generation fails mid-stream (create_streaming_error_response in
+ * serving_engine.py), followed by `data: [DONE]`. Unlike every other body it is written by Python's
+ * `json.dumps` with its default separators, hence the spaces after `:` and `,`; the simulator's
+ * messages are ASCII, so `ensure_ascii` changes nothing.
+ */
+export function streamingErrorData(message: string, type: string, code: number): string {
+  return `{"error": {"message": ${JSON.stringify(message)}, "type": ${JSON.stringify(type)}, "param": null, "code": ${code}}}`;
+}
+
+/**
  * FastAPI's own body for routing errors. vLLM registers its error handler for fastapi's
  * HTTPException, but the router raises Starlette's base class, so an unknown path or a wrong
  * method gets FastAPI's default `{"detail": ...}`.

@@ -30,6 +30,13 @@ export interface SimulatorOptions {
   usage?: UsageMode;
   /** Served model name: listed by /v1/models and used when a request names none. */
   model?: string;
+  /**
+   * Each content token's text is the time its chunk was written, as `process.hrtime.bigint()`
+   * nanoseconds in decimal and a space, so a client can compute each chunk's delivery delay.
+   */
+  stamp?: boolean;
+  /** Idle time before a keep-alive comment on protocols that send them (TGI's `:` lines). */
+  keepAliveMs?: number;
 }
 
 /** How one generation behaves: the simulator's settings, overridable per request by `x-sim-*` headers. */
@@ -41,19 +48,25 @@ export interface Behaviour {
   readonly tokensPerChunk: number;
   readonly rolePrelude: boolean;
   readonly usage: UsageMode;
+  readonly stamp: boolean;
+  readonly keepAliveMs: number;
 }
 
 /**
  * An injected failure. `status` answers at once. The others let `afterTokens` content tokens
  * through and strike when the next chunk would have been due (so a client has time to read what
  * came before): `reset` sends a TCP RST, `truncate` ends the response cleanly without a terminal
- * event, `stall` sends nothing more until the client leaves. A count beyond the tokens the request
- * generates never strikes.
+ * event, `stall` sends nothing more until the client leaves, `error` sends the protocol's in-stream
+ * error event (Anthropic's `event: error`, vLLM's `data: {"error": ...}`; a 500 for a non-streaming
+ * request) and ends the response. A count beyond the tokens the request generates never strikes.
  */
 export type Fault =
   | { readonly kind: 'none' }
   | { readonly kind: 'status'; readonly status: number }
-  | { readonly kind: 'reset' | 'truncate' | 'stall'; readonly afterTokens: number };
+  | { readonly kind: 'reset' | 'truncate' | 'stall' | 'error'; readonly afterTokens: number };
+
+/** The faults that strike mid-generation, after some tokens. */
+export type InterruptFault = Extract<Fault, { afterTokens: number }>;
 
 export interface RequestBehaviour extends Behaviour {
   readonly fault: Fault;
@@ -77,6 +90,8 @@ export const SIM_HEADER = Object.freeze({
   tokensPerChunk: 'x-sim-tokens-per-chunk',
   rolePrelude: 'x-sim-role-prelude',
   usage: 'x-sim-usage',
+  stamp: 'x-sim-stamp',
+  keepAliveMs: 'x-sim-keep-alive-ms',
   fault: 'x-sim-fault',
   seed: 'x-sim-seed',
 });
@@ -93,6 +108,9 @@ const DEFAULT_SETTINGS: SimulatorSettings = Object.freeze({
     tokensPerChunk: 1,
     rolePrelude: true,
     usage: 'auto',
+    stamp: false,
+    // axum's KeepAlive default, which TGI's router uses for /generate_stream.
+    keepAliveMs: 15_000,
   }),
 });
 
@@ -137,6 +155,18 @@ const booleanType: ValueType<boolean> = {
   fromText: (text) => (text === 'true' ? true : text === 'false' ? false : undefined),
 };
 
+/** A boolean that also reads 1 and 0, so a load generator can send the short `x-sim-stamp: 1`. */
+const switchType: ValueType<boolean> = {
+  expected: '1, 0, true or false',
+  fromValue: booleanType.fromValue,
+  fromText: (text) => (text === '1' ? true : text === '0' ? false : booleanType.fromText(text)),
+};
+
+/** Set by a flag of its own and its --no- negation rather than by a value. */
+function isSwitch(type: ValueType<unknown>): boolean {
+  return type === booleanType || type === switchType;
+}
+
 /** Printable and short: the name is echoed into every response and log line. */
 const nameType: ValueType<string> = {
   expected: 'a non-empty printable string of at most 256 characters',
@@ -150,13 +180,13 @@ const nameType: ValueType<string> = {
 const millisecondsType = numberType(0, MAX_DELAY_MS, false);
 
 const faultType: ValueType<Fault> = {
-  expected: 'none, status:<400-599>, reset:<n>, truncate:<n> or stall:<n>',
+  expected: 'none, status:<400-599>, reset:<n>, truncate:<n>, stall:<n> or error:<n>',
   fromValue: (value) => (typeof value === 'string' ? faultType.fromText(value) : undefined),
   fromText: (text) => {
     if (text === 'none') return { kind: 'none' };
-    const match = /^(status|reset|truncate|stall):(\d+)$/.exec(text);
+    const match = /^(status|reset|truncate|stall|error):(\d+)$/.exec(text);
     if (match === null) return undefined;
-    const kind = match[1] as 'status' | 'reset' | 'truncate' | 'stall';
+    const kind = match[1] as 'status' | InterruptFault['kind'];
     const count = Number(match[2]);
     if (kind === 'status') return count >= 400 && count <= 599 ? { kind, status: count } : undefined;
     return count <= MAX_TOKENS ? { kind, afterTokens: count } : undefined;
@@ -185,6 +215,17 @@ const BEHAVIOUR_SETTINGS: { readonly [K in keyof Behaviour]: Setting<Behaviour[K
     type: oneOfType(['auto', 'always', 'never'] as const),
     flag: '--usage',
     help: 'usage chunk: auto (iff stream_options.include_usage), always, never',
+  },
+  stamp: {
+    type: switchType,
+    flag: '--stamp',
+    help:
+      "each content token's text is its chunk's send time, process.hrtime.bigint() ns (CLOCK_MONOTONIC) and a space; header value 1 or 0",
+  },
+  keepAliveMs: {
+    type: millisecondsType,
+    flag: '--keep-alive-ms',
+    help: 'idle ms before a `:` keep-alive line on TGI streams',
   },
 };
 
@@ -235,14 +276,14 @@ export function resolveSimulatorOptions(options: SimulatorOptions): SimulatorSet
 /**
  * The simulator's command line, one flag per setting: `--host`, `--port`, `--ttft-ms`,
  * `--itl-ms`, `--jitter-ms`, `--output-tokens`, `--tokens-per-chunk`,
- * `--role-prelude`/`--no-role-prelude`, `--usage`, `--model`. Returns only the options given;
+ * `--role-prelude`/`--no-role-prelude`, `--usage`, `--stamp`/`--no-stamp`, `--keep-alive-ms`, `--model`. Returns only the options given;
  * throws TOKENTAP_ERR_USAGE naming each bad flag.
  */
 export function parseSimulatorFlags(argv: string[]): SimulatorOptions {
   const parseOptions: Record<string, { type: 'string' | 'boolean' }> = {};
   for (const setting of Object.values(ALL_SETTINGS)) {
     const name = setting.flag.slice(2);
-    if (setting.type === booleanType) {
+    if (isSwitch(setting.type)) {
       // node:util parseArgs in Node 20 has no `allowNegative`, so the negation is a flag of its own.
       parseOptions[name] = { type: 'boolean' };
       parseOptions[`no-${name}`] = { type: 'boolean' };
@@ -263,7 +304,7 @@ export function parseSimulatorFlags(argv: string[]): SimulatorOptions {
   const options: Record<string, unknown> = {};
   for (const [key, setting] of Object.entries(ALL_SETTINGS)) {
     const name = setting.flag.slice(2);
-    if (setting.type === booleanType) {
+    if (isSwitch(setting.type)) {
       const on = values[name] === true;
       const off = values[`no-${name}`] === true;
       if (on && off) problems.push(`${setting.flag} and --no-${name}: give at most one of them`);
@@ -289,13 +330,15 @@ export function simulatorFlagsHelp(): string {
   const headers: Readonly<Record<string, string>> = SIM_HEADER;
   const rows = Object.entries(ALL_SETTINGS).map(([key, setting]) => {
     const name =
-      setting.type === booleanType ? `${setting.flag}, --no-${setting.flag.slice(2)}` : `${setting.flag} <value>`;
+      isSwitch(setting.type) ? `${setting.flag}, --no-${setting.flag.slice(2)}` : `${setting.flag} <value>`;
     const header = headers[key] === undefined ? '' : `; per request: ${headers[key]}`;
     return `  ${name.padEnd(36)}${setting.help} (default ${String(defaults[key])}${header})`;
   });
   return [
     ...rows,
     `  ${'(header only)'.padEnd(36)}${SIM_HEADER.fault}: ${faultType.expected}`,
+    `  ${''.padEnd(36)}  status answers at once; after n content tokens, reset sends a TCP RST, truncate ends`,
+    `  ${''.padEnd(36)}  without a terminal event, stall goes silent, error sends the protocol's error event`,
     `  ${'(header only)'.padEnd(36)}${SIM_HEADER.seed}: an integer that fixes the generated text`,
   ].join('\n');
 }

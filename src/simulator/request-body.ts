@@ -5,18 +5,14 @@
  * (create_error_response in serving_engine.py). Everything else in the body is accepted and
  * ignored, as vLLM ignores (and logs) unknown fields.
  */
+import { countPromptTokens, isRecord, messageTexts, type GenerationRequest } from './protocol.js';
 
 export type Api = 'chat' | 'completion';
 
-export interface GenerationRequest {
-  readonly model: string | undefined;
-  readonly stream: boolean;
-  /** max_completion_tokens, else max_tokens (chat); max_tokens (completions). */
-  readonly maxTokens: number | undefined;
+export interface OpenAIRequest extends GenerationRequest {
   /** stream_options.include_usage: pydantic defaults it to true once stream_options is present. */
   readonly includeUsage: boolean;
   readonly continuousUsage: boolean;
-  readonly promptTokens: number;
 }
 
 export interface BodyProblem {
@@ -25,50 +21,19 @@ export interface BodyProblem {
   readonly param: string | null;
 }
 
-type Parsed = { readonly request: GenerationRequest } | { readonly problem: BodyProblem };
+type Parsed = { readonly request: OpenAIRequest } | { readonly problem: BodyProblem };
 
 function invalid(message: string): Parsed {
   return { problem: { message, type: 'Bad Request', param: null } };
 }
 
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
-const encoder = new TextEncoder();
-
-/**
- * A deterministic stand-in for the tokenizer: a quarter of the prompt's UTF-8 bytes (about what
- * BPE tokenizers average on English), plus any token ids given directly, and never 0.
- */
-function countPromptTokens(texts: readonly string[], tokenIds: number): number {
-  let bytes = 0;
-  for (const text of texts) bytes += encoder.encode(text).length;
-  return Math.max(1, Math.ceil(bytes / 4) + tokenIds);
-}
-
-function chatTexts(messages: readonly unknown[]): string[] {
-  const texts: string[] = [];
-  for (const message of messages) {
-    if (!isRecord(message)) continue;
-    const content = message['content'];
-    if (typeof content === 'string') texts.push(content);
-    else if (Array.isArray(content)) {
-      for (const part of content) {
-        if (isRecord(part) && typeof part['text'] === 'string') texts.push(part['text']);
-      }
-    }
-  }
-  return texts;
-}
-
 function promptTokensOf(api: Api, body: Record<string, unknown>): number | undefined {
   if (api === 'chat') {
     const messages = body['messages'];
-    return Array.isArray(messages) ? countPromptTokens(chatTexts(messages), 0) : undefined;
+    return Array.isArray(messages) ? countPromptTokens(messageTexts(messages)) : undefined;
   }
   const prompt = body['prompt'];
-  if (typeof prompt === 'string') return countPromptTokens([prompt], 0);
+  if (typeof prompt === 'string') return countPromptTokens([prompt]);
   if (!Array.isArray(prompt)) return undefined;
   const texts = prompt.filter((item): item is string => typeof item === 'string');
   const ids = prompt.flat().filter((item) => typeof item === 'number').length;

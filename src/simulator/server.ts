@@ -1,28 +1,27 @@
-import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
-import { STATUS_CODES, createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { TokentapError } from '../errors.js';
 import { planGeneration } from './generation-plan.js';
 import { runGeneration, type GenerationEnd } from './generation-runner.js';
-import { JSON_CONTENT_TYPE, detailBody, errorBody, modelList, type ResponseIdentity } from './openai-wire.js';
+import { randomHex } from './openai-protocol.js';
+import { JSON_CONTENT_TYPE, detailBody, modelList } from './openai-wire.js';
 import {
   SIM_HEADER,
   requestBehaviour,
   resolveSimulatorOptions,
-  type Fault,
   type SimulatorOptions,
   type SimulatorSettings,
 } from './options.js';
-import { parseGenerationRequest, type Api } from './request-body.js';
+import type { ErrorResponse, Protocol, RouteParams } from './protocol.js';
+import { matchGenerationRoute } from './routes.js';
 
 /**
- * The built-in inference server: vLLM's OpenAI-compatible API (see openai-wire.ts for the pinned
- * version) over node:http, standing in for a GPU server in the demo, the tests and the benchmarks.
- *
- * Routes: POST /v1/chat/completions and /v1/completions (streaming and not), GET /v1/models,
- * GET /health. Timing, length, chunking and faults come from the options, overridden per request by
- * `x-sim-*` headers (options.ts).
+ * The built-in inference server over node:http, standing in for a GPU server in the demo, the tests
+ * and the benchmarks. It speaks every API in routes.ts (vLLM's OpenAI-compatible chat, completions
+ * and Responses, Anthropic Messages, TGI, Ollama, llama.cpp, Triton), each in its own wire module,
+ * plus GET /v1/models and GET /health. Timing, length, chunking and faults come from the options,
+ * overridden per request by `x-sim-*` headers (options.ts), the same for every API.
  *
  * It runs on real timers, so its timestamps (`atMs`) come from `performance.now()`, the same
  * monotonic clock as the proxy's systemClock.
@@ -38,7 +37,7 @@ export interface RequestClosedEvent {
   readonly completed: boolean;
   /**
    * How it ended: `client-closed` also covers a stalled response the client gave up on;
-   * `server-closed` is a response cut by close().
+   * `server-closed` is a response cut by close(); `errored` one ended by an `error:<n>` fault.
    */
   readonly end: RequestEnd;
   /** performance.now() when it ended. */
@@ -68,12 +67,6 @@ export interface RunningSimulator {
   close(): Promise<void>;
 }
 
-const GENERATION_ROUTES: ReadonlyMap<string, Api> = new Map([
-  ['/v1/chat/completions', 'chat'],
-  ['/v1/completions', 'completion'],
-]);
-const ID_PREFIX: Readonly<Record<Api, string>> = { chat: 'chatcmpl-', completion: 'cmpl-' };
-
 /** uvicorn's default keep-alive (vLLM's VLLM_HTTP_TIMEOUT_KEEP_ALIVE, 5 s). */
 const KEEP_ALIVE_TIMEOUT_MS = 5_000;
 /** Drops a client that never finishes its request headers; a legitimate one takes milliseconds. */
@@ -83,22 +76,16 @@ const MAX_BODY_BYTES = 32 * 1024 * 1024;
 /** Reported by /v1/models; the simulator enforces no context limit. */
 const MAX_MODEL_LEN = 8192;
 
-/** vLLM's error types for the statuses its serving layer raises; other codes get the reason phrase. */
-const ERROR_TYPES: Readonly<Record<number, string>> = {
-  400: 'BadRequestError',
-  404: 'NotFoundError',
-  500: 'InternalServerError',
-};
-
-/** vLLM's random_uuid(): uuid4().hex. */
-function randomHex(): string {
-  return randomBytes(16).toString('hex');
-}
-
 function sendJson(res: ServerResponse, status: number, body: string, headers: Record<string, string> = {}): void {
   res.writeHead(status, { ...headers, 'content-type': JSON_CONTENT_TYPE, 'content-length': Buffer.byteLength(body) });
   res.end(body);
 }
+
+function sendError(res: ServerResponse, status: number, error: ErrorResponse): void {
+  res.writeHead(status, { 'content-type': error.contentType, 'content-length': Buffer.byteLength(error.body) });
+  res.end(error.body);
+}
+
 
 type Body = { readonly text: string } | { readonly failure: 'too-large' | 'aborted' };
 
@@ -138,32 +125,34 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Ru
     events.emit('request-closed', { path, tokensSent, completed: end === 'completed', end, atMs: performance.now() });
   };
 
-  const failWithStatus = (res: ServerResponse, path: string, fault: Extract<Fault, { kind: 'status' }>): void => {
-    const { status } = fault;
-    const type = ERROR_TYPES[status] ?? STATUS_CODES[status] ?? 'Error';
-    sendJson(res, status, errorBody(`Simulated failure (${SIM_HEADER.fault}: status:${status})`, type, status, null));
-    finished(path, 'error-status', 0);
-  };
-
-  const generate = async (req: IncomingMessage, res: ServerResponse, path: string, api: Api): Promise<void> => {
+  const generate = async (
+    req: IncomingMessage,
+    res: ServerResponse,
+    path: string,
+    protocol: Protocol,
+    params: RouteParams,
+  ): Promise<void> => {
     const body = await readBody(req);
     const startMs = performance.now();
     if ('failure' in body) {
       if (body.failure === 'too-large') {
-        sendJson(res, 413, errorBody(`Request body larger than ${MAX_BODY_BYTES} bytes`, 'Request Entity Too Large', 413, null));
+        const message = `Request body larger than ${MAX_BODY_BYTES} bytes`;
+        // Starlette's reason phrase, which vLLM reports as the type.
+        sendError(res, 413, protocol.errorResponse(413, message, { status: 413, message, type: 'Request Entity Too Large' }));
       }
       return;
     }
     const resolved = requestBehaviour(settings.behaviour, req.headers);
     if ('problems' in resolved) {
       const message = resolved.problems.map((problem) => problem.message).join('; ');
-      sendJson(res, 400, errorBody(message, 'BadRequestError', 400, resolved.problems[0]?.header ?? null));
+      const problem = { status: 400, message, type: 'BadRequestError', param: resolved.problems[0]?.header ?? null };
+      sendError(res, 400, protocol.errorResponse(400, message, problem));
       return;
     }
-    const parsed = parseGenerationRequest(api, body.text);
+    const parsed = protocol.parse(body.text, params);
     if ('problem' in parsed) {
-      const { message, type, param } = parsed.problem;
-      sendJson(res, 400, errorBody(message, type, 400, param));
+      const { problem } = parsed;
+      sendError(res, problem.status, protocol.errorResponse(problem.status, problem.message, problem));
       return;
     }
 
@@ -172,19 +161,24 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Ru
     requests += 1;
     inFlight += 1;
     if (behaviour.fault.kind === 'status') {
-      failWithStatus(res, path, behaviour.fault);
+      const { status } = behaviour.fault;
+      sendError(res, status, protocol.errorResponse(status, `Simulated failure (${SIM_HEADER.fault}: status:${status})`));
+      finished(path, 'error-status', 0);
       return;
     }
 
     const requestId = req.headers['x-request-id'];
-    // vLLM names the response after the caller's X-Request-Id when there is one (_base_request_id).
-    const identity: ResponseIdentity = {
-      id: ID_PREFIX[api] + (typeof requestId === 'string' ? requestId : randomHex()),
-      created: Math.floor(Date.now() / 1000),
-      model: request.model ?? settings.model,
-    };
-    const usage = behaviour.usage;
-    const finalUsage = request.stream && (usage === 'always' || (usage === 'auto' && request.includeUsage));
+    const writer = protocol.respond(
+      request,
+      {
+        requestId: typeof requestId === 'string' ? requestId : undefined,
+        model: request.model ?? settings.model,
+        behaviour,
+        promptTokens: request.promptTokens,
+        startMs,
+      },
+      params,
+    );
     const plan = planGeneration({
       outputTokens: behaviour.outputTokens,
       maxTokens: request.maxTokens,
@@ -198,17 +192,14 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Ru
     runGeneration(
       res,
       plan,
+      writer,
       {
-        api,
         stream: request.stream,
-        identity,
-        promptTokens: request.promptTokens,
-        rolePrelude: behaviour.rolePrelude,
-        finalUsage,
-        // vLLM's should_include_usage: continuous stats only ride along with usage.
-        continuousUsage: finalUsage && request.continuousUsage,
+        stamp: behaviour.stamp,
+        keepAliveMs: behaviour.keepAliveMs,
+        startMs,
+        serverError: () => protocol.errorResponse(500, `Simulated failure (${SIM_HEADER.fault}: error)`),
       },
-      startMs,
       (end, tokensSent) => finished(path, end, tokensSent),
     );
   };
@@ -216,9 +207,9 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Ru
   const handle = (req: IncomingMessage, res: ServerResponse): void => {
     const path = (req.url ?? '/').split('?', 1)[0] ?? '/';
     const method = req.method ?? 'GET';
-    const api = GENERATION_ROUTES.get(path);
-    if (api !== undefined) {
-      if (method === 'POST') void generate(req, res, path, api);
+    const route = matchGenerationRoute(path);
+    if (route !== undefined) {
+      if (method === 'POST') void generate(req, res, path, route.protocol, route.params);
       else sendJson(res, 405, detailBody('Method Not Allowed'), { allow: 'POST' });
       return;
     }

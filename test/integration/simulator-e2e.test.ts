@@ -34,9 +34,12 @@ describe('measurements end to end', () => {
     const m = await eventually('all requests recorded', () => scrape(sidecar.adminUrl), (x) => histogram(x, 'gen_ai_server_time_to_first_token_seconds', { gen_ai_request_model: 'timing' }).count === requests);
     const labels = { gen_ai_request_model: 'timing' };
     // The bucket that holds the configured value (TTFT: (0.1, 0.2], ITL: (0.01, 0.025]) must hold
-    // every TTFT sample and nearly every gap; a noisy 2-core machine may delay a few.
-    const ttft = inBucket(histogram(m, 'gen_ai_server_time_to_first_token_seconds', labels), 0.15);
-    expect(ttft.count).toBe(requests);
+    // most samples. Timers only fire late, so no TTFT may fall below its bucket; a noisy 2-core
+    // machine may push a few above it.
+    const ttftHistogram = histogram(m, 'gen_ai_server_time_to_first_token_seconds', labels);
+    const ttft = inBucket(ttftHistogram, 0.15);
+    expect(ttftHistogram.buckets.get(ttft.lower)).toBe(0);
+    expect(ttft.count).toBeGreaterThanOrEqual(requests / 2);
     const itlHistogram = histogram(m, 'tokentap_inter_token_latency_seconds', labels);
     expect(itlHistogram.count).toBe(requests * 15);
     const itl = inBucket(itlHistogram, 0.02);
@@ -112,5 +115,48 @@ describe('failures end to end', () => {
       body: JSON.stringify({ model: 'sim-model', stream: true, messages: [{ role: 'user', content: 'hi' }] }),
     });
     await eventually(outcome, async () => sumValues(await scrape(sidecar.adminUrl), 'tokentap_requests_total', { outcome }), (n) => n === before + 1);
+  });
+});
+
+describe('every protocol the simulator speaks, measured through the proxy', () => {
+  // Each request caps the generation at 6 tokens with its API's own limit, so every API ends at
+  // "length" and reports 6 output tokens (TGI's EOS token would otherwise count in its usage).
+  const cases: readonly { name: string; path: string; body: Record<string, unknown> }[] = [
+    { name: 'OpenAI Responses', path: '/v1/responses', body: { model: 'e2e-responses', input: 'hi', stream: true, max_output_tokens: 6 } },
+    { name: 'Anthropic Messages', path: '/v1/messages', body: { model: 'e2e-anthropic', max_tokens: 6, stream: true, messages: [{ role: 'user', content: 'hi' }] } },
+    { name: 'TGI', path: '/generate_stream', body: { inputs: 'hi', parameters: { max_new_tokens: 6, details: true } } },
+    { name: 'Ollama chat', path: '/api/chat', body: { model: 'e2e-ollama-chat', messages: [{ role: 'user', content: 'hi' }], options: { num_predict: 6 } } },
+    { name: 'Ollama generate', path: '/api/generate', body: { model: 'e2e-ollama-generate', prompt: 'hi', options: { num_predict: 6 } } },
+    { name: 'llama.cpp', path: '/completion', body: { prompt: 'hi', stream: true, n_predict: 6 } },
+    { name: 'Triton', path: '/v2/models/e2e-triton/generate_stream', body: { text_input: 'hi', max_tokens: 6 } },
+  ];
+
+  it.each(cases)('$name: the client gets the simulator\'s bytes, and the proxy counts one TTFT no earlier than 150 ms, 6 output tokens and a completed request', async ({ path, body }) => {
+    const headers = { 'content-type': 'application/json', 'x-sim-seed': '9' };
+    const payload = JSON.stringify(body);
+    const before = await scrape(sidecar.adminUrl);
+    const direct = await exchange(`${simulator.url}${path}`, { method: 'POST', headers, body: payload });
+    const proxied = await exchange(`${sidecar.proxyUrl}${path}`, { method: 'POST', headers, body: payload });
+    expect(proxied.status).toBe(200);
+    expect(proxied.ended).toBe('clean');
+    expect(proxied.headers['content-type']).toBe(direct.headers['content-type']);
+    // Ids, timestamps and measured durations differ per response; with them masked the bytes match.
+    const mask = (bytes: Buffer): string =>
+      bytes
+        .toString('utf8')
+        .replace(/"(id|created_at|created|request_id)":("[^"]*"|\d+)/g, '"$1":_')
+        .replace(/"(item_id)":"[^"]*"/g, '"$1":_')
+        .replace(/"([a-z_]*(?:duration|_ms|per_second))":(?:[-\d.e+]+|null)/g, '"$1":_');
+    expect(mask(proxied.body)).toBe(mask(direct.body));
+
+    const completed = (m: Awaited<ReturnType<typeof scrape>>): number => sumValues(m, 'tokentap_requests_total', { outcome: 'completed' });
+    const after = await eventually('the request recorded', () => scrape(sidecar.adminUrl), (m) => completed(m) === completed(before) + 1);
+    const ttft = (m: Awaited<ReturnType<typeof scrape>>) => histogram(m, 'gen_ai_server_time_to_first_token_seconds');
+    expect(ttft(after).count - ttft(before).count).toBe(1);
+    // The simulator's 150 ms TTFT can only come late: the sample lies above 0.1 s, never below.
+    const belowOrAt = (m: Awaited<ReturnType<typeof scrape>>): number => ttft(m).buckets.get(0.1) ?? 0;
+    expect(belowOrAt(after) - belowOrAt(before)).toBe(0);
+    const output = (m: Awaited<ReturnType<typeof scrape>>) => histogram(m, 'gen_ai_client_token_usage', { gen_ai_token_type: 'output' }).sum;
+    expect(output(after) - output(before)).toBe(6);
   });
 });

@@ -2,7 +2,7 @@ import { once } from 'node:events';
 import { request } from 'node:http';
 import { describe, expect, it } from 'vitest';
 import type { RequestClosedEvent } from '../../../src/simulator/index.js';
-import { CHAT_BODY, chunksOf, rawRequest, simulator, sseData, streamRequest } from './helpers.js';
+import { CHAT_BODY, RESET_CODES, chunksOf, rawRequest, simulator, sseData, streamRequest } from './helpers.js';
 
 const STREAM = { ...CHAT_BODY, stream: true };
 
@@ -41,7 +41,7 @@ describe('fault reset:<n>', () => {
     const sim = await simulator({ outputTokens: 10 });
     const closed = once(sim.events, 'request-closed') as Promise<[RequestClosedEvent]>;
     const res = await rawRequest(sim.port, 'POST', '/v1/chat/completions', STREAM, { 'x-sim-fault': 'reset:3' });
-    expect(res.error?.code).toBe('ECONNRESET');
+    expect(RESET_CODES).toContain(res.error?.code);
     expect(res.complete).toBe(false);
     const events = sseData(res.body);
     expect(contentChunks(events)).toHaveLength(3);
@@ -62,6 +62,7 @@ describe('fault reset:<n>', () => {
     const sim = await simulator({ outputTokens: 3 });
     const res = await rawRequest(sim.port, 'POST', '/v1/chat/completions', STREAM, { 'x-sim-fault': 'reset:4' });
     expect(res.error).toBeUndefined();
+    expect(res.complete).toBe(true);
     expect(sseData(res.body).at(-1)).toBe('[DONE]');
   });
 });
@@ -161,9 +162,10 @@ describe('client going away', () => {
     const [event] = ended;
     expect(event?.completed).toBe(false);
     expect(event?.end).toBe('client-closed');
-    // A few chunks may be in flight when the client leaves; 1000 would mean the timers ran on.
+    // A few chunks may be in flight when the client leaves, and more when a busy machine stalls
+    // the event loop (overdue chunks then leave in a burst); 1000 would mean the timers ran on.
     expect(event?.tokensSent).toBeGreaterThanOrEqual(3);
-    expect(event?.tokensSent).toBeLessThan(20);
+    expect(event?.tokensSent).toBeLessThan(200);
     expect((event?.atMs ?? Infinity) - leftAtMs).toBeLessThan(1_000);
     expect(sim.stats()).toEqual({ requests: 1, clientAborts: 1, inFlight: 0 });
   });

@@ -2,6 +2,7 @@ import { request, type IncomingHttpHeaders } from 'node:http';
 import { connect } from 'node:net';
 import { afterEach } from 'vitest';
 import { startSimulator, type RunningSimulator, type SimulatorOptions } from '../../../src/simulator/index.js';
+import { createRandom, pickTokens } from '../../../src/simulator/vocabulary.js';
 
 /** Small delays keep the suite fast; tests that measure time set their own. */
 export const FAST: SimulatorOptions = { port: 0, ttftMs: 5, itlMs: 1 };
@@ -217,3 +218,50 @@ export function contentOf(chunks: readonly ChatChunk[]): string {
 }
 
 export const CHAT_BODY = { model: 'test-model', messages: [{ role: 'user', content: 'Hello there, simulator!' }] };
+
+export interface SseBlock {
+  /** The `event:` field, if the block has one. */
+  readonly event: string | undefined;
+  /** The `data:` field (one space after the colon stripped, as the SSE spec says). */
+  readonly data: string | undefined;
+  /** The text of a comment block (a line starting with `:`). */
+  readonly comment: string | undefined;
+}
+
+/**
+ * Every block of an SSE body as sent: named events, data-only events and comments, so tests see the
+ * exact framing each API uses (TGI's `data:` without a space, its `:` keep-alives, Anthropic's
+ * `event:` lines).
+ */
+export function sseBlocks(body: Buffer | string): SseBlock[] {
+  const text = typeof body === 'string' ? body : body.toString('utf8');
+  if (!text.endsWith('\n\n') && text !== '') throw new Error(`SSE body does not end with a blank line: ${JSON.stringify(text.slice(-40))}`);
+  return text
+    .split('\n\n')
+    .filter((block) => block !== '')
+    .map((block) => {
+      let event: string | undefined;
+      let data: string | undefined;
+      let comment: string | undefined;
+      for (const line of block.split('\n')) {
+        if (line.startsWith(':')) comment = line.slice(1);
+        else if (line.startsWith('event:')) event = line.slice(6).replace(/^ /, '');
+        else if (line.startsWith('data:')) data = line.slice(5).replace(/^ /, '');
+        else throw new Error(`not an SSE line: ${JSON.stringify(line)}`);
+      }
+      return { event, data, comment };
+    });
+}
+
+/** The tokens the simulator generates for a seed: content is a pure function of it. */
+export function expectedTokens(seed: number, count: number): string[] {
+  return pickTokens(count, createRandom(seed));
+}
+
+/**
+ * The code a client sees when the simulator resets a stream: ECONNRESET, or nothing at all when the
+ * RST overtakes data the client has not read yet (Linux then hands over the data and reports a
+ * plain end, measured: 200 of 200 such resets on loopback). What always shows is the cut HTTP body:
+ * a chunked response without its last chunk (`complete` false).
+ */
+export const RESET_CODES: readonly (string | undefined)[] = ['ECONNRESET', undefined];

@@ -81,10 +81,17 @@ describe('parseSimulatorFlags', () => {
   it('documents every flag it accepts and every header, with defaults', () => {
     const help = simulatorFlagsHelp();
     const flags = [...help.matchAll(/^ {2}(--[a-z-]+)/gm)].map((match) => match[1]);
-    expect(flags).toEqual(['--host', '--port', '--model', '--ttft-ms', '--itl-ms', '--jitter-ms', '--output-tokens', '--tokens-per-chunk', '--role-prelude', '--usage']);
+    expect(flags).toEqual(['--host', '--port', '--model', '--ttft-ms', '--itl-ms', '--jitter-ms', '--output-tokens', '--tokens-per-chunk', '--role-prelude', '--usage', '--stamp', '--keep-alive-ms']);
     for (const header of Object.values(SIM_HEADER)) expect(help).toContain(header);
     expect(help).toMatch(/--ttft-ms <value> +.*\(default 50; per request: x-sim-ttft-ms\)/);
     expect(help).toContain('--no-role-prelude');
+    expect(help).toMatch(/--stamp, --no-stamp +.*process\.hrtime\.bigint\(\) ns \(CLOCK_MONOTONIC\).*\(default false; per request: x-sim-stamp\)/);
+    expect(help).toContain('error:<n>');
+  });
+
+  it('reads --stamp and --keep-alive-ms', () => {
+    expect(parseSimulatorFlags(['--stamp', '--keep-alive-ms', '250'])).toEqual({ stamp: true, keepAliveMs: 250 });
+    expect(parseSimulatorFlags(['--no-stamp'])).toEqual({ stamp: false });
   });
 
   it('throws the usage error of the catalogue', () => {
