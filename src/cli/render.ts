@@ -1,0 +1,79 @@
+import { mkdir, writeFile } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { loadSettings } from '../config/load.js';
+import { TokentapError } from '../errors.js';
+import { renderArtefacts } from '../render/artefacts.js';
+import type { RenderOptions } from '../render/rule-types.js';
+import type { CliIO } from './main.js';
+
+export const RENDER_USAGE = `Usage: tokentap render --config FILE --out DIR [flags]
+
+Writes, from the workloads and SLOs in FILE and the metric definitions the sidecar uses:
+  DIR/prometheus/rules.yaml            recording and alerting rules (plain Prometheus rule file)
+  DIR/prometheus/prometheusrule.yaml   the same groups as a prometheus-operator PrometheusRule
+  DIR/alertmanager/alertmanager.yaml   an example Alertmanager routing tree for these alerts
+
+Flags:
+  --config FILE           tokentap configuration file (workloads, alerts)
+  --out DIR               where to write; directories are created
+  --dashboards-out DIR2   where Grafana dashboards go (default DIR/grafana)
+  --window-scale X        for tests only: multiply every rule window and 'for' duration by X
+                          (0 < X <= 1; 0.01 makes the 1h window 36s so an alert fires in seconds)
+  --help                  show this text
+`;
+
+export interface RenderFlags {
+  readonly config: string;
+  readonly out: string;
+  readonly dashboardsOut: string;
+  readonly options: RenderOptions;
+}
+
+export function parseRenderFlags(argv: readonly string[]): RenderFlags {
+  let values: { config?: string; out?: string; 'dashboards-out'?: string; 'window-scale'?: string };
+  try {
+    ({ values } = parseArgs({
+      args: [...argv],
+      options: {
+        config: { type: 'string' },
+        out: { type: 'string' },
+        'dashboards-out': { type: 'string' },
+        'window-scale': { type: 'string' },
+      },
+      strict: true,
+      allowPositionals: false,
+    }));
+  } catch (error) {
+    throw new TokentapError('TOKENTAP_ERR_USAGE', [(error as Error).message]);
+  }
+  const problems: string[] = [];
+  if (values.config === undefined) problems.push('--config FILE is required');
+  if (values.out === undefined) problems.push('--out DIR is required');
+  const scaleText = values['window-scale'] ?? '1';
+  const windowScale = Number(scaleText);
+  if (!(windowScale > 0 && windowScale <= 1) || scaleText.trim() === '') {
+    problems.push(`--window-scale: expected a number greater than 0 and at most 1, got "${scaleText}"`);
+  }
+  if (problems.length > 0) throw new TokentapError('TOKENTAP_ERR_USAGE', problems);
+  const out = values.out as string;
+  return { config: values.config as string, out, dashboardsOut: values['dashboards-out'] ?? join(out, 'grafana'), options: { windowScale } };
+}
+
+/** `tokentap render`: validates the config like `serve` does, then writes every artefact. */
+export async function runRender(argv: readonly string[], io: CliIO): Promise<number> {
+  if (argv.includes('--help') || argv.includes('-h')) {
+    io.stdout.write(RENDER_USAGE);
+    return 0;
+  }
+  const flags = parseRenderFlags(argv);
+  // No environment: the rendered files depend on the config file alone.
+  const settings = loadSettings({ flags: { config: flags.config }, env: {} });
+  for (const artefact of renderArtefacts(settings, flags.options)) {
+    const file = join(artefact.root === 'out' ? flags.out : flags.dashboardsOut, artefact.path);
+    await mkdir(dirname(file), { recursive: true });
+    await writeFile(file, artefact.content);
+    io.stdout.write(`wrote ${file}\n`);
+  }
+  return 0;
+}

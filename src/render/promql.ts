@@ -1,0 +1,38 @@
+import { ATTR } from '../metrics/definitions.js';
+
+/**
+ * Small PromQL building blocks shared by the rule renderers, so label names and literals are
+ * spelled one way everywhere.
+ */
+
+/** The Prometheus label name of an OpenTelemetry attribute (`gen_ai.token.type` -> `gen_ai_token_type`). */
+export function promLabel(attribute: string): string {
+  return attribute.replace(/\./g, '_');
+}
+
+export const LABEL = {
+  workload: promLabel(ATTR.workload),
+  slo: promLabel(ATTR.slo),
+  sloResult: promLabel(ATTR.sloResult),
+  outcome: promLabel(ATTR.outcome),
+  tokenType: promLabel(ATTR.tokenType),
+} as const;
+
+/** A PromQL string literal: Go-style double-quoted, so `\` and `"` are escaped. */
+export function quote(value: string): string {
+  return JSON.stringify(value);
+}
+
+/** `metric{a="x", b="y"}`, or the bare metric name without matchers. */
+export function selector(metric: string, matchers: Readonly<Record<string, string>> = {}): string {
+  const parts = Object.entries(matchers).map(([name, value]) => `${name}=${quote(value)}`);
+  return parts.length === 0 ? metric : `${metric}{${parts.join(', ')}}`;
+}
+
+/**
+ * A number as a PromQL literal with at most 12 significant digits, so float noise such as
+ * 1 - 0.99 = 0.010000000000000009 renders as 0.01.
+ */
+export function promNumber(value: number): string {
+  return String(Number(value.toPrecision(12)));
+}

@@ -1,0 +1,77 @@
+import { mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { PassThrough } from 'node:stream';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { main } from '../../../src/cli/main.js';
+import { parseRenderFlags } from '../../../src/cli/render.js';
+import { TokentapError } from '../../../src/errors.js';
+
+function io() {
+  const stdout = new PassThrough();
+  const stderr = new PassThrough();
+  let out = '';
+  let err = '';
+  stdout.on('data', (c: Buffer) => (out += c.toString()));
+  stderr.on('data', (c: Buffer) => (err += c.toString()));
+  return { streams: { stdout, stderr, env: {} }, out: () => out, err: () => err };
+}
+
+let dir: string;
+beforeEach(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'tokentap-render-cli-'));
+});
+afterEach(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+const CONFIG = 'workloads:\n  - name: chat\n    match: { path: /v1/chat/completions }\n    slo: { objective: 0.99, ttft: 200ms }\n  - name: default\n';
+
+describe('tokentap render', () => {
+  it('writes the rules, the PrometheusRule, the Alertmanager example and the dashboards where asked', async () => {
+    await writeFile(join(dir, 'tokentap.yaml'), CONFIG);
+    const console = io();
+    const code = await main(['render', '--config', join(dir, 'tokentap.yaml'), '--out', join(dir, 'out'), '--dashboards-out', join(dir, 'dash')], console.streams);
+    expect(console.err()).toBe('');
+    expect(code).toBe(0);
+    expect((await readdir(join(dir, 'out', 'prometheus'))).sort()).toEqual(['prometheusrule.yaml', 'rules.yaml']);
+    expect(await readdir(join(dir, 'out', 'alertmanager'))).toEqual(['alertmanager.yaml']);
+    expect((await readdir(join(dir, 'dash'))).every((f) => f.endsWith('.json'))).toBe(true);
+    expect(await readFile(join(dir, 'out', 'prometheus', 'rules.yaml'), 'utf8')).toContain('workload="chat"');
+    expect(console.out()).toContain(`wrote ${join(dir, 'out', 'prometheus', 'rules.yaml')}\n`);
+  });
+
+  it('puts dashboards under OUT/grafana unless told otherwise', () => {
+    expect(parseRenderFlags(['--config', 'c.yaml', '--out', 'deploy']).dashboardsOut).toBe(join('deploy', 'grafana'));
+  });
+
+  it('refuses a bad config like serve does, naming the place, and writes nothing', async () => {
+    await writeFile(join(dir, 'bad.yaml'), 'workloads:\n  - name: chat\n    slo: { objective: 1.5, ttft: 200ms }\n');
+    const console = io();
+    const code = await main(['render', '--config', join(dir, 'bad.yaml'), '--out', join(dir, 'out')], console.streams);
+    expect(code).toBe(1);
+    expect(console.err()).toContain(`${join(dir, 'bad.yaml')}:3: workloads[0].slo.objective:`);
+    expect(await readdir(dir)).toEqual(['bad.yaml']);
+  });
+
+  it.each([
+    [['--out', 'x'], '--config FILE is required'],
+    [['--config', 'c.yaml'], '--out DIR is required'],
+    [['--config', 'c.yaml', '--out', 'x', '--window-scale', '0'], '--window-scale: expected a number greater than 0 and at most 1, got "0"'],
+    [['--config', 'c.yaml', '--out', 'x', '--window-scale', 'fast'], '--window-scale: expected a number greater than 0 and at most 1, got "fast"'],
+  ])('refuses %j: %s', (argv, problem) => {
+    expect(() => parseRenderFlags(argv)).toThrow(TokentapError);
+    try {
+      parseRenderFlags(argv);
+    } catch (error) {
+      expect((error as TokentapError).problems).toContain(problem);
+    }
+  });
+
+  it('prints its usage with --help and exits 0', async () => {
+    const console = io();
+    expect(await main(['render', '--help'], console.streams)).toBe(0);
+    expect(console.out()).toContain('--window-scale X');
+    expect(console.out()).toContain('--dashboards-out DIR2');
+  });
+});
