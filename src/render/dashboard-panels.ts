@@ -1,0 +1,117 @@
+import type * as cog from '@grafana/grafana-foundation-sdk/cog';
+import * as common from '@grafana/grafana-foundation-sdk/common';
+import * as dashboard from '@grafana/grafana-foundation-sdk/dashboard';
+import { DataqueryBuilder } from '@grafana/grafana-foundation-sdk/prometheus';
+import * as stat from '@grafana/grafana-foundation-sdk/stat';
+import * as timeseries from '@grafana/grafana-foundation-sdk/timeseries';
+
+/**
+ * Panel building blocks shared by the dashboards: every panel and query points at the
+ * `datasource` variable, shows "No traffic" where a query has no data or yields NaN, and gets
+ * an id from the caller so ids are unique and stable from one render to the next.
+ */
+
+export const DATASOURCE_VARIABLE = 'datasource';
+export const DATASOURCE: common.DataSourceRef = { type: 'prometheus', uid: `\${${DATASOURCE_VARIABLE}}` };
+const NO_TRAFFIC = 'No traffic';
+
+/** NaN (0/0 inside histogram_quantile with no samples) shown as "No traffic", never as a number. */
+const NAN_AS_NO_TRAFFIC: dashboard.ValueMapping[] = [
+  { type: dashboard.MappingType.SpecialValue, options: { match: dashboard.SpecialValueMatch.NullAndNan, result: { text: NO_TRAFFIC } } },
+];
+
+export interface Query {
+  readonly expr: string;
+  readonly legend: string;
+}
+
+/** Where on the 24-column grid a panel goes, and its id. */
+export interface Placement {
+  readonly id: number;
+  readonly width: number;
+  readonly height: number;
+}
+
+function target(query: Query, index: number, instant: boolean): DataqueryBuilder {
+  const builder = new DataqueryBuilder().datasource(DATASOURCE).expr(query.expr).legendFormat(query.legend).refId(String.fromCharCode(65 + index));
+  return instant ? builder.instant() : builder.range();
+}
+
+export interface TimeSeriesOptions {
+  readonly title: string;
+  readonly description: string;
+  readonly unit: string;
+  readonly queries: readonly Query[];
+  /** Drawn as dashed red lines (an SLO budget, a burn-rate alert factor). */
+  readonly thresholdLines?: readonly number[];
+  readonly min?: number;
+}
+
+export function timeSeriesPanel(options: TimeSeriesOptions, at: Placement): cog.Builder<dashboard.Panel> {
+  const panel = new timeseries.PanelBuilder()
+    .id(at.id)
+    .title(options.title)
+    .description(options.description)
+    .datasource(DATASOURCE)
+    .span(at.width)
+    .height(at.height)
+    .unit(options.unit)
+    .noValue(NO_TRAFFIC)
+    .mappings(NAN_AS_NO_TRAFFIC)
+    .lineWidth(1)
+    .fillOpacity(10)
+    .showPoints(common.VisibilityMode.Never)
+    .legend(new common.VizLegendOptionsBuilder().displayMode(common.LegendDisplayMode.List).placement(common.LegendPlacement.Bottom).showLegend(true))
+    .tooltip(new common.VizTooltipOptionsBuilder().mode(common.TooltipDisplayMode.Multi).sort(common.SortOrder.Descending));
+  if (options.min !== undefined) panel.min(options.min);
+  const lines = options.thresholdLines ?? [];
+  panel.thresholds(thresholdSteps(lines, 'red'));
+  panel.thresholdsStyle(new common.GraphThresholdsStyleConfigBuilder().mode(lines.length > 0 ? common.GraphThresholdsStyleMode.Dashed : common.GraphThresholdsStyleMode.Off));
+  options.queries.forEach((q, i) => panel.withTarget(target(q, i, false)));
+  return panel;
+}
+
+export interface StatOptions {
+  readonly title: string;
+  readonly description: string;
+  readonly unit: string;
+  readonly queries: readonly Query[];
+  /** Values below `red` are red, below `yellow` yellow, others green; without it the text is uncoloured. */
+  readonly colors?: { readonly red: number; readonly yellow: number };
+  readonly decimals?: number;
+}
+
+export function statPanel(options: StatOptions, at: Placement): cog.Builder<dashboard.Panel> {
+  const panel = new stat.PanelBuilder()
+    .id(at.id)
+    .title(options.title)
+    .description(options.description)
+    .datasource(DATASOURCE)
+    .span(at.width)
+    .height(at.height)
+    .unit(options.unit)
+    .noValue(NO_TRAFFIC)
+    .mappings(NAN_AS_NO_TRAFFIC)
+    .graphMode(common.BigValueGraphMode.None)
+    .textMode(common.BigValueTextMode.ValueAndName)
+    .colorMode(options.colors === undefined ? common.BigValueColorMode.None : common.BigValueColorMode.Value)
+    .reduceOptions(new common.ReduceDataOptionsBuilder().calcs(['lastNotNull']).values(false));
+  if (options.decimals !== undefined) panel.decimals(options.decimals);
+  if (options.colors !== undefined) {
+    panel.thresholds(
+      new dashboard.ThresholdsConfigBuilder().mode(dashboard.ThresholdsMode.Absolute).steps([
+        { value: null, color: 'red' },
+        { value: options.colors.red, color: 'yellow' },
+        { value: options.colors.yellow, color: 'green' },
+      ]),
+    );
+  }
+  options.queries.forEach((q, i) => panel.withTarget(target(q, i, true)));
+  return panel;
+}
+
+/** Base step transparent, then one `color` step per value: Grafana draws a line at each step. */
+function thresholdSteps(values: readonly number[], color: string): dashboard.ThresholdsConfigBuilder {
+  const steps: dashboard.Threshold[] = [{ value: null, color: 'transparent' }, ...[...values].sort((a, b) => a - b).map((value) => ({ value, color }))];
+  return new dashboard.ThresholdsConfigBuilder().mode(dashboard.ThresholdsMode.Absolute).steps(steps);
+}

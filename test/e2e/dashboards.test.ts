@@ -1,0 +1,259 @@
+import { readFileSync } from 'node:fs';
+import { request } from 'node:http';
+import { Writable } from 'node:stream';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadSettings } from '../../src/config/load.js';
+import { createLogger } from '../../src/log/logger.js';
+import { dashboardFileText, renderDashboards } from '../../src/render/dashboards.js';
+import { startSidecar, type RunningSidecar } from '../../src/sidecar.js';
+import { startSimulator, type RunningSimulator } from '../../src/simulator/index.js';
+import { allPanels, substituteVariables, type DashboardJson, type DashboardPanel } from '../helpers/dashboard-json.js';
+import { dcgmFixture, startDcgmExporter } from '../helpers/dcgm-exporter.js';
+import { startPrometheus, type PrometheusServer } from '../helpers/prometheus-server.js';
+import { exchange } from '../helpers/replay-upstream.js';
+
+/**
+ * Every panel query of the rendered dashboards, run against a real Prometheus 2.42 that has
+ * scraped four sidecars (example config, simulator upstream, traffic on every workload) and three
+ * DCGM exporters serving the fixtures:
+ *
+ *   pod (namespace llm)          its DCGM exporter                     how Prometheus scrapes the exporter
+ *   vllm-chat-6c9f7d8b5-x2kqp    pod-mapped.prom                      plain: keeps pod / namespace
+ *   vllm-chat-6c9f7d8b5-m4n2r    newer-exporter-mig.prom (MIG)        as a PodMonitor does: exported_pod / exported_namespace
+ *   vllm-code-7d4b9c5f6-p2x8z    no-pod-labels.prom                   plain; the sidecar finds its GPU by UUID
+ *   vllm-batch-5b6c7d8e9-k3j4h   a closed port                        (the sidecar counts scrape errors)
+ *
+ * Template variables are resolved the way Grafana resolves them: each variable's label_values()
+ * query is answered by Prometheus's series API, and All becomes the variable's allValue or the
+ * alternation of its values.
+ */
+
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+const EXAMPLE_CONFIG = join(ROOT, 'deploy', 'tokentap.yaml');
+const NAMESPACE = 'llm';
+const MAPPED_POD = 'vllm-chat-6c9f7d8b5-x2kqp';
+const MIG_POD = 'vllm-chat-6c9f7d8b5-m4n2r';
+const UNLABELLED_POD = 'vllm-code-7d4b9c5f6-p2x8z';
+const BROKEN_DCGM_POD = 'vllm-batch-5b6c7d8e9-k3j4h';
+const UNLABELLED_GPU = 'GPU-1a2b3c4d-0000-1111-2222-333344445555';
+/** What Grafana puts for $__rate_interval with a 15 s scrape interval is 1m; the same here. */
+const BUILTINS = { __rate_interval: '1m', __interval: '15s', __range: '1h' };
+
+interface Running {
+  simulator: RunningSimulator;
+  exporters: Array<Awaited<ReturnType<typeof startDcgmExporter>>>;
+  sidecars: Array<{ pod: string; sidecar: RunningSidecar }>;
+  prometheus: PrometheusServer;
+}
+
+let running: Partial<Running> = {};
+const dashboards = renderDashboards(loadSettings({ flags: { config: EXAMPLE_CONFIG }, env: {} })).map(
+  (r) => JSON.parse(dashboardFileText(r)) as DashboardJson,
+);
+
+async function startPodSidecar(simulatorUrl: string, pod: string, dcgmUrl: string, env: Record<string, string>): Promise<RunningSidecar> {
+  const config = `${readFileSync(EXAMPLE_CONFIG, 'utf8')}\ndcgm:\n  url: ${dcgmUrl}\n  interval: 1s\n  timeout: 1s\n`;
+  const settings = loadSettings({
+    flags: { upstream: simulatorUrl, listen: '127.0.0.1:0', adminListen: '127.0.0.1:0', config: EXAMPLE_CONFIG },
+    env: { POD_NAME: pod, POD_NAMESPACE: NAMESPACE, ...env },
+    readFile: () => config,
+  });
+  const discard = new Writable({ write: (_chunk, _encoding, callback) => callback() });
+  return startSidecar(settings, createLogger('warn', discard));
+}
+
+/** One request per workload of the example config, and a cancelled and a truncated one. */
+async function traffic(proxyUrl: string): Promise<void> {
+  const chat = (headers: Record<string, string>, model = 'llama-3.1-8b-instruct') =>
+    exchange(`${proxyUrl}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-sim-ttft-ms': '20', 'x-sim-itl-ms': '5', 'x-sim-output-tokens': '8', ...headers },
+      body: JSON.stringify({ model, stream: true, stream_options: { include_usage: true }, messages: [{ role: 'user', content: 'hello' }] }),
+    });
+  await Promise.all([
+    chat({ 'x-workload': 'chat' }),
+    chat({ 'x-workload': 'rag' }),
+    chat({ 'x-workload': 'summarisation' }),
+    chat({}, 'qwen2.5-coder-7b-instruct'),
+    chat({ 'x-workload': 'chat', 'x-sim-fault': 'truncate:3' }),
+    exchange(`${proxyUrl}/v1/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-sim-ttft-ms': '20', 'x-sim-itl-ms': '5', 'x-sim-output-tokens': '8' },
+      body: JSON.stringify({ model: 'llama-3.1-8b-instruct', stream: true, prompt: 'hello' }),
+    }),
+    cancelAfterFirstChunk(`${proxyUrl}/v1/chat/completions`, {
+      'content-type': 'application/json',
+      'x-workload': 'chat',
+      'x-sim-ttft-ms': '20',
+      'x-sim-itl-ms': '200',
+      'x-sim-output-tokens': '50',
+    }),
+  ]);
+}
+
+/**
+ * A client that gives up mid-stream: it waits for the first body chunk (however long a loaded
+ * machine takes), then closes the connection. Settles when the socket is closed, within 30 s.
+ */
+function cancelAfterFirstChunk(url: string, headers: Record<string, string>): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { method: 'POST', headers, agent: false });
+    const timer = setTimeout(() => {
+      req.destroy();
+      reject(new Error(`no first chunk from ${url} within 30 s`));
+    }, 30_000);
+    req.on('error', () => undefined);
+    req.on('close', () => {
+      clearTimeout(timer);
+      resolve();
+    });
+    req.on('response', (res) => res.once('data', () => req.destroy()));
+    req.end(JSON.stringify({ model: 'llama-3.1-8b-instruct', stream: true, messages: [{ role: 'user', content: 'hello' }] }));
+  });
+}
+
+beforeAll(async () => {
+  const simulator = await startSimulator({ port: 0 });
+  running.simulator = simulator;
+  const mapped = await startDcgmExporter({ kind: 'text', body: dcgmFixture('pod-mapped.prom') });
+  const mig = await startDcgmExporter({ kind: 'text', body: dcgmFixture('newer-exporter-mig.prom') });
+  const unlabelled = await startDcgmExporter({ kind: 'text', body: dcgmFixture('no-pod-labels.prom') });
+  const dead = await startDcgmExporter({ kind: 'status', status: 200 });
+  await dead.close();
+  running.exporters = [mapped, mig, unlabelled];
+  running.sidecars = [];
+  for (const [pod, url, env] of [
+    [MAPPED_POD, mapped.url, {}],
+    [MIG_POD, mig.url, {}],
+    [UNLABELLED_POD, unlabelled.url, { NVIDIA_VISIBLE_DEVICES: UNLABELLED_GPU }],
+    [BROKEN_DCGM_POD, dead.url, {}],
+  ] as const) {
+    running.sidecars.push({ pod, sidecar: await startPodSidecar(simulator.url, pod, url, env) });
+  }
+  running.prometheus = await startPrometheus({
+    scrapeTargets: [
+      ...running.sidecars.map(({ pod, sidecar }) => ({ url: sidecar.adminUrl, job: `tokentap-${pod}`, labels: { namespace: NAMESPACE, pod } })),
+      { url: mapped.url, job: 'dcgm-node-1' },
+      // A PodMonitor attaches the exporter pod's own labels; Prometheus renames the exporter's to exported_*.
+      { url: mig.url, job: 'dcgm-node-7', labels: { namespace: 'gpu-operator', pod: 'nvidia-dcgm-exporter-7xk2p' } },
+      { url: unlabelled.url, job: 'dcgm-node-2' },
+    ],
+  });
+  const prometheus = running.prometheus;
+  await prometheus.waitFor('every target up', 'up == 1', (r) => r.length === 7, 60_000);
+  // A counter's series starts at its first increment, which rate() and increase() cannot see: send
+  // traffic, let Prometheus scrape every series, then send more so every rate has an increase.
+  for (const { sidecar } of running.sidecars) await traffic(sidecar.proxyUrl);
+  await prometheus.waitFor('the first round of requests scraped', 'count by (pod) (tokentap_requests_total{outcome=~"completed|truncated|client_cancelled"})', (r) => r.length === 4 && r.every((s) => s.value >= 3), 60_000);
+  for (const { sidecar } of running.sidecars) await traffic(sidecar.proxyUrl);
+  await prometheus.waitFor('the second round of requests scraped', 'sum by (pod) (increase(tokentap_requests_total[1m])) > 0', (r) => r.length === 4, 60_000);
+  await prometheus.waitFor('sidecar GPU gauges of three pods', 'count by (pod) (tokentap_gpu_memory_used_bytes)', (r) => r.length === 3, 60_000);
+  await prometheus.waitFor('DCGM scrape errors of the broken pod', 'tokentap_dcgm_scrape_errors_total', (r) => r.some((s) => s.metric.pod === BROKEN_DCGM_POD), 60_000);
+}, 300_000);
+
+afterAll(async () => {
+  await running.prometheus?.stop();
+  for (const { sidecar } of running.sidecars ?? []) await sidecar.close();
+  for (const exporter of running.exporters ?? []) await exporter.close();
+  await running.simulator?.close();
+  running = {};
+}, 60_000);
+
+function escapeRegex(value: string): string {
+  return value.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
+
+/** Answers Grafana's `label_values(selector, label)` as the Prometheus data source does (series API). */
+async function labelValues(prometheus: PrometheusServer, query: string): Promise<string[]> {
+  const match = /^label_values\((.+),\s*(\w+)\)$/.exec(query);
+  if (match === null) throw new Error(`not a label_values() query: ${query}`);
+  const [, selector, label] = match as unknown as [string, string, string];
+  const response = await fetch(`${prometheus.url}/api/v1/series`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams({ 'match[]': selector, start: String(Date.now() / 1000 - 3600) }).toString(),
+  });
+  const body = (await response.json()) as { status: string; data: Array<Record<string, string>>; error?: string };
+  if (body.status !== 'success') throw new Error(`label_values query ${query}: ${body.error}`);
+  return [...new Set(body.data.map((s) => s[label]).filter((v): v is string => v !== undefined && v !== ''))].sort();
+}
+
+/** Every variable at "All", resolved in order: allValue if it has one, else the alternation of its values. */
+async function resolveAll(prometheus: PrometheusServer, dashboard: DashboardJson): Promise<{ values: Record<string, string>; options: Record<string, string[]> }> {
+  const values: Record<string, string> = { ...BUILTINS };
+  const options: Record<string, string[]> = {};
+  for (const variable of dashboard.templating.list) {
+    if (variable.type === 'datasource') continue;
+    const found = await labelValues(prometheus, substituteVariables(String(variable.query), values));
+    options[variable.name] = found;
+    values[variable.name] = variable.allValue ?? `(${found.map(escapeRegex).join('|')})`;
+  }
+  return { values, options };
+}
+
+async function failures(prometheus: PrometheusServer, panels: DashboardPanel[], values: Record<string, string>): Promise<string[]> {
+  const problems: string[] = [];
+  for (const panel of panels) {
+    for (const target of panel.targets ?? []) {
+      const expr = substituteVariables(target.expr, values);
+      try {
+        const result = await prometheus.query(expr);
+        if (result.length === 0) problems.push(`"${panel.title}" (${target.refId}) returned no series: ${expr.slice(0, 300)}`);
+      } catch (error) {
+        problems.push(`"${panel.title}" (${target.refId}) failed: ${(error as Error).message}`);
+      }
+    }
+  }
+  return problems;
+}
+
+const GPU_FROM_DCGM = ['GPU memory used and total (DCGM)', 'GPU memory free (DCGM)', 'GPU utilisation (DCGM)'];
+const GPU_FROM_SIDECAR = ['GPU memory used and total (sidecar)', 'GPU utilisation (sidecar)'];
+
+describe.each(dashboards.map((d) => [d.uid, d] as const))('dashboard %s against a real Prometheus', (_uid, dashboard) => {
+  const panels = allPanels(dashboard).filter((p) => p.type !== 'row');
+
+  it('offers the namespace, workloads, pods and models that were scraped in its variables', async () => {
+    const { options } = await resolveAll(running.prometheus as PrometheusServer, dashboard);
+    expect(options.namespace).toEqual([NAMESPACE]);
+    expect(options.workload).toEqual(['chat', 'code', 'default', 'rag', 'summarisation']);
+    expect(options.pod).toEqual([BROKEN_DCGM_POD, MIG_POD, MAPPED_POD, UNLABELLED_POD].sort());
+    expect(options.model).toEqual(['llama-3.1-8b-instruct', 'qwen2.5-coder-7b-instruct']);
+  }, 60_000);
+
+  it('every panel query parses and returns data with every variable at All', async () => {
+    const prometheus = running.prometheus as PrometheusServer;
+    const { values } = await resolveAll(prometheus, dashboard);
+    expect(panels.length).toBeGreaterThan(30);
+    expect(await failures(prometheus, panels, values)).toEqual([]);
+  }, 120_000);
+
+  it('finds the DCGM GPU of a pod whether Prometheus kept the exporter pod label or renamed it exported_pod', async () => {
+    const prometheus = running.prometheus as PrometheusServer;
+    const { values } = await resolveAll(prometheus, dashboard);
+    const gpuPanels = panels.filter((p) => GPU_FROM_DCGM.includes(p.title) || GPU_FROM_SIDECAR.includes(p.title));
+    expect(gpuPanels).toHaveLength(5);
+    for (const pod of [MAPPED_POD, MIG_POD]) {
+      expect(await failures(prometheus, gpuPanels, { ...values, pod: escapeRegex(pod) }), pod).toEqual([]);
+    }
+    // The MIG pod sees its own instance only: 65300 MiB used, 71020 MiB in total.
+    const mig = { ...values, pod: escapeRegex(MIG_POD) };
+    const memory = panels.find((p) => p.title === 'GPU memory used and total (DCGM)') as DashboardPanel;
+    const [used, total] = await Promise.all((memory.targets ?? []).map((t) => prometheus.query(substituteVariables(t.expr, mig))));
+    expect(used?.map((s) => [s.metric.pod, s.metric.GPU_I_ID, s.metric.hostname, s.value])).toEqual([[MIG_POD, '2', 'gpu-node-7', 65300 * 1048576]]);
+    expect(total?.map((s) => s.value)).toEqual([(65300 + 5120 + 600) * 1048576]);
+  }, 120_000);
+
+  it('shows the GPU of a pod the exporter could not map only through the sidecar gauges', async () => {
+    const prometheus = running.prometheus as PrometheusServer;
+    const { values } = await resolveAll(prometheus, dashboard);
+    const only = { ...values, pod: escapeRegex(UNLABELLED_POD) };
+    const dcgm = panels.filter((p) => GPU_FROM_DCGM.includes(p.title));
+    const sidecar = panels.filter((p) => GPU_FROM_SIDECAR.includes(p.title));
+    expect((await failures(prometheus, dcgm, only)).length).toBe(4);
+    // The no-pod-labels fixture has no utilisation series: only memory comes through.
+    expect(await failures(prometheus, sidecar, only)).toEqual([expect.stringContaining('"GPU utilisation (sidecar)" (A) returned no series')]);
+  }, 120_000);
+});
