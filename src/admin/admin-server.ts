@@ -1,11 +1,14 @@
 import http from 'node:http';
 import Fastify, { type FastifyInstance } from 'fastify';
+import type { DrainState } from '../lifecycle/drain-state.js';
 import type { Telemetry } from '../metrics/telemetry.js';
 
 export interface AdminOptions {
   readonly telemetry: Telemetry;
   readonly upstream: URL;
   readonly upstreamHealthPath: string;
+  /** Fails readiness from the first shutdown signal; absent, readiness follows the upstream only. */
+  readonly drain?: DrainState;
 }
 
 /** How long /readyz waits for the upstream's health answer; kubelet's default probe timeout is 1 s. */
@@ -28,8 +31,11 @@ export function createAdminServer(options: AdminOptions): FastifyInstance {
   app.get('/healthz', async () => ({ status: 'ok' }));
 
   // Readiness: only while the upstream answers, so the Service stops sending traffic to a pod whose
-  // inference server is down.
+  // inference server is down; and never once shutdown has begun, so the endpoint is removed while
+  // in-flight streams drain. /metrics keeps answering until the process exits, for a last scrape.
   app.get('/readyz', async (_request, reply) => {
+    const draining = options.drain?.reason;
+    if (draining !== undefined) return reply.code(503).send({ status: 'draining', reason: draining });
     const answer = await probeUpstream(new URL(options.upstreamHealthPath, options.upstream));
     return reply.code(answer.ready ? 200 : 503).send({ status: answer.ready ? 'ready' : 'not ready', upstream: answer.detail });
   });

@@ -1,18 +1,22 @@
 import type { Meter } from '@opentelemetry/api';
+import type { Resource } from '@opentelemetry/resources';
 import { PrometheusExporter, PrometheusSerializer } from '@opentelemetry/exporter-prometheus';
 import { metrics } from '@opentelemetry/sdk-node';
 import { collectDefaultMetrics, Registry } from 'prom-client';
-import { METRICS } from './definitions.js';
+import { GPU_METRICS, METRICS } from './definitions.js';
+import { PrometheusReader } from './prometheus-reader.js';
 
 type ResourceMetrics = metrics.ResourceMetrics;
 
 /** The Prometheus name of each OTel instrument (see definitions.ts for why the exporter needs it). */
-const PROM_NAMES = new Map<string, string>(Object.values(METRICS).map((def) => [def.otelName, def.promName]));
+const PROM_NAMES = new Map<string, string>([...Object.values(METRICS), ...Object.values(GPU_METRICS)].map((def) => [def.otelName, def.promName]));
 
 /**
  * The metrics pipeline: an OpenTelemetry MeterProvider whose Prometheus reader is pulled on scrape
  * (no exporter HTTP server of its own: /metrics lives on the admin listener), plus prom-client's
- * process metrics (event-loop lag, heap, GC, CPU) appended to the same exposition.
+ * process metrics (event-loop lag, heap, GC, CPU) appended to the same exposition. With OTLP
+ * configured, a push reader sits beside the Prometheus one and exports the instruments under their
+ * OpenTelemetry (semantic-convention) names; the Prometheus renaming applies to the scrape only.
  */
 export class Telemetry {
   readonly meter: Meter;
@@ -22,9 +26,10 @@ export class Telemetry {
   /** No target_info or otel_scope_* noise on every series: Prometheus adds target labels itself. */
   private readonly serializer = new PrometheusSerializer(undefined, false, undefined, true, true);
 
-  constructor() {
-    this.reader = new PrometheusExporter({ preventServerStart: true });
-    this.provider = new metrics.MeterProvider({ readers: [this.reader] });
+  /** `pushReaders`: further readers (the OTLP one) over the same instruments; `resource` describes this process to them. */
+  constructor(pushReaders: readonly metrics.IMetricReader[] = [], resource?: Resource) {
+    this.reader = new PrometheusReader({ preventServerStart: true });
+    this.provider = new metrics.MeterProvider({ readers: [this.reader, ...pushReaders], ...(resource === undefined ? {} : { resource }) });
     this.meter = this.provider.getMeter('tokentap');
     collectDefaultMetrics({ register: this.processRegistry });
   }
@@ -42,6 +47,7 @@ export class Telemetry {
     return `${ours}${ours.endsWith('\n') ? '' : '\n'}${process}`;
   }
 
+  /** Also the final export of every push reader (OTLP). */
   async shutdown(): Promise<void> {
     this.processRegistry.clear();
     await this.provider.shutdown();

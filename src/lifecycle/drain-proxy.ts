@@ -1,0 +1,61 @@
+import type { Server } from 'node:http';
+import type { DrainState } from './drain-state.js';
+
+export interface DrainReport {
+  /** True when every in-flight request finished before the deadline. */
+  readonly drained: boolean;
+  /** Connections still open (each with a request in flight) when the deadline cut them. */
+  readonly cutConnections: number;
+  readonly durationMs: number;
+}
+
+/**
+ * Node's server.close() closes the keep-alive connections idle at that moment only: one whose
+ * stream ends later stays open for keepAliveTimeout and would take the client's next request. The
+ * drain sweeps idle connections at this interval until none is left (a bounded loop: it stops at
+ * the deadline). Cheap: closeIdleConnections walks Node's own connection list, off the hot path.
+ */
+const IDLE_SWEEP_MS = 50;
+
+/** After the cut, how long the cut requests' monitors may take to record them. */
+const CUT_SETTLE_MS = 2_000;
+
+/**
+ * Drains the proxy listener: stops accepting connections at once (new connections are refused),
+ * closes idle keep-alive connections as they become idle, lets in-flight requests finish until
+ * `timeoutMs`, then cuts what remains. The state tells /readyz to fail from the start and the
+ * request monitors to count the cut requests as `shutdown`; it resolves once every request has been
+ * recorded (so the metrics flushed after it are complete).
+ */
+export async function drainProxy(server: Server, state: DrainState, timeoutMs: number, trigger: string): Promise<DrainReport> {
+  const startedMs = performance.now();
+  state.beginDrain(trigger);
+  // The callback runs once the last connection has ended (with an error if the server was already closed).
+  const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+  const sweep = setInterval(() => server.closeIdleConnections(), IDLE_SWEEP_MS);
+  let deadlineTimer: NodeJS.Timeout | undefined;
+  let settleTimer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<'deadline'>((resolve) => {
+    deadlineTimer = setTimeout(() => resolve('deadline'), timeoutMs);
+  });
+  const finished = Promise.all([closed, state.whenIdle()]).then(() => 'drained' as const);
+  try {
+    if ((await Promise.race([finished, deadline])) === 'drained') {
+      return { drained: true, cutConnections: 0, durationMs: performance.now() - startedMs };
+    }
+    state.beginCut();
+    const cutConnections = await openConnections(server);
+    server.closeAllConnections();
+    // Each cut request is recorded by its monitor on its own socket events; bounded, in case one never comes.
+    await Promise.race([finished, new Promise((resolve) => (settleTimer = setTimeout(resolve, CUT_SETTLE_MS)))]);
+    return { drained: false, cutConnections, durationMs: performance.now() - startedMs };
+  } finally {
+    clearInterval(sweep);
+    clearTimeout(deadlineTimer);
+    clearTimeout(settleTimer);
+  }
+}
+
+function openConnections(server: Server): Promise<number> {
+  return new Promise((resolve) => server.getConnections((error, count) => resolve(error ? 0 : count)));
+}

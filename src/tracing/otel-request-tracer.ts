@@ -1,0 +1,117 @@
+import type { IncomingHttpHeaders } from 'node:http';
+import { ROOT_CONTEXT, SpanKind, SpanStatusCode, defaultTextMapGetter, trace, type Attributes, type Span, type TextMapSetter, type Tracer } from '@opentelemetry/api';
+import { W3CTraceContextPropagator } from '@opentelemetry/core';
+import { ATTR_ERROR_TYPE, ATTR_HTTP_REQUEST_METHOD, ATTR_HTTP_RESPONSE_STATUS_CODE, ATTR_SERVER_ADDRESS, ATTR_SERVER_PORT, ATTR_URL_PATH } from '@opentelemetry/semantic-conventions';
+import {
+  ATTR_GEN_AI_OPERATION_NAME,
+  ATTR_GEN_AI_REQUEST_MODEL,
+  ATTR_GEN_AI_USAGE_INPUT_TOKENS,
+  ATTR_GEN_AI_USAGE_OUTPUT_TOKENS,
+} from '@opentelemetry/semantic-conventions/incubating';
+import type { Clock } from '../clock/clock.js';
+import { genAiOperation } from './genai-operation.js';
+import type { RequestSummary } from '../metrics/recorder.js';
+import type { RequestSpan, RequestTracer } from './request-span.js';
+
+/** tokentap's own span attributes and events, beside the semantic-convention ones. */
+export const SPAN_ATTR = {
+  workload: 'tokentap.workload',
+  outcome: 'tokentap.outcome',
+  tokenSource: 'tokentap.token_source',
+  ttftS: 'tokentap.ttft_s',
+  e2eS: 'tokentap.e2e_s',
+} as const;
+export const SPAN_EVENT = { firstToken: 'tokentap.first_token', end: 'tokentap.end' } as const;
+
+const propagator = new W3CTraceContextPropagator();
+
+/** Appends to a flat [name, value, ...] header list, the shape the proxy forwards upstream. */
+const flatHeaderSetter: TextMapSetter<string[]> = {
+  set: (carrier, key, value) => void carrier.push(key, value),
+};
+
+/**
+ * One span per request, SpanKind CLIENT: the GenAI semantic conventions model an inference call as
+ * a CLIENT span from whoever calls the model server, and this span is exactly that call as the
+ * sidecar makes it (it is the parent the upstream sees in `traceparent`). A SERVER span would
+ * instead claim tokentap serves the request, and vLLM's own server span would then have a SERVER
+ * parent with no client between them.
+ *
+ * Times are epoch milliseconds anchored once (wall clock at construction, monotonic deltas after,
+ * as pino's lib/time.js does), so the span's start, first-token event and end agree with the
+ * metrics to the microsecond and a wall-clock step cannot reorder them.
+ */
+export class OtelRequestTracer implements RequestTracer {
+  private readonly tracer: Tracer;
+  private readonly epochOffsetMs: number;
+  private readonly server: Attributes;
+
+  constructor(tracer: Tracer, clock: Clock, upstream: URL) {
+    this.tracer = tracer;
+    this.epochOffsetMs = Date.now() - clock.nowMs();
+    this.server = Object.freeze({
+      [ATTR_SERVER_ADDRESS]: upstream.hostname,
+      [ATTR_SERVER_PORT]: upstream.port === '' ? 80 : Number(upstream.port),
+    });
+  }
+
+  start(method: string, path: string, startMs: number, headers: IncomingHttpHeaders, upstreamHeaders: string[]): RequestSpan {
+    const parent = propagator.extract(ROOT_CONTEXT, headers, defaultTextMapGetter);
+    const operation = genAiOperation(path);
+    const attributes: Attributes = { ...this.server, [ATTR_HTTP_REQUEST_METHOD]: method, [ATTR_URL_PATH]: path };
+    if (operation !== undefined) attributes[ATTR_GEN_AI_OPERATION_NAME] = operation;
+    const span = this.tracer.startSpan(operation ?? method, { kind: SpanKind.CLIENT, startTime: this.epochOffsetMs + startMs, attributes }, parent);
+    removeTraceHeaders(upstreamHeaders);
+    propagator.inject(trace.setSpan(parent, span), upstreamHeaders, flatHeaderSetter);
+    return new OtelRequestSpan(span, operation, this.epochOffsetMs + startMs);
+  }
+}
+
+class OtelRequestSpan implements RequestSpan {
+  constructor(
+    private readonly span: Span,
+    private readonly operation: string | undefined,
+    private readonly startEpochMs: number,
+  ) {}
+
+  end(summary: RequestSummary, status: number, workload: string, requestedModel: string | undefined): void {
+    const span = this.span;
+    const endEpochMs = this.startEpochMs + summary.e2eMs;
+    // GenAI span name: "{gen_ai.operation.name} {gen_ai.request.model}"; the model is known only now.
+    if (this.operation !== undefined && requestedModel !== undefined) span.updateName(`${this.operation} ${requestedModel}`);
+    const attributes: Attributes = {
+      [SPAN_ATTR.workload]: workload,
+      [SPAN_ATTR.outcome]: summary.outcome,
+      [SPAN_ATTR.tokenSource]: summary.tokenSource,
+      [SPAN_ATTR.e2eS]: summary.e2eMs / 1000,
+      [ATTR_GEN_AI_USAGE_OUTPUT_TOKENS]: summary.outputTokens,
+    };
+    if (requestedModel !== undefined) attributes[ATTR_GEN_AI_REQUEST_MODEL] = requestedModel;
+    if (!Number.isNaN(summary.inputTokens)) attributes[ATTR_GEN_AI_USAGE_INPUT_TOKENS] = summary.inputTokens;
+    if (status !== 0) attributes[ATTR_HTTP_RESPONSE_STATUS_CODE] = status;
+    if (!Number.isNaN(summary.ttftMs)) {
+      attributes[SPAN_ATTR.ttftS] = summary.ttftMs / 1000;
+      span.addEvent(SPAN_EVENT.firstToken, { [SPAN_ATTR.ttftS]: summary.ttftMs / 1000 }, this.startEpochMs + summary.ttftMs);
+    }
+    if (summary.outcome !== 'completed') {
+      attributes[ATTR_ERROR_TYPE] = summary.outcome;
+      span.setStatus({ code: SpanStatusCode.ERROR, message: summary.outcome });
+    }
+    span.setAttributes(attributes);
+    span.addEvent(SPAN_EVENT.end, { [SPAN_ATTR.outcome]: summary.outcome, [ATTR_GEN_AI_USAGE_OUTPUT_TOKENS]: summary.outputTokens }, endEpochMs);
+    span.end(endEpochMs);
+  }
+}
+
+/** Drops the client's traceparent and tracestate: the upstream's parent is this span, not the client's. */
+function removeTraceHeaders(flat: string[]): void {
+  let kept = 0;
+  for (let i = 0; i < flat.length; i += 2) {
+    const name = (flat[i] as string).toLowerCase();
+    if (name === 'traceparent' || name === 'tracestate') continue;
+    flat[kept] = flat[i] as string;
+    flat[kept + 1] = flat[i + 1] as string;
+    kept += 2;
+  }
+  flat.length = kept;
+}

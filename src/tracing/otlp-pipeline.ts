@@ -1,0 +1,69 @@
+import type { Resource } from '@opentelemetry/resources';
+import type { IMetricReader } from '@opentelemetry/sdk-metrics';
+import type { Clock } from '../clock/clock.js';
+import { NULL_TRACER, type RequestTracer } from './request-span.js';
+import type { OtlpProtocol, OtlpSettings } from './otlp-settings.js';
+
+/** The OTLP side of telemetry: a push metric reader for the MeterProvider, and the request tracer. */
+export interface OtlpPipeline {
+  /** Added beside the Prometheus reader; empty when metrics are not pushed. */
+  readonly metricReaders: readonly IMetricReader[];
+  /** For the MeterProvider, so pushed metrics carry service.name and OTEL_RESOURCE_ATTRIBUTES. */
+  readonly resource: Resource | undefined;
+  /** NULL_TRACER when spans are not exported. */
+  readonly tracer: RequestTracer;
+  /** Exports the spans still buffered, then stops. */
+  shutdown(): Promise<void>;
+}
+
+export const OTLP_OFF: OtlpPipeline = Object.freeze({
+  metricReaders: [],
+  resource: undefined,
+  tracer: NULL_TRACER,
+  shutdown: async () => undefined,
+});
+
+/**
+ * Builds the exporters the settings ask for. The OpenTelemetry SDK modules are imported only here,
+ * on demand, so a sidecar without OTLP does not even load them.
+ *
+ * http/json uses @opentelemetry/exporter-{metrics,trace}-otlp-http; http/protobuf uses the
+ * -otlp-proto exporters of the same release (0.223.0, installed with @opentelemetry/sdk-node).
+ * Not NodeSDK: it registers global providers and a context manager, and tests run several
+ * sidecars in one process; tokentap needs neither auto-instrumentation nor in-process context.
+ */
+export async function startOtlp(settings: OtlpSettings | undefined, clock: Clock, upstream: URL): Promise<OtlpPipeline> {
+  if (settings === undefined) return OTLP_OFF;
+  const { defaultResource, resourceFromAttributes } = await import('@opentelemetry/resources');
+  const resource = defaultResource().merge(resourceFromAttributes(settings.resourceAttributes));
+
+  const metricReaders: IMetricReader[] = [];
+  if (settings.metrics !== undefined) {
+    const { PeriodicExportingMetricReader } = await import('@opentelemetry/sdk-metrics');
+    const { url, protocol, intervalMs, timeoutMs } = settings.metrics;
+    const { OTLPMetricExporter } = await metricExporterModule(protocol);
+    metricReaders.push(
+      new PeriodicExportingMetricReader({ exporter: new OTLPMetricExporter({ url }), exportIntervalMillis: intervalMs, exportTimeoutMillis: timeoutMs }),
+    );
+  }
+
+  if (settings.traces === undefined) return { ...OTLP_OFF, metricReaders, resource };
+  const { BasicTracerProvider, BatchSpanProcessor } = await import('@opentelemetry/sdk-trace-base');
+  const { OtelRequestTracer } = await import('./otel-request-tracer.js');
+  const { OTLPTraceExporter } = await traceExporterModule(settings.traces.protocol);
+  const provider = new BasicTracerProvider({ resource, spanProcessors: [new BatchSpanProcessor(new OTLPTraceExporter({ url: settings.traces.url }))] });
+  return {
+    metricReaders,
+    resource,
+    tracer: new OtelRequestTracer(provider.getTracer('tokentap'), clock, upstream),
+    shutdown: () => provider.shutdown(),
+  };
+}
+
+function metricExporterModule(protocol: OtlpProtocol) {
+  return protocol === 'http/json' ? import('@opentelemetry/exporter-metrics-otlp-http') : import('@opentelemetry/exporter-metrics-otlp-proto');
+}
+
+function traceExporterModule(protocol: OtlpProtocol) {
+  return protocol === 'http/json' ? import('@opentelemetry/exporter-trace-otlp-http') : import('@opentelemetry/exporter-trace-otlp-proto');
+}
