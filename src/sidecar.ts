@@ -4,32 +4,60 @@ import type { Logger } from 'pino';
 import { createAdminServer } from './admin/admin-server.js';
 import { systemClock, type Clock } from './clock/clock.js';
 import type { Settings } from './config/load.js';
+import { createGpuMonitor } from './dcgm/gpu-monitor.js';
 import { TokentapError } from './errors.js';
+import { DrainState } from './lifecycle/drain-state.js';
+import { drainProxy, type DrainReport } from './lifecycle/drain-proxy.js';
+import { settleWithin } from './lifecycle/settle-within.js';
 import { ModelLabels } from './metrics/model-labels.js';
 import { Recorder } from './metrics/recorder.js';
 import { Telemetry } from './metrics/telemetry.js';
 import { createProxyServer } from './proxy/proxy-server.js';
+import { UsageInjector } from './proxy/usage-injection.js';
+import { WorkloadMatcher } from './slo/workload-matcher.js';
+import { RouteTable } from './taps/route-table.js';
+import { TapSelector } from './taps/select.js';
+import { startOtlp } from './tracing/otlp-pipeline.js';
+import type { OtlpSettings } from './tracing/otlp-settings.js';
 
 export interface RunningSidecar {
   readonly proxyUrl: string;
   readonly adminUrl: string;
   readonly telemetry: Telemetry;
+  /** Fails /readyz, stops accepting, lets in-flight requests finish until `timeoutMs`, cuts the rest. */
+  drain(timeoutMs: number, trigger: string): Promise<DrainReport>;
+  /** Cuts what is left, closes the listeners (/metrics answered throughout the drain), makes the final OTLP export. */
   close(): Promise<void>;
 }
 
+/** How long the final OTLP export may take at shutdown (inside serve's flush allowance). */
+const FINAL_EXPORT_BUDGET_MS = 5_000;
+
 /** The composition root: wires settings into the two listeners. No logic of its own. */
-export async function startSidecar(settings: Settings, logger: Logger, clock: Clock = systemClock): Promise<RunningSidecar> {
-  const telemetry = new Telemetry();
+export async function startSidecar(
+  settings: Settings,
+  logger: Logger,
+  clock: Clock = systemClock,
+  otlpSettings: OtlpSettings | undefined = undefined,
+): Promise<RunningSidecar> {
+  const otlp = await startOtlp(otlpSettings, clock, settings.upstream);
+  const drain = new DrainState();
+  const telemetry = new Telemetry(otlp.metricReaders, otlp.resource);
   const recorder = new Recorder(telemetry.meter, settings.buckets);
+  const routes = new RouteTable(settings.routes);
+  const gpus = settings.dcgm === undefined ? undefined : createGpuMonitor(settings.dcgm, telemetry.meter, logger);
   const proxy = createProxyServer({
     upstream: settings.upstream,
     upstreamIdleTimeoutMs: settings.upstreamIdleTimeoutMs,
-    monitor: { clock, recorder, models: new ModelLabels(settings.maxModels), logger },
+    observe: settings.observe,
+    usageInjection: settings.injectUsage ? new UsageInjector(routes) : undefined,
+    monitor: { clock, recorder, models: new ModelLabels(settings.maxModels), logger, workloads: new WorkloadMatcher(settings.workloads), tracer: otlp.tracer, drain, taps: new TapSelector(routes), gpuMemory: gpus },
   });
   const admin = createAdminServer({
     telemetry,
     upstream: settings.upstream,
     upstreamHealthPath: settings.upstreamHealthPath,
+    drain,
   });
 
   await listen(proxy, settings.listen.host, settings.listen.port, 'listen');
@@ -40,15 +68,21 @@ export async function startSidecar(settings: Settings, logger: Logger, clock: Cl
     throw new TokentapError('TOKENTAP_ERR_LISTEN', [`admin_listen ${settings.adminListen.host}:${settings.adminListen.port}: ${(error as Error).message}`]);
   }
   const adminAddress = admin.server.address() as AddressInfo;
+  // Started once both listeners are up, so a failed start leaves no scrape timer behind.
+  gpus?.start();
 
   return {
     proxyUrl: urlOf(proxy.address() as AddressInfo),
     adminUrl: urlOf(adminAddress),
     telemetry,
+    drain: (timeoutMs, trigger) => drainProxy(proxy, drain, timeoutMs, trigger),
     async close() {
       proxy.closeAllConnections();
-      await Promise.all([new Promise((resolve) => proxy.close(resolve)), admin.close()]);
-      await telemetry.shutdown();
+      await Promise.all([new Promise((resolve) => proxy.close(resolve)), gpus?.stop()]);
+      await admin.close();
+      // Shutting the providers down makes the final OTLP export (metrics and buffered spans).
+      const finalExport = await settleWithin(Promise.all([telemetry.shutdown(), otlp.shutdown()]), FINAL_EXPORT_BUDGET_MS);
+      if (finalExport !== 'done') logger.warn({ problem: String(finalExport) }, 'final OTLP export incomplete');
     },
   };
 }

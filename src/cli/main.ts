@@ -1,7 +1,9 @@
 import { parseArgs } from 'node:util';
 import type { SettingOverrides } from '../config/load.js';
 import { TokentapError } from '../errors.js';
+import { runCheck } from './check.js';
 import { runDemo } from './demo.js';
+import { runRender } from './render.js';
 import { runServe } from './serve.js';
 import { runSimulate } from './simulate.js';
 
@@ -17,8 +19,10 @@ const USAGE = `Usage: tokentap <command> [flags]
 
 Commands:
   serve      run the sidecar: proxy listener in front of the upstream, admin listener with /metrics
-  simulate   run the built-in inference-server simulator (vLLM's OpenAI-compatible API)
+  simulate   run the built-in inference-server simulator (OpenAI, Anthropic, TGI, Ollama, llama.cpp, Triton APIs)
   demo       simulator + sidecar + demo traffic, with a live summary (what \`npm start\` runs)
+  check      validate a configuration file: \`tokentap check --config FILE\` (exit 0 valid, 1 invalid)
+  render     write Prometheus rules, a PrometheusRule and an Alertmanager example: \`tokentap render --config FILE --out DIR\`
   help       show this text
 
 serve flags (each also settable by environment and config file; flags win):
@@ -26,8 +30,11 @@ serve flags (each also settable by environment and config file; flags win):
   --listen HOST:PORT      proxy listener                  TOKENTAP_LISTEN        (default 0.0.0.0:8080)
   --admin-listen HOST:PORT  admin listener (/metrics)     TOKENTAP_ADMIN_LISTEN  (default 0.0.0.0:9464)
   --config FILE           YAML configuration file         TOKENTAP_CONFIG
+  --drain-timeout DURATION  after SIGTERM, how long in-flight requests may finish  TOKENTAP_DRAIN_TIMEOUT  (default 20s)
 
-Run \`tokentap simulate --help\` for the simulator's flags.
+OpenTelemetry export (off by default): set OTEL_EXPORTER_OTLP_ENDPOINT, e.g. http://otel-collector:4318.
+
+Run \`tokentap simulate --help\` for the simulator's flags, \`tokentap render --help\` for render's.
 `;
 
 /**
@@ -36,7 +43,8 @@ Run \`tokentap simulate --help\` for the simulator's flags.
  */
 export async function main(argv: readonly string[], io: CliIO): Promise<number> {
   const [command, ...rest] = argv;
-  const stopped = io.stopped ?? untilSignal();
+  // Lazy: \`serve\` handles its own signals (drain on the first, exit 1 on a second).
+  const stopped = (): Promise<void> => io.stopped ?? untilSignal();
   try {
     switch (command) {
       case 'serve':
@@ -44,11 +52,15 @@ export async function main(argv: readonly string[], io: CliIO): Promise<number> 
           io.stdout.write(USAGE);
           return 0;
         }
-        return await runServe(parseServeFlags(rest), io, stopped);
+        return await runServe(parseServeFlags(rest), io);
       case 'simulate':
-        return await runSimulate(rest, io, stopped);
+        return await runSimulate(rest, io, stopped());
       case 'demo':
-        return await runDemo(rest, io, stopped);
+        return await runDemo(rest, io, stopped());
+      case 'check':
+        return runCheck(rest, io);
+      case 'render':
+        return await runRender(rest, io);
       case undefined:
       case 'help':
       case '--help':
@@ -56,7 +68,7 @@ export async function main(argv: readonly string[], io: CliIO): Promise<number> 
         io.stdout.write(USAGE);
         return command === undefined ? 2 : 0;
       default:
-        throw new TokentapError('TOKENTAP_ERR_USAGE', [`unknown command "${command}"; commands: serve, simulate, demo, help`]);
+        throw new TokentapError('TOKENTAP_ERR_USAGE', [`unknown command "${command}"; commands: serve, simulate, demo, check, render, help`]);
     }
   } catch (error) {
     io.stderr.write(`tokentap: ${error instanceof Error ? error.message : String(error)}\n`);
@@ -72,12 +84,13 @@ export function parseServeFlags(argv: readonly string[]): SettingOverrides {
         upstream: { type: 'string' },
         listen: { type: 'string' },
         'admin-listen': { type: 'string' },
+        'drain-timeout': { type: 'string' },
         config: { type: 'string' },
       },
       strict: true,
       allowPositionals: false,
     });
-    return { upstream: values.upstream, listen: values.listen, adminListen: values['admin-listen'], config: values.config };
+    return { upstream: values.upstream, listen: values.listen, adminListen: values['admin-listen'], drainTimeout: values['drain-timeout'], config: values.config };
   } catch (error) {
     throw new TokentapError('TOKENTAP_ERR_USAGE', [(error as Error).message]);
   }

@@ -3,6 +3,8 @@ import { LineCounter, parseDocument, type Document } from 'yaml';
 import type { z } from 'zod';
 import { TokentapError } from '../errors.js';
 import { METRICS, type HistogramKey } from '../metrics/definitions.js';
+import { podIdentityFromEnv, type PodIdentity } from '../dcgm/pod-identity.js';
+import type { Route } from '../taps/route-table.js';
 import { parseDurationMs } from './duration.js';
 import { configFileSchema, parseListenAddress, type ConfigFile, type ListenAddress, type WorkloadConfig } from './schema.js';
 
@@ -10,17 +12,20 @@ import { configFileSchema, parseListenAddress, type ConfigFile, type ListenAddre
 export const SLO_KINDS = ['ttft', 'itl', 'e2e'] as const;
 export type SloKind = (typeof SLO_KINDS)[number];
 
+export interface MatchConditions {
+  readonly headers: readonly (readonly [name: string, value: string])[];
+  readonly path: string | undefined;
+  readonly model: string | undefined;
+}
+
 /** A workload as the program uses it: match rules normalised, thresholds in seconds. */
 export interface Workload {
   readonly name: string;
-  /** Undefined for a catch-all. Header names are lower-case. */
-  readonly match:
-    | {
-        readonly headers: readonly (readonly [name: string, value: string])[];
-        readonly path: string | undefined;
-        readonly model: string | undefined;
-      }
-    | undefined;
+  /**
+   * Alternatives, any one of which assigns a request here (a config `match` mapping is a list of
+   * one); within one, all conditions must hold. Undefined for a catch-all. Header names lower-case.
+   */
+  readonly match: readonly MatchConditions[] | undefined;
   /** Undefined when the workload has no SLO. Thresholds in seconds, only those configured. */
   readonly slo:
     | {
@@ -37,13 +42,44 @@ export interface Settings {
   readonly adminListen: ListenAddress;
   readonly upstreamIdleTimeoutMs: number;
   readonly upstreamHealthPath: string;
+  /** After SIGTERM, how long in-flight requests may run before they are cut (lifecycle/drain-proxy.ts). */
+  readonly drainTimeoutMs: number;
   readonly logLevel: NonNullable<ConfigFile['log_level']>;
   readonly maxModels: number;
   readonly buckets: Readonly<Record<HistogramKey, readonly number[]>>;
   /** In match order; the last one takes every request that matches none. At least one. */
   readonly workloads: readonly Workload[];
+  /** The node-local DCGM exporter to read this pod's GPU gauges from; undefined when not configured. */
+  readonly dcgm: DcgmSettings | undefined;
+  /** Configured path-to-protocol routes, tried before the built-in ones (src/taps/route-table.ts). */
+  readonly routes: readonly Route[];
+  /** Add `stream_options.include_usage` to OpenAI streaming requests (src/proxy/usage-injection.ts). */
+  readonly injectUsage: boolean;
+  /** False (TOKENTAP_OBSERVE=off) proxies without observing anything: the benchmark's measure of what monitoring costs. */
+  readonly observe: boolean;
+  /** How `tokentap render` writes the alerting rules. */
+  readonly alerts: AlertSettings;
   /** The file the settings were read from, if any. */
   readonly configFile: string | undefined;
+}
+
+export interface AlertSettings {
+  /** Each alert's runbook is `<runbookUrl>#<alert name in lower case>`. */
+  readonly runbookUrl: string;
+  /** Each alert links here with `var-workload=<workload>` added. */
+  readonly dashboardUrl: string;
+  readonly p99TtftForMs: number;
+  readonly p99TtftSeverity: 'page' | 'ticket';
+  /** Traffic guard: alerts need at least this many requests per hour over their long window. */
+  readonly minRequestsPerHour: number;
+}
+
+export interface DcgmSettings {
+  readonly url: URL;
+  readonly intervalMs: number;
+  readonly timeoutMs: number;
+  /** This pod and its GPUs, from POD_NAME, POD_NAMESPACE and NVIDIA_VISIBLE_DEVICES. */
+  readonly identity: PodIdentity;
 }
 
 /** The settings that can also come from flags and the environment (flags win over environment over file). */
@@ -51,6 +87,7 @@ export interface SettingOverrides {
   readonly upstream?: string | undefined;
   readonly listen?: string | undefined;
   readonly adminListen?: string | undefined;
+  readonly drainTimeout?: string | undefined;
   readonly config?: string | undefined;
 }
 
@@ -58,16 +95,20 @@ export const ENV = {
   upstream: 'TOKENTAP_UPSTREAM',
   listen: 'TOKENTAP_LISTEN',
   adminListen: 'TOKENTAP_ADMIN_LISTEN',
+  drainTimeout: 'TOKENTAP_DRAIN_TIMEOUT',
   config: 'TOKENTAP_CONFIG',
+  observe: 'TOKENTAP_OBSERVE',
+  dcgmUrl: 'TOKENTAP_DCGM_URL',
 } as const;
 
 const FLAG = {
   upstream: '--upstream',
   listen: '--listen',
   adminListen: '--admin-listen',
+  drainTimeout: '--drain-timeout',
 } as const;
 
-const FILE_KEY = { upstream: 'upstream', listen: 'listen', adminListen: 'admin_listen' } as const;
+const FILE_KEY = { upstream: 'upstream', listen: 'listen', adminListen: 'admin_listen', drainTimeout: 'drain_timeout' } as const;
 
 export const DEFAULTS = {
   upstream: 'http://127.0.0.1:8000',
@@ -75,9 +116,21 @@ export const DEFAULTS = {
   adminListen: '0.0.0.0:9464',
   upstreamIdleTimeout: '5m',
   upstreamHealthPath: '/health',
+  /** With the 10 s flush allowance (cli/serve.ts), fits Kubernetes' default terminationGracePeriodSeconds of 30. */
+  drainTimeout: '20s',
   logLevel: 'info',
   maxModels: 32,
   workload: 'default',
+  dcgmInterval: '15s',
+  dcgmTimeout: '5s',
+  /** The README's alert reference; its headings are the alert names, so `#<alertname>` anchors work. */
+  runbookUrl: 'https://github.com/tokentap/tokentap/blob/main/README.md',
+  /** The SLO overview dashboard rendered under grafana/ (src/render/dashboards.ts), on the Grafana that shows the alert. */
+  dashboardUrl: '/d/tokentap-slo-overview',
+  p99TtftFor: '10m',
+  p99TtftSeverity: 'page',
+  /** One request a minute: below that, a single slow request is already 1-2 % of the hour's traffic. */
+  minRequestsPerHour: 60,
 } as const;
 
 /** Which configured bucket list feeds which histogram. */
@@ -108,7 +161,7 @@ export function loadSettings({ flags, env, readFile = (p) => readFileSync(p, 'ut
 
   const merged: Record<string, unknown> = { ...(file.data as Record<string, unknown>) };
   const origin: Record<string, string> = {};
-  for (const key of ['upstream', 'listen', 'adminListen'] as const) {
+  for (const key of ['upstream', 'listen', 'adminListen', 'drainTimeout'] as const) {
     const fromEnv = nonEmpty(env[ENV[key]]);
     const fromFlag = flags[key];
     if (fromFlag !== undefined) {
@@ -120,32 +173,100 @@ export function loadSettings({ flags, env, readFile = (p) => readFileSync(p, 'ut
     }
   }
 
+  // The node-local DCGM exporter's address differs per node, so the pod spec supplies it:
+  // TOKENTAP_DCGM_URL=http://$(NODE_IP):9400/metrics, with NODE_IP from the downward API.
+  const dcgmUrl = nonEmpty(env[ENV.dcgmUrl]);
+  if (dcgmUrl !== undefined) {
+    const fromFile = merged.dcgm;
+    merged.dcgm = { ...(typeof fromFile === 'object' && fromFile !== null ? fromFile : {}), url: dcgmUrl };
+    origin['dcgm.url'] = ENV.dcgmUrl;
+  }
+
   const parsed = configFileSchema.safeParse(merged);
   if (!parsed.success) {
     const problems = parsed.error.issues.flatMap((issue) => describeIssue(issue, origin, configFile, file.locate));
     throw new TokentapError('TOKENTAP_ERR_CONFIG_INVALID', problems);
   }
-  return freezeSettings(parsed.data, configFile);
+  return freezeSettings(parsed.data, configFile, env);
 }
 
-function freezeSettings(config: ConfigFile, configFile: string | undefined): Settings {
+/**
+ * Which histograms each SLO's threshold becomes a boundary of, so that `bucket{le="<threshold>"}`
+ * counts exactly the good events (DESIGN.md section 3).
+ */
+const THRESHOLD_BUCKETS: Record<SloKind, readonly HistogramKey[]> = {
+  ttft: ['ttft'],
+  itl: ['itlToken', 'itlChunk'],
+  e2e: ['e2e'],
+};
+
+function freezeSettings(config: ConfigFile, configFile: string | undefined, env: LoadOptions['env']): Settings {
+  const workloads = Object.freeze((config.workloads ?? [{ name: DEFAULTS.workload }]).map(freezeWorkload));
   const buckets = {} as Record<HistogramKey, readonly number[]>;
   for (const key of Object.keys(BUCKET_KEYS) as HistogramKey[]) {
     const configured = config.metrics?.buckets?.[BUCKET_KEYS[key]];
-    buckets[key] = Object.freeze([...(configured ?? METRICS[key].defaultBuckets)]);
+    buckets[key] = [...(configured ?? METRICS[key].defaultBuckets)];
   }
+  for (const workload of workloads) {
+    for (const kind of SLO_KINDS) {
+      const thresholdS = workload.slo?.thresholdsS[kind];
+      if (thresholdS === undefined) continue;
+      for (const key of THRESHOLD_BUCKETS[kind]) buckets[key] = withBoundary(buckets[key], thresholdS);
+    }
+  }
+  for (const key of Object.keys(buckets) as HistogramKey[]) Object.freeze(buckets[key]);
   return Object.freeze({
     upstream: new URL(config.upstream ?? DEFAULTS.upstream),
     listen: parseListenAddress(config.listen ?? DEFAULTS.listen) as ListenAddress,
     adminListen: parseListenAddress(config.admin_listen ?? DEFAULTS.adminListen) as ListenAddress,
     upstreamIdleTimeoutMs: parseDurationMs(config.upstream_idle_timeout ?? DEFAULTS.upstreamIdleTimeout) as number,
     upstreamHealthPath: config.upstream_health_path ?? DEFAULTS.upstreamHealthPath,
+    drainTimeoutMs: parseDurationMs(config.drain_timeout ?? DEFAULTS.drainTimeout) as number,
     logLevel: config.log_level ?? DEFAULTS.logLevel,
     maxModels: config.metrics?.max_models ?? DEFAULTS.maxModels,
     buckets: Object.freeze(buckets),
-    workloads: Object.freeze((config.workloads ?? [{ name: DEFAULTS.workload }]).map(freezeWorkload)),
+    workloads,
+    dcgm: freezeDcgm(config.dcgm, env),
+    routes: Object.freeze((config.routes ?? []).map((r) => Object.freeze({ path: r.path, protocol: r.protocol, method: r.method?.toUpperCase() }))),
+    injectUsage: config.inject_usage ?? false,
+    observe: observeFromEnv(env),
+    alerts: freezeAlerts(config.alerts),
     configFile,
   });
+}
+
+/** TOKENTAP_OBSERVE: `on` (the default, also when unset or empty) or `off`. */
+function observeFromEnv(env: LoadOptions['env']): boolean {
+  const value = nonEmpty(env[ENV.observe]);
+  if (value === undefined || value === 'on') return true;
+  if (value === 'off') return false;
+  throw new TokentapError('TOKENTAP_ERR_CONFIG_INVALID', [`${ENV.observe}: expected on or off, got ${JSON.stringify(value)}`]);
+}
+
+/** `boundaries` (strictly increasing) with `value` inserted in order, unless it is already there. */
+export function withBoundary(boundaries: readonly number[], value: number): number[] {
+  const at = boundaries.findIndex((b) => b >= value);
+  if (boundaries[at] === value) return [...boundaries];
+  const out = [...boundaries];
+  out.splice(at === -1 ? out.length : at, 0, value);
+  return out;
+}
+
+function freezeAlerts(config: ConfigFile['alerts']): AlertSettings {
+  return Object.freeze({
+    runbookUrl: config?.runbook_url ?? DEFAULTS.runbookUrl,
+    dashboardUrl: config?.dashboard_url ?? DEFAULTS.dashboardUrl,
+    p99TtftForMs: parseDurationMs(config?.p99_ttft_for ?? DEFAULTS.p99TtftFor) as number,
+    p99TtftSeverity: config?.p99_ttft_severity ?? DEFAULTS.p99TtftSeverity,
+    minRequestsPerHour: config?.min_requests_per_hour ?? DEFAULTS.minRequestsPerHour,
+  });
+}
+
+function freezeDcgm(config: ConfigFile['dcgm'], env: LoadOptions['env']): DcgmSettings | undefined {
+  if (config === undefined) return undefined;
+  const intervalMs = parseDurationMs(config.interval ?? DEFAULTS.dcgmInterval) as number;
+  const timeoutMs = config.timeout === undefined ? Math.min(parseDurationMs(DEFAULTS.dcgmTimeout) as number, intervalMs) : (parseDurationMs(config.timeout) as number);
+  return Object.freeze({ url: new URL(config.url), intervalMs, timeoutMs, identity: podIdentityFromEnv(env) });
 }
 
 function freezeWorkload(config: WorkloadConfig): Workload {
@@ -163,11 +284,15 @@ function freezeWorkload(config: WorkloadConfig): Workload {
     match:
       match === undefined
         ? undefined
-        : Object.freeze({
-            headers: Object.freeze(Object.entries(match.header ?? {}).map(([name, value]) => Object.freeze([name.toLowerCase(), value] as const))),
-            path: match.path,
-            model: match.model,
-          }),
+        : Object.freeze(
+            (Array.isArray(match) ? match : [match]).map((conditions) =>
+              Object.freeze({
+                headers: Object.freeze(Object.entries(conditions.header ?? {}).map(([name, value]) => Object.freeze([name.toLowerCase(), value] as const))),
+                path: conditions.path,
+                model: conditions.model,
+              }),
+            ),
+          ),
     slo: slo === undefined ? undefined : Object.freeze({ objective: slo.objective, thresholdsS: Object.freeze(thresholdsS) }),
   });
 }
@@ -219,7 +344,7 @@ function describeIssue(
   return paths.map((path) => {
     const top = String(path[0] ?? '');
     const message = issue.code === 'unrecognized_keys' ? 'unknown setting' : issue.message;
-    const fromOverride = origin[top];
+    const fromOverride = origin[top] ?? origin[path.map(String).join('.')];
     if (fromOverride !== undefined) return `${fromOverride}: ${message}`;
     const where = configFile === undefined ? '' : locate(path);
     return `${where}${formatPath(path)}: ${message}`;

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { parseDurationMs } from './duration.js';
+import { pathPatternProblem, PROTOCOLS } from '../taps/route-table.js';
 
 /**
  * The configuration file's schema, validated once at start-up (STYLE.md habit 2): unknown keys are
@@ -49,20 +50,53 @@ const bucketList = z
 
 /** Label-safe: it becomes the `workload` label and part of alert and dashboard names. */
 const workloadName = z
-  .string()
+  .string({ error: 'expected a workload name, e.g. "chat"' })
   .regex(/^[a-z][a-z0-9_-]{0,62}$/, { error: 'expected a name of lower-case letters, digits, "_" or "-", starting with a letter (it becomes a label value)' });
 
 /**
  * How a request is assigned to a workload. All given conditions must hold; workloads are tried in
  * order, the first match wins, and a request that matches none belongs to the last workload.
  */
-const workloadMatch = z.strictObject({
+const workloadMatchConditions = z.strictObject({
   /** Request headers that must be present with exactly these values; names are case-insensitive. */
-  header: z.record(z.string().regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, { error: 'expected an HTTP header name' }), z.string()).optional(),
+  // Key names are checked in superRefine: zod reports a bad record key only as "Invalid key in record".
+  header: z
+    .record(z.string(), z.string({ error: 'expected the header value as a string (quote numbers and booleans)' }))
+    .superRefine((headers, ctx) => {
+      for (const name of Object.keys(headers)) {
+        if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name)) ctx.addIssue({ code: 'custom', path: [name], message: 'expected an HTTP header name' });
+      }
+    })
+    .optional(),
   /** Request path without the query: exact, or a prefix when it ends with "*" (`/v1/*`). */
-  path: z.string().startsWith('/', { error: 'expected a path starting with "/"' }).optional(),
+  path: z
+    .string()
+    .startsWith('/', { error: 'expected a path starting with "/"' })
+    .refine((path) => !path.slice(0, -1).includes('*'), { error: 'expected "*" only at the end (a prefix match such as /v1/*)' })
+    .optional(),
   /** The `model` the request body asks for, exactly. */
   model: z.string().min(1).optional(),
+}).refine((m) => (m.header !== undefined && Object.keys(m.header).length > 0) || m.path !== undefined || m.model !== undefined, {
+  error: 'expected at least one condition: header, path or model (leave out `match` for a catch-all)',
+});
+
+const workloadMatchList = z.array(workloadMatchConditions).min(1, { error: 'expected at least one set of match conditions' });
+type MatchConditionsConfig = z.infer<typeof workloadMatchConditions>;
+
+/**
+ * One set of conditions, or a list of alternatives of which any one suffices ("this header OR that
+ * path"). Dispatched by shape rather than with z.union, which reports a nested problem (a header
+ * value that is a number) only as "no union member matched".
+ */
+const workloadMatch = z.unknown().transform((value, ctx): MatchConditionsConfig | MatchConditionsConfig[] => {
+  if (typeof value !== 'object' || value === null) {
+    ctx.addIssue({ code: 'custom', message: 'expected a mapping of match conditions (header, path, model), or a list of such mappings' });
+    return z.NEVER;
+  }
+  const parsed = Array.isArray(value) ? workloadMatchList.safeParse(value) : workloadMatchConditions.safeParse(value);
+  if (parsed.success) return parsed.data;
+  for (const issue of parsed.error.issues) ctx.addIssue({ ...issue });
+  return z.NEVER;
 });
 
 /** A workload's service-level objectives: the share of events that must be good, and what good means. */
@@ -103,6 +137,88 @@ const workloadList = z
     });
   });
 
+/** The node-local DCGM exporter's /metrics, e.g. http://$(NODE_IP):9400/metrics (src/dcgm/). */
+const dcgmUrl = z.string().superRefine((value, ctx) => {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    ctx.addIssue({ code: 'custom', message: `expected the DCGM exporter's metrics URL such as http://10.0.0.7:9400/metrics, got "${value}"` });
+    return;
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    ctx.addIssue({ code: 'custom', message: `expected an http:// or https:// URL, got "${url.protocol}"` });
+  }
+});
+
+const dcgmSettings = z
+  .strictObject({
+    /** Where to scrape; the sidecar reads the exporter only when this is set. */
+    url: dcgmUrl,
+    /** Time between the end of one scrape and the start of the next (default 15s). */
+    interval: duration.optional(),
+    /** A scrape that has not finished by then counts as failed (default 5s or the interval if shorter; at most the interval). */
+    timeout: duration.optional(),
+  })
+  .superRefine((dcgm, ctx) => {
+    if (dcgm.timeout === undefined) return;
+    const interval = parseDurationMs(dcgm.interval ?? '15s');
+    const timeout = parseDurationMs(dcgm.timeout);
+    if (interval !== undefined && timeout !== undefined && timeout > interval) {
+      ctx.addIssue({ code: 'custom', path: ['timeout'], message: `must not exceed the interval (${dcgm.interval ?? '15s'})` });
+    }
+  });
+
+/**
+ * Which protocol a path speaks, for servers mounted under other paths than the built-in defaults
+ * (src/taps/route-table.ts); tried in order before the defaults, first match wins.
+ */
+const route = z.strictObject({
+  /** Exact, a prefix when it ends in "*", or "*" as one whole segment in the middle. */
+  path: z.string({ error: 'expected a path such as /llm/v1/chat/completions' }).superRefine((value, ctx) => {
+    const problem = pathPatternProblem(value);
+    if (problem !== undefined) ctx.addIssue({ code: 'custom', message: `${problem}, got "${value}"` });
+  }),
+  protocol: z.enum(PROTOCOLS, { error: `expected one of ${PROTOCOLS.join(', ')}` }),
+  /** Only requests with this method; any method when absent. */
+  method: z
+    .string()
+    .regex(/^[A-Za-z]+$/, { error: 'expected an HTTP method such as POST' })
+    .optional(),
+});
+
+/** A link target in alert annotations: an http(s) URL, or a path on the Grafana that shows the alert ("/d/uid"). */
+const linkUrl = z.string().superRefine((value, ctx) => {
+  if (value.startsWith('/') && !value.startsWith('//')) return;
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    ctx.addIssue({ code: 'custom', message: `expected an http:// or https:// URL (or a path starting with "/"), got "${value}"` });
+    return;
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    ctx.addIssue({ code: 'custom', message: `expected an http:// or https:// URL, got "${url.protocol}"` });
+  }
+});
+
+/** How `tokentap render` writes the alerting rules (src/render/); the sidecar itself ignores it. */
+const alertSettings = z.strictObject({
+  /** Runbook base URL; each alert links to `<runbook_url>#<alert name in lower case>`. */
+  runbook_url: linkUrl.optional(),
+  /** The Grafana dashboard each alert links to, with `var-workload=<workload>` added. */
+  dashboard_url: linkUrl.optional(),
+  /** How long a workload's P99 TTFT must stay above its threshold before TokentapTTFTP99OverBudget fires. */
+  p99_ttft_for: duration.optional(),
+  /** Severity of TokentapTTFTP99OverBudget. */
+  p99_ttft_severity: z.enum(['page', 'ticket'], { error: 'expected "page" or "ticket"' }).optional(),
+  /**
+   * Traffic guard: a workload's alerts stay silent while it served fewer requests per hour than this,
+   * averaged over the alert's long window, so one slow request on a quiet workload pages nobody.
+   */
+  min_requests_per_hour: z.number({ error: 'expected a number of requests per hour, e.g. 60' }).nonnegative({ error: 'expected a number of requests per hour, 0 or more' }).finite().optional(),
+});
+
 export const configFileSchema = z.strictObject({
   upstream: upstreamUrl.optional(),
   listen: listenAddress.optional(),
@@ -111,8 +227,22 @@ export const configFileSchema = z.strictObject({
   upstream_idle_timeout: duration.optional(),
   /** Path the readiness check requests from the upstream (vLLM, TGI, llama.cpp: /health). */
   upstream_health_path: z.string().startsWith('/', { error: 'expected a path starting with "/"' }).optional(),
+  /** After SIGTERM, how long in-flight requests may run before they are cut (outcome `shutdown`). */
+  drain_timeout: duration.optional(),
   /** Workloads in match order; see workloadMatch. Without it every request is workload "default". */
   workloads: workloadList.optional(),
+  /** Path-to-protocol routes tried before the built-in ones; see `route`. */
+  routes: z.array(route, { error: 'expected a list of routes like { path: /llm/v1/chat/completions, protocol: openai-chat }' }).optional(),
+  /**
+   * Ask OpenAI-style streaming chat and completions requests for usage (`stream_options.include_usage`)
+   * when they do not, and strip the usage-only chunk from the response for them. Off by default:
+   * it rewrites request bodies (src/proxy/usage-injection.ts).
+   */
+  inject_usage: z.boolean({ error: 'expected true or false' }).optional(),
+  /** Read GPU memory and utilisation of this pod from the node's DCGM exporter. */
+  dcgm: dcgmSettings.optional(),
+  /** Alerting rules rendered by `tokentap render`. */
+  alerts: alertSettings.optional(),
   log_level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).optional(),
   metrics: z
     .strictObject({

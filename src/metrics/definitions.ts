@@ -164,7 +164,7 @@ export const METRICS = {
     description: 'Input and output tokens, with where the count came from (usage reported by the server, or counted from content events).',
     extraLabels: [ATTR.tokenType, ATTR.tokenSource],
   },
-  /** One per finished request, by outcome (completed, client_cancelled, upstream_error, truncated, timeout). */
+  /** One per finished request, by outcome (completed, client_cancelled, upstream_error, truncated, timeout, shutdown). */
   requests: {
     kind: 'counter',
     otelName: 'tokentap.requests',
@@ -195,6 +195,20 @@ export const METRICS = {
     description: 'Good and bad events per workload SLO (ttft, itl, e2e) against the configured thresholds.',
     extraLabels: [ATTR.slo, ATTR.sloResult],
   },
+  /**
+   * Streams whose tokens counted from content events (one per delta, or per-chunk usage deltas)
+   * differ from the output tokens the server reported in its usage. One per such stream, judged at
+   * its end when both exist. Rising means the counted ITL per token and any counted-only stream
+   * are off: held UTF-8 tokens, multi-token chunks (speculative decoding) or a tap that misreads.
+   */
+  tokenCountMismatches: {
+    kind: 'counter',
+    otelName: 'tokentap.token_count.mismatches',
+    promName: 'tokentap_token_count_mismatches_total',
+    unit: '{request}',
+    description: 'Streams whose counted output tokens differ from the usage the server reported.',
+    extraLabels: [],
+  },
   /** A tap that threw: counted, disabled for that request, the stream itself untouched. */
   tapErrors: {
     kind: 'counter',
@@ -208,3 +222,69 @@ export const METRICS = {
 
 export type MetricKey = keyof typeof METRICS;
 export type HistogramKey = { [K in MetricKey]: (typeof METRICS)[K]['kind'] extends 'histogram' ? K : never }[MetricKey];
+
+/**
+ * Metrics about the pod's GPUs, read from the node-local DCGM exporter when `dcgm.url` is set
+ * (src/dcgm/). Unlike METRICS they carry no `workload` or `gen_ai.request.model`: a GPU serves
+ * every workload of its pod, and a copy per workload would multiply any sum. Their workload
+ * context is the pod itself: Prometheus attaches the sidecar's own target labels (`namespace`,
+ * `pod`) to them, the same labels every tokentap series of that pod carries, so they join to the
+ * per-workload series `on(namespace, pod)` wherever the exporter's own pod mapping is off. They
+ * must never carry `pod` themselves, or Prometheus would rename it `exported_pod`.
+ */
+export interface GpuMetricDefinition {
+  readonly kind: 'gauge' | 'counter';
+  readonly otelName: string;
+  readonly promName: string;
+  readonly unit: string;
+  readonly description: string;
+  /** Every label the series carries. */
+  readonly labels: readonly string[];
+}
+
+/** Labels of the GPU gauges; `gpu_instance`, `gpu_profile` only on MIG instances. */
+export const GPU_ATTR = {
+  gpu: 'gpu',
+  uuid: 'uuid',
+  gpuInstance: 'gpu_instance',
+  gpuProfile: 'gpu_profile',
+} as const;
+
+export const GPU_METRICS = {
+  /** DCGM_FI_DEV_FB_USED (MiB) x 2^20, per GPU or MIG instance of this pod, as of the last scrape. */
+  memoryUsed: {
+    kind: 'gauge',
+    otelName: 'tokentap.gpu.memory.used',
+    promName: 'tokentap_gpu_memory_used_bytes',
+    unit: 'By',
+    description: 'GPU framebuffer memory in use (DCGM_FI_DEV_FB_USED), per GPU or MIG instance of this pod; absent when unknown.',
+    labels: [GPU_ATTR.gpu, GPU_ATTR.uuid, GPU_ATTR.gpuInstance, GPU_ATTR.gpuProfile],
+  },
+  /** DCGM_FI_DEV_FB_TOTAL when reported, else FB_USED + FB_FREE + FB_RESERVED, in bytes. */
+  memoryTotal: {
+    kind: 'gauge',
+    otelName: 'tokentap.gpu.memory.total',
+    promName: 'tokentap_gpu_memory_total_bytes',
+    unit: 'By',
+    description: 'GPU framebuffer size (DCGM_FI_DEV_FB_TOTAL, else used + free + reserved), per GPU or MIG instance of this pod; absent when unknown.',
+    labels: [GPU_ATTR.gpu, GPU_ATTR.uuid, GPU_ATTR.gpuInstance, GPU_ATTR.gpuProfile],
+  },
+  /** DCGM_FI_DEV_GPU_UTIL / 100; per physical GPU (DCGM does not report it per MIG instance). */
+  utilization: {
+    kind: 'gauge',
+    otelName: 'tokentap.gpu.utilization',
+    promName: 'tokentap_gpu_utilization_ratio',
+    unit: '1',
+    description: 'Share of the last sample period a kernel was running on the GPU (DCGM_FI_DEV_GPU_UTIL / 100); absent when unknown.',
+    labels: [GPU_ATTR.gpu, GPU_ATTR.uuid],
+  },
+  /** One per failed or partly failed DCGM scrape; `reason` as in src/dcgm/dcgm-reader.ts. */
+  scrapeErrors: {
+    kind: 'counter',
+    otelName: 'tokentap.dcgm.scrape.errors',
+    promName: 'tokentap_dcgm_scrape_errors_total',
+    unit: '{error}',
+    description: 'DCGM exporter scrapes that failed (unreachable, timeout, http_status, bad_text, no_match) or found a blank value (sentinel).',
+    labels: [ATTR.reason],
+  },
+} as const satisfies Record<string, GpuMetricDefinition>;

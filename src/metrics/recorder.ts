@@ -1,8 +1,13 @@
 import type { Attributes, Counter, Histogram, Meter, UpDownCounter } from '@opentelemetry/api';
 import type { TokenSource } from '../clock/token-timeline.js';
+import type { SloKind } from '../config/load.js';
 import { ATTR, METRICS, type HistogramKey } from './definitions.js';
 
-export type Outcome = 'completed' | 'client_cancelled' | 'upstream_error' | 'truncated' | 'timeout';
+/**
+ * How a request ended; the `outcome` label. `shutdown`: still in flight when the drain deadline
+ * after SIGTERM cut it (lifecycle/drain-proxy.ts), neither the client's doing nor the upstream's.
+ */
+export type Outcome = 'completed' | 'client_cancelled' | 'upstream_error' | 'truncated' | 'timeout' | 'shutdown';
 
 /** Everything measured about one finished request; NaN where a quantity does not apply. */
 export interface RequestSummary {
@@ -16,6 +21,8 @@ export interface RequestSummary {
   readonly inputTokens: number;
   readonly outputTokens: number;
   readonly tokenSource: TokenSource;
+  /** Counted output tokens differ from the reported usage (TokenTimeline.tokenCountMismatch). */
+  readonly tokenCountMismatch: boolean;
 }
 
 const MS_PER_S = 1000;
@@ -30,6 +37,8 @@ export class Recorder {
   private readonly tokens: Counter;
   private readonly inFlight: UpDownCounter;
   private readonly tapErrors: Counter;
+  private readonly tokenCountMismatches: Counter;
+  private readonly sloEventCounter: Counter;
 
   constructor(meter: Meter, buckets: Readonly<Record<HistogramKey, readonly number[]>>) {
     const histogram = (key: HistogramKey): Histogram => {
@@ -54,6 +63,10 @@ export class Recorder {
     this.tokens = meter.createCounter(tokens.otelName, { unit: tokens.unit, description: tokens.description });
     this.inFlight = meter.createUpDownCounter(inFlight.otelName, { unit: inFlight.unit, description: inFlight.description });
     this.tapErrors = meter.createCounter(tapErrors.otelName, { unit: tapErrors.unit, description: tapErrors.description });
+    const mismatches = METRICS.tokenCountMismatches;
+    this.tokenCountMismatches = meter.createCounter(mismatches.otelName, { unit: mismatches.unit, description: mismatches.description });
+    const { sloEvents } = METRICS;
+    this.sloEventCounter = meter.createCounter(sloEvents.otelName, { unit: sloEvents.unit, description: sloEvents.description });
   }
 
   /** The base attributes of every series of one request. */
@@ -92,9 +105,20 @@ export class Recorder {
       h.tokenUsage.record(summary.outputTokens, output);
       this.tokens.add(summary.outputTokens, { ...output, [ATTR.tokenSource]: summary.tokenSource });
     }
+    if (summary.tokenCountMismatch) this.tokenCountMismatches.add(1, attributes);
   }
 
   tapProblem(attributes: Attributes, reason: string): void {
     this.tapErrors.add(1, { ...attributes, [ATTR.reason]: reason });
+  }
+
+  /**
+   * One request's good and bad events for one SLO (slo/slo-events.ts decides them). Both results
+   * are added, zero included, so a workload's `result="bad"` series exists from its first event and
+   * an error ratio reads 0 rather than "no data".
+   */
+  sloEvents(attributes: Attributes, slo: SloKind, good: number, bad: number): void {
+    this.sloEventCounter.add(good, { ...attributes, [ATTR.slo]: slo, [ATTR.sloResult]: 'good' });
+    this.sloEventCounter.add(bad, { ...attributes, [ATTR.slo]: slo, [ATTR.sloResult]: 'bad' });
   }
 }

@@ -2,13 +2,19 @@ import http from 'node:http';
 import { endToEndHeaders } from './hop-by-hop.js';
 import { RequestBodySniffer } from './request-body-sniffer.js';
 import { RequestMonitor, type MonitorDependencies } from './request-monitor.js';
+import { UnobservedRequest } from './unobserved-request.js';
 import { sendUpstreamError } from './upstream-error.js';
+import type { UsageInjector } from './usage-injection.js';
 
 export interface ProxyOptions {
   readonly upstream: URL;
   /** Silence from the upstream (before headers or between chunks) after which the request is cut as `timeout`. */
   readonly upstreamIdleTimeoutMs: number;
   readonly monitor: MonitorDependencies;
+  /** False forwards without any observation (no RequestMonitor, no body sniffing): TOKENTAP_OBSERVE=off, for the benchmark. */
+  readonly observe?: boolean;
+  /** `inject_usage: true`: asks OpenAI streams for usage and hides the extra chunk (usage-injection.ts). */
+  readonly usageInjection?: UsageInjector | undefined;
 }
 
 /**
@@ -29,8 +35,13 @@ export function createProxyServer(options: ProxyOptions): http.Server {
   const upstreamPort = port === '' ? 80 : Number(port);
 
   const server = http.createServer({ noDelay: true }, (req, res) => {
-    const monitor = new RequestMonitor(options.monitor, req.method ?? 'GET', req.url ?? '/');
-    const sniffer = new RequestBodySniffer(req.headers['content-type']);
+    const observe = options.observe !== false;
+    const monitor = observe ? new RequestMonitor(options.monitor, req.method ?? 'GET', req.url ?? '/', req.headers) : new UnobservedRequest();
+    const sniffer = observe ? new RequestBodySniffer(req.headers['content-type']) : undefined;
+    const upstreamHeaders = endToEndHeaders(req.rawHeaders);
+    monitor.trace(upstreamHeaders);
+    // Undefined for every request unless inject_usage is on and this one is an OpenAI JSON POST.
+    const injection = options.usageInjection?.forRequest(req.method ?? 'GET', req.url ?? '/', req.headers['content-type']);
 
     const upstreamReq = http.request({
       agent,
@@ -38,7 +49,7 @@ export function createProxyServer(options: ProxyOptions): http.Server {
       port: upstreamPort,
       method: req.method,
       path: req.url,
-      headers: endToEndHeaders(req.rawHeaders),
+      headers: injection === undefined ? upstreamHeaders : injection.requestHeaders(upstreamHeaders),
       setHost: false,
     });
     upstreamReq.setNoDelay(true);
@@ -60,13 +71,17 @@ export function createProxyServer(options: ProxyOptions): http.Server {
     upstreamReq.on('response', (upstreamRes) => {
       const status = upstreamRes.statusCode ?? 502;
       monitor.response(status, upstreamRes.headers['content-type']);
-      res.writeHead(status, upstreamRes.statusMessage, endToEndHeaders(upstreamRes.rawHeaders));
+      const stripper = injection?.responseStripper(status, upstreamRes.headers['content-type']);
+      const headers = endToEndHeaders(upstreamRes.rawHeaders);
+      res.writeHead(status, upstreamRes.statusMessage, stripper === undefined ? headers : stripper.responseHeaders(headers));
       // Headers go out when the upstream's do, not with the first body byte.
       res.flushHeaders();
 
       upstreamRes.on('data', (chunk: Buffer) => {
-        // Forward first, observe second: the client's byte is never behind the tap's work.
-        const writable = res.write(chunk);
+        // Forward first, observe second: the client's byte is never behind the tap's work. The tap
+        // sees the upstream's bytes, including a usage chunk stripped from the client's.
+        const forwarded = stripper === undefined ? chunk : stripper.write(chunk);
+        const writable = forwarded.length === 0 || res.write(forwarded);
         monitor.body(chunk);
         if (!writable) {
           upstreamRes.pause();
@@ -75,6 +90,8 @@ export function createProxyServer(options: ProxyOptions): http.Server {
       });
       upstreamRes.on('end', () => {
         monitor.bodyEnd();
+        const rest = stripper?.end();
+        if (rest !== undefined && rest.length > 0) res.write(rest);
         res.end();
       });
       upstreamRes.on('close', () => {
@@ -87,15 +104,17 @@ export function createProxyServer(options: ProxyOptions): http.Server {
     });
 
     req.on('data', (chunk: Buffer) => {
-      sniffer.push(chunk);
+      sniffer?.push(chunk);
+      if (injection !== undefined && injection.hold(chunk, upstreamReq)) return;
       if (!upstreamReq.write(chunk)) {
         req.pause();
         upstreamReq.once('drain', () => req.resume());
       }
     });
     req.on('end', () => {
-      monitor.requestBody(sniffer.model());
-      upstreamReq.end();
+      monitor.requestBody(sniffer?.model());
+      if (injection === undefined) upstreamReq.end();
+      else injection.send(upstreamReq);
     });
     req.on('error', () => upstreamReq.destroy());
 

@@ -1,13 +1,17 @@
+import type { IncomingHttpHeaders } from 'node:http';
 import type { Attributes } from '@opentelemetry/api';
 import type { Logger } from 'pino';
 import type { Clock } from '../clock/clock.js';
+import type { DrainState } from '../lifecycle/drain-state.js';
+import type { Workload } from '../config/load.js';
 import { TokenTimeline, type InterTokenSink } from '../clock/token-timeline.js';
 import type { ModelLabels } from '../metrics/model-labels.js';
 import type { Outcome, Recorder, RequestSummary } from '../metrics/recorder.js';
-import { selectTap } from '../taps/select.js';
+import { interTokenIsBad, recordSloEvents } from '../slo/slo-events.js';
+import type { WorkloadMatcher } from '../slo/workload-matcher.js';
+import { DEFAULT_TAP_SELECTOR, type TapSelector } from '../taps/select.js';
 import type { Tap, TapContext, TapProblemReason } from '../taps/tap.js';
-
-export const DEFAULT_WORKLOAD = 'default';
+import { NULL_SPAN, NULL_TRACER, type RequestSpan, type RequestTracer } from '../tracing/request-span.js';
 
 /** What every request's monitor shares: built once at start-up. */
 export interface MonitorDependencies {
@@ -15,6 +19,15 @@ export interface MonitorDependencies {
   readonly recorder: Recorder;
   readonly models: ModelLabels;
   readonly logger: Logger;
+  /** Chooses each response's tap from the route table; the built-in routes when absent. */
+  readonly taps?: TapSelector;
+  readonly workloads: WorkloadMatcher;
+  /** Set at start-up: NULL_TRACER (no work at all) unless OTLP traces are configured. Absent means NULL_TRACER. */
+  readonly tracer?: RequestTracer;
+  /** Counts requests in flight for the drain; a request failing after the drain deadline is counted as `shutdown`. */
+  readonly drain?: DrainState;
+  /** With `dcgm.url`: the pod's GPU memory in use as of the last DCGM scrape, logged with each request. */
+  readonly gpuMemory?: { memoryUsedBytes(): number | undefined };
 }
 
 /**
@@ -27,6 +40,12 @@ export class RequestMonitor implements InterTokenSink, TapContext {
   private readonly deps: MonitorDependencies;
   private readonly method: string;
   private readonly path: string;
+  private readonly headers: IncomingHttpHeaders;
+  private workload: Workload | undefined;
+  /** ITL SLO threshold and tallies, kept as tokens arrive so the SLO counter is touched once per request. */
+  private itlThresholdS: number | undefined;
+  private itlTokens = 0;
+  private itlBadTokens = 0;
   private attributes: Attributes | undefined;
   private model = '';
   private tap: Tap | undefined;
@@ -34,25 +53,40 @@ export class RequestMonitor implements InterTokenSink, TapContext {
   private status = 0;
   private endedOutcome: Outcome | undefined;
   private done = false;
+  private span: RequestSpan = NULL_SPAN;
+  /** As the body named it, for the span only (a span is not a series, so no folding into `other`). */
+  private requestedModel: string | undefined;
 
-  constructor(deps: MonitorDependencies, method: string, url: string) {
+  /** `headers` are the request's, as Node parsed them (names lower-case); read for workload matching. */
+  constructor(deps: MonitorDependencies, method: string, url: string, headers: IncomingHttpHeaders) {
     this.deps = deps;
     this.method = method;
+    this.headers = headers;
     // Only the path is logged: query strings can carry credentials.
     const query = url.indexOf('?');
     this.path = query === -1 ? url : url.slice(0, query);
     this.timeline = new TokenTimeline(deps.clock.nowMs(), this);
+    deps.drain?.requestStarted();
   }
 
   /** The request body has been read; `model` is what it asked for, if it said. Fixes the labels. */
   requestBody(model: string | undefined): void {
+    this.requestedModel = model;
     this.labels(model);
+  }
+
+  /**
+   * Starts the request's span, continuing the client's trace, and puts its `traceparent` into
+   * `upstreamHeaders` (the flat list the proxy forwards). With NULL_TRACER, nothing happens.
+   */
+  trace(upstreamHeaders: string[]): void {
+    this.span = (this.deps.tracer ?? NULL_TRACER).start(this.method, this.path, this.timeline.startMs, this.headers, upstreamHeaders);
   }
 
   response(status: number, contentType: string | undefined): void {
     this.status = status;
     if (status < 200 || status >= 300) return;
-    const choice = selectTap(this.method, contentType);
+    const choice = (this.deps.taps ?? DEFAULT_TAP_SELECTOR).select(this.method, this.path, contentType);
     if (choice === undefined) return;
     this.streaming = choice.streaming;
     this.tap = choice.create(this);
@@ -92,7 +126,8 @@ export class RequestMonitor implements InterTokenSink, TapContext {
   /** The request ended early: the client left, the upstream failed or went silent. */
   fail(outcome: Outcome, status = this.status): void {
     this.status = status;
-    this.finish(outcome);
+    // Once the drain deadline has passed, every failure is the shutdown's cut, not the client or upstream.
+    this.finish(this.deps.drain?.cutting === true ? 'shutdown' : outcome);
   }
 
   get finished(): boolean {
@@ -102,6 +137,11 @@ export class RequestMonitor implements InterTokenSink, TapContext {
   // InterTokenSink
   interToken(gapMs: number, tokens: number): void {
     this.deps.recorder.interToken(this.labels(undefined), gapMs, tokens);
+    const itlS = this.itlThresholdS;
+    if (itlS !== undefined) {
+      this.itlTokens += tokens;
+      if (interTokenIsBad(itlS, gapMs, tokens)) this.itlBadTokens += tokens;
+    }
   }
 
   // TapContext
@@ -114,11 +154,16 @@ export class RequestMonitor implements InterTokenSink, TapContext {
     this.deps.recorder.tapProblem(this.labels(undefined), 'tap_exception');
   }
 
-  /** The request's attributes, fixed on first use (body end, or the first sample if that comes first). */
+  /**
+   * The request's workload and attributes, fixed on first use: at request-body end, when the model
+   * is known, or at the first sample if that comes first (then without the model to match on).
+   */
   private labels(model: string | undefined): Attributes {
     if (this.attributes === undefined) {
+      this.workload = this.deps.workloads.match(this.headers, this.path, model);
+      this.itlThresholdS = this.workload.slo?.thresholdsS.itl;
       this.model = this.deps.models.label(model);
-      this.attributes = this.deps.recorder.requestAttributes(DEFAULT_WORKLOAD, this.model);
+      this.attributes = this.deps.recorder.requestAttributes(this.workload.name, this.model);
       this.deps.recorder.started(this.attributes);
     }
     return this.attributes;
@@ -139,15 +184,23 @@ export class RequestMonitor implements InterTokenSink, TapContext {
       inputTokens: timeline.reportedInputTokens,
       outputTokens: timeline.outputTokens,
       tokenSource: timeline.outputTokenSource,
+      tokenCountMismatch: timeline.tokenCountMismatch,
     };
     this.deps.recorder.finished(attributes, summary);
+    const workload = this.workload as Workload;
+    if (workload.slo !== undefined) {
+      const nonStreamedAnswer = this.status >= 200 && this.status < 300 && !this.streaming;
+      const facts = { outcome, status: this.status, nonStreamedAnswer, ttftMs: summary.ttftMs, e2eMs: summary.e2eMs };
+      recordSloEvents(this.deps.recorder, attributes, workload, facts, this.itlTokens, this.itlBadTokens);
+    }
+    this.span.end(summary, this.status, workload.name, this.requestedModel);
     this.deps.logger.info(
       {
         method: this.method,
         path: this.path,
         status: this.status,
         outcome,
-        workload: DEFAULT_WORKLOAD,
+        workload: workload.name,
         model: this.model,
         ttfb_ms: round(summary.ttfbMs),
         ttft_ms: round(summary.ttftMs),
@@ -157,9 +210,14 @@ export class RequestMonitor implements InterTokenSink, TapContext {
         output_tokens: summary.outputTokens,
         token_source: summary.tokenSource,
         content_events: timeline.contentEvents,
+        counted_tokens: timeline.countedTokens,
+        server_timings: timeline.serverTimings ?? null,
+        // The last scraped value (no I/O here); null while the DCGM reading is unknown.
+        ...(this.deps.gpuMemory === undefined ? {} : { gpu_memory_used_bytes: this.deps.gpuMemory.memoryUsedBytes() ?? null }),
       },
       'request',
     );
+    this.deps.drain?.requestFinished();
   }
 }
 

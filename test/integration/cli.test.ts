@@ -25,6 +25,51 @@ describe('tokentap CLI', () => {
     expect(err.text()).toContain(`${file}:2: upstream_idle_timeout: expected a positive duration like "200ms"`);
   });
 
+  it('`check` prints every problem of a bad config as FILE:LINE: path: message and exits 1; `serve` refuses the same file', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tokentap-check-'));
+    const file = join(dir, 'bad.yaml');
+    writeFileSync(
+      file,
+      ['workloads:', '  - name: chat', '    match: { header: { x-workload: chat } }', '    slo: { objective: 99, ttft: fast }', '  - name: chat', ''].join('\n'),
+    );
+    const expected = [
+      `${file}:4: workloads[0].slo.objective: expected a ratio between 0 and 1, e.g. 0.99 (1 leaves no error budget)`,
+      `${file}:4: workloads[0].slo.ttft: expected a positive duration like "200ms", "30s" or "5m", got "fast"`,
+      `${file}:5: workloads[1].name: duplicate workload name "chat"`,
+    ];
+    const out = memoryStream();
+    const err = memoryStream();
+    expect(await main(['check', '--config', file], { stdout: out.stream, stderr: err.stream, env: {} })).toBe(1);
+    expect(out.text()).toBe('');
+    expect(err.text()).toBe(`${expected.join('\n')}\n${file}: invalid (3 problems)\n`);
+
+    const serveErr = memoryStream();
+    const code = await main(['serve', '--config', file], { stdout: memoryStream().stream, stderr: serveErr.stream, env: {}, stopped: Promise.resolve() });
+    expect(code).toBe(1);
+    for (const line of expected) expect(serveErr.text()).toContain(line);
+  });
+
+  it('`check` accepts the example config with a summary of its workloads and SLOs', async () => {
+    const out = memoryStream();
+    const err = memoryStream();
+    expect(await main(['check', '--config', 'deploy/tokentap.yaml'], { stdout: out.stream, stderr: err.stream, env: {} })).toBe(0);
+    expect(err.text()).toBe('');
+    const lines = out.text().trimEnd().split('\n');
+    expect(lines[0]).toBe('deploy/tokentap.yaml: valid; 5 workloads (first match wins), 4 with SLOs');
+    expect(lines).toContain('  chat           x-workload: chat or path /v1/chat/completions; SLO 99%: ttft <= 200ms, itl <= 50ms');
+    expect(lines).toContain('  rag            x-workload: rag; SLO 99%: ttft <= 300ms, itl <= 100ms, e2e <= 3s');
+    expect(lines.at(-1)).toBe('  default        every request; no SLO');
+  });
+
+  it('`check` without --config, or with a missing file, says so', async () => {
+    const err = memoryStream();
+    expect(await main(['check'], { stdout: memoryStream().stream, stderr: err.stream, env: {} })).toBe(2);
+    expect(err.text()).toContain('check needs --config FILE');
+    const missing = memoryStream();
+    expect(await main(['check', '--config', '/nonexistent/tokentap.yaml'], { stdout: memoryStream().stream, stderr: missing.stream, env: {} })).toBe(1);
+    expect(missing.text()).toMatch(/^\/nonexistent\/tokentap\.yaml: ENOENT/);
+  });
+
   it('rejects an unknown command and an unknown flag with usage exit code 2', async () => {
     const io = () => ({ stdout: memoryStream().stream, stderr: memoryStream().stream, env: {}, stopped: Promise.resolve() });
     expect(await main(['serf'], io())).toBe(2);

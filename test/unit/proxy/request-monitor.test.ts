@@ -7,7 +7,8 @@ import { ModelLabels } from '../../../src/metrics/model-labels.js';
 import { Recorder } from '../../../src/metrics/recorder.js';
 import { Telemetry } from '../../../src/metrics/telemetry.js';
 import { RequestMonitor } from '../../../src/proxy/request-monitor.js';
-import { histogram, parsePrometheusText } from '../../helpers/prometheus-text.js';
+import { WorkloadMatcher } from '../../../src/slo/workload-matcher.js';
+import { histogram, parsePrometheusText, sumValues } from '../../helpers/prometheus-text.js';
 import { chatChunk, sse } from '../../helpers/tap-harness.js';
 
 const telemetries: Telemetry[] = [];
@@ -15,20 +16,22 @@ afterEach(async () => {
   await Promise.all(telemetries.splice(0).map((t) => t.shutdown()));
 });
 
-function setup() {
+/** A monitor's dependencies on a manual clock; `configYaml` configures workloads and buckets. */
+function setup(configYaml?: string) {
   const clock = new ManualClock(1000);
   const telemetry = new Telemetry();
   telemetries.push(telemetry);
-  const recorder = new Recorder(telemetry.meter, loadSettings({ flags: {}, env: {} }).buckets);
+  const settings = loadSettings({ flags: { config: configYaml === undefined ? undefined : 'test.yaml' }, env: {}, readFile: () => configYaml ?? '' });
+  const recorder = new Recorder(telemetry.meter, settings.buckets);
   const logger = createLogger('silent', new Writable({ write: (_c, _e, cb) => cb() }));
-  const deps = { clock, recorder, models: new ModelLabels(8), logger };
+  const deps = { clock, recorder, models: new ModelLabels(8), logger, workloads: new WorkloadMatcher(settings.workloads) };
   return { clock, telemetry, deps };
 }
 
 describe('request monitor with a fake clock', () => {
   it('records exact TTFB, TTFT, per-chunk and per-token ITL, TPOT and e2e', async () => {
     const { clock, telemetry, deps } = setup();
-    const monitor = new RequestMonitor(deps, 'POST', '/v1/chat/completions?key=secret');
+    const monitor = new RequestMonitor(deps, 'POST', '/v1/chat/completions?key=secret', {});
     monitor.requestBody('m');
     const usage = (n: number) => ({ usage: { prompt_tokens: 5, completion_tokens: n, total_tokens: 5 + n } });
     const events = sse(
@@ -69,7 +72,7 @@ describe('request monitor with a fake clock', () => {
 
   it('records no TTFT for a stream that never produced a token, and counts it once', async () => {
     const { clock, telemetry, deps } = setup();
-    const monitor = new RequestMonitor(deps, 'POST', '/v1/chat/completions');
+    const monitor = new RequestMonitor(deps, 'POST', '/v1/chat/completions', {});
     monitor.requestBody('m');
     monitor.response(200, 'text/event-stream');
     monitor.body(sse(chatChunk({ role: 'assistant', content: '' }))[0]!);
@@ -87,7 +90,7 @@ describe('request monitor with a fake clock', () => {
 
   it('keeps forwarding (never throws) and counts the error when a tap throws', async () => {
     const { telemetry, deps } = setup();
-    const monitor = new RequestMonitor(deps, 'POST', '/v1/chat/completions');
+    const monitor = new RequestMonitor(deps, 'POST', '/v1/chat/completions', {});
     monitor.requestBody('m');
     monitor.response(200, 'text/event-stream');
     // A chunk that is not a Buffer makes the decoder throw inside the tap.
@@ -97,5 +100,188 @@ describe('request monitor with a fake clock', () => {
     monitor.delivered();
     const m = parsePrometheusText(await telemetry.scrape());
     expect(m.get('tokentap_tap_errors_total')!.metrics).toEqual([{ labels: { workload: 'default', gen_ai_request_model: 'm', reason: 'tap_exception' }, value: '1' }]);
+  });
+});
+
+describe('request monitor: workloads and SLO events on a fake clock', () => {
+  const config = [
+    'workloads:',
+    '  - name: chat',
+    '    match: { header: { x-workload: chat } }',
+    '    slo: { objective: 0.99, ttft: 200ms, itl: 50ms, e2e: 1s }',
+    '  - name: code',
+    '    match: { model: coder-7b }',
+    '    slo: { objective: 0.95, ttft: 300ms }',
+    '  - name: default',
+    '',
+  ].join('\n');
+  const chat = { 'x-workload': 'chat' };
+
+  /** `{ "ttft/good": 1, ... }` for one workload; absent keys mean no series. */
+  async function sloEvents(telemetry: Telemetry, workload: string): Promise<Record<string, number>> {
+    const family = parsePrometheusText(await telemetry.scrape()).get('tokentap_slo_events_total');
+    const out: Record<string, number> = {};
+    for (const s of family?.metrics ?? []) {
+      if (s.labels['workload'] === workload) out[`${s.labels['slo']}/${s.labels['result']}`] = Number(s.value);
+    }
+    return out;
+  }
+
+  /** Streams one-token content events at the given times (ms after the start), then the end at `endAtMs`. */
+  function stream(clock: ManualClock, monitor: RequestMonitor, tokenAtMs: readonly number[], endAtMs: number): void {
+    monitor.response(200, 'text/event-stream');
+    let now = 0;
+    for (const atMs of tokenAtMs) {
+      clock.advance(atMs - now);
+      now = atMs;
+      monitor.body(sse(chatChunk({ content: 'x' }))[0]!);
+    }
+    clock.advance(endAtMs - now);
+    monitor.body(sse(chatChunk({}, {}, 'stop'), '[DONE]').reduce((a, b) => Buffer.concat([a, b])));
+    monitor.bodyEnd();
+    monitor.delivered();
+  }
+
+  it('counts TTFT, e2e and per-token ITL good and bad for the matched workload, agreeing with the threshold buckets', async () => {
+    const { clock, telemetry, deps } = setup(config);
+    const monitor = new RequestMonitor(deps, 'POST', '/v1/chat/completions', chat);
+    monitor.requestBody('m');
+    // TTFT 150 ms (good); gaps of 30, 50 (exactly the threshold: good), 51 (bad) and 20 ms; e2e 400 ms.
+    stream(clock, monitor, [150, 180, 230, 281, 301], 400);
+    expect(await sloEvents(telemetry, 'chat')).toEqual({
+      'ttft/good': 1, 'ttft/bad': 0,
+      'e2e/good': 1, 'e2e/bad': 0,
+      'itl/good': 3, 'itl/bad': 1,
+    });
+    const m = parsePrometheusText(await telemetry.scrape());
+    const itl = histogram(m, 'tokentap_inter_token_latency_seconds', { workload: 'chat' });
+    expect(itl.buckets.get(0.05)).toBe(3);
+    expect(itl.count).toBe(4);
+  });
+
+  it('counts ITL per token: a 3-token event 120 ms after the previous is 3 good tokens of 40 ms, 180 ms is 3 bad ones', async () => {
+    const { clock, telemetry, deps } = setup(config);
+    const monitor = new RequestMonitor(deps, 'POST', '/v1/chat/completions', chat);
+    monitor.requestBody('m');
+    monitor.response(200, 'text/event-stream');
+    // Cumulative usage per chunk tells the tap how many tokens each content event carried.
+    const [first, second, third, done] = sse(
+      ...[1, 4, 7].map((n) => chatChunk({ content: 'abc' }, { usage: { prompt_tokens: 1, completion_tokens: n, total_tokens: n + 1 } })),
+      '[DONE]',
+    );
+    clock.advance(100);
+    monitor.body(first!);
+    clock.advance(120);
+    monitor.body(second!);
+    clock.advance(180);
+    monitor.body(third!);
+    monitor.body(done!);
+    monitor.bodyEnd();
+    monitor.delivered();
+    const counts = await sloEvents(telemetry, 'chat');
+    expect(counts['itl/good']! + counts['itl/bad']!).toBe(histogram(parsePrometheusText(await telemetry.scrape()), 'tokentap_inter_token_latency_seconds').count);
+    expect({ good: counts['itl/good'], bad: counts['itl/bad'] }).toEqual({ good: 3, bad: 3 });
+  });
+
+  it('counts a first token exactly at the TTFT threshold as good, as bucket{le="0.2"} does', async () => {
+    const { clock, telemetry, deps } = setup(config);
+    const monitor = new RequestMonitor(deps, 'POST', '/v1/chat/completions', chat);
+    monitor.requestBody('m');
+    stream(clock, monitor, [200], 200);
+    expect(await sloEvents(telemetry, 'chat')).toMatchObject({ 'ttft/good': 1, 'ttft/bad': 0 });
+    const ttft = histogram(parsePrometheusText(await telemetry.scrape()), 'gen_ai_server_time_to_first_token_seconds', { workload: 'chat' });
+    expect(ttft.buckets.get(0.2)).toBe(1);
+  });
+
+  it('counts a late first token as bad TTFT and a slow completion as bad e2e', async () => {
+    const { clock, telemetry, deps } = setup(config);
+    const monitor = new RequestMonitor(deps, 'POST', '/v1/chat/completions', chat);
+    monitor.requestBody('m');
+    stream(clock, monitor, [201], 1001);
+    expect(await sloEvents(telemetry, 'chat')).toMatchObject({ 'ttft/good': 0, 'ttft/bad': 1, 'e2e/good': 0, 'e2e/bad': 1 });
+  });
+
+  it('counts a request abandoned without a first token after longer than the TTFT threshold as bad TTFT', async () => {
+    const { clock, telemetry, deps } = setup(config);
+    const monitor = new RequestMonitor(deps, 'POST', '/v1/chat/completions', chat);
+    monitor.requestBody('m');
+    monitor.response(200, 'text/event-stream');
+    monitor.body(sse(chatChunk({ role: 'assistant', content: '' }))[0]!);
+    clock.advance(250);
+    monitor.fail('client_cancelled');
+    // Cancelled at 250 ms, before the 1 s e2e threshold: no e2e event.
+    expect(await sloEvents(telemetry, 'chat')).toEqual({ 'ttft/good': 0, 'ttft/bad': 1 });
+  });
+
+  it('counts nothing for a request abandoned without a first token sooner than the TTFT threshold', async () => {
+    const { clock, telemetry, deps } = setup(config);
+    const monitor = new RequestMonitor(deps, 'POST', '/v1/chat/completions', chat);
+    monitor.requestBody('m');
+    clock.advance(150);
+    monitor.fail('client_cancelled');
+    expect(await sloEvents(telemetry, 'chat')).toEqual({});
+    expect(sumValues(parsePrometheusText(await telemetry.scrape()), 'tokentap_requests_total', { workload: 'chat' })).toBe(1);
+  });
+
+  it('counts an upstream timeout before any header as bad TTFT and bad e2e', async () => {
+    const { clock, telemetry, deps } = setup(config);
+    const monitor = new RequestMonitor(deps, 'POST', '/v1/chat/completions', chat);
+    monitor.requestBody('m');
+    clock.advance(1500);
+    monitor.fail('timeout', 504);
+    expect(await sloEvents(telemetry, 'chat')).toEqual({ 'ttft/good': 0, 'ttft/bad': 1, 'e2e/good': 0, 'e2e/bad': 1 });
+  });
+
+  it('counts a fast upstream failure as bad e2e but not TTFT (it was not late yet)', async () => {
+    const { clock, telemetry, deps } = setup(config);
+    const monitor = new RequestMonitor(deps, 'POST', '/v1/chat/completions', chat);
+    monitor.requestBody('m');
+    clock.advance(20);
+    monitor.response(503, 'application/json');
+    monitor.body(Buffer.from('{"error":"overloaded"}'));
+    monitor.bodyEnd();
+    monitor.delivered();
+    expect(await sloEvents(telemetry, 'chat')).toEqual({ 'e2e/good': 0, 'e2e/bad': 1 });
+  });
+
+  it('counts no TTFT or e2e event for a client error (400), but does for 429 after the threshold', async () => {
+    const { clock, telemetry, deps } = setup(config);
+    for (const status of [400, 429]) {
+      const monitor = new RequestMonitor(deps, 'POST', '/v1/chat/completions', chat);
+      monitor.requestBody('m');
+      clock.advance(300);
+      monitor.response(status, 'application/json');
+      monitor.body(Buffer.from('{"error":"no"}'));
+      monitor.bodyEnd();
+      monitor.delivered();
+    }
+    expect(await sloEvents(telemetry, 'chat')).toEqual({ 'ttft/good': 0, 'ttft/bad': 1, 'e2e/good': 0, 'e2e/bad': 1 });
+  });
+
+  it('counts no TTFT event for a non-streamed answer, only e2e', async () => {
+    const { clock, telemetry, deps } = setup(config);
+    const monitor = new RequestMonitor(deps, 'POST', '/v1/chat/completions', chat);
+    monitor.requestBody('m');
+    clock.advance(600);
+    monitor.response(200, 'application/json');
+    monitor.body(Buffer.from(JSON.stringify({ choices: [{ index: 0, message: { role: 'assistant', content: 'hi' }, finish_reason: 'stop' }] })));
+    monitor.bodyEnd();
+    monitor.delivered();
+    expect(await sloEvents(telemetry, 'chat')).toEqual({ 'e2e/good': 1, 'e2e/bad': 0 });
+  });
+
+  it('matches on the model from the request body, and puts unmatched requests in the last workload (no SLO: no events)', async () => {
+    const { clock, telemetry, deps } = setup(config);
+    const coder = new RequestMonitor(deps, 'POST', '/v1/chat/completions', {});
+    coder.requestBody('coder-7b');
+    stream(clock, coder, [350], 400);
+    const other = new RequestMonitor(deps, 'POST', '/v1/chat/completions', { 'x-workload': 'batch' });
+    other.requestBody('m');
+    stream(clock, other, [100], 120);
+    expect(await sloEvents(telemetry, 'code')).toEqual({ 'ttft/good': 0, 'ttft/bad': 1 });
+    expect(await sloEvents(telemetry, 'default')).toEqual({});
+    const m = parsePrometheusText(await telemetry.scrape());
+    expect(sumValues(m, 'tokentap_requests_total', { workload: 'code', gen_ai_request_model: 'coder-7b' })).toBe(1);
+    expect(sumValues(m, 'tokentap_requests_total', { workload: 'default' })).toBe(1);
   });
 });

@@ -1,0 +1,31 @@
+import type { RequestMonitor } from './request-monitor.js';
+
+/** The part of RequestMonitor the proxy calls; the unobserved stand-in must answer all of it. */
+type ProxiedRequest = Pick<RequestMonitor, 'trace' | 'requestBody' | 'response' | 'body' | 'bodyEnd' | 'delivered' | 'fail' | 'finished'>;
+
+/**
+ * Stands in for a RequestMonitor when observation is switched off (`TOKENTAP_OBSERVE=off`): no tap,
+ * no timeline, no metrics, no log line; only the `finished` flag the proxy's error paths rely on.
+ * It exists so the benchmark can tell the cost of proxying from the cost of monitoring.
+ */
+export class UnobservedRequest implements ProxiedRequest {
+  private done = false;
+
+  get finished(): boolean {
+    return this.done;
+  }
+
+  trace(): void {}
+  requestBody(): void {}
+  response(): void {}
+  body(): void {}
+  bodyEnd(): void {}
+
+  delivered(): void {
+    this.done = true;
+  }
+
+  fail(): void {
+    this.done = true;
+  }
+}
