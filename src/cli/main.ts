@@ -1,11 +1,6 @@
 import { parseArgs } from 'node:util';
 import type { SettingOverrides } from '../config/load.js';
 import { TokentapError } from '../errors.js';
-import { runCheck } from './check.js';
-import { runDemo } from './demo.js';
-import { runRender } from './render.js';
-import { runServe } from './serve.js';
-import { runSimulate } from './simulate.js';
 
 export interface CliIO {
   readonly stdout: NodeJS.WritableStream;
@@ -22,7 +17,7 @@ Commands:
   simulate   run the built-in inference-server simulator (OpenAI, Anthropic, TGI, Ollama, llama.cpp, Triton APIs)
   demo       simulator + sidecar + demo traffic, with a live summary (what \`npm start\` runs)
   check      validate a configuration file: \`tokentap check --config FILE\` (exit 0 valid, 1 invalid)
-  render     write Prometheus rules, a PrometheusRule and an Alertmanager example: \`tokentap render --config FILE --out DIR\`
+  render     write Prometheus rules, a PrometheusRule, an Alertmanager example and Grafana dashboards: \`tokentap render --config FILE --out DIR\`
   help       show this text
 
 serve flags (each also settable by environment and config file; flags win):
@@ -45,6 +40,8 @@ export async function main(argv: readonly string[], io: CliIO): Promise<number> 
   const [command, ...rest] = argv;
   // Lazy: \`serve\` handles its own signals (drain on the first, exit 1 on a second).
   const stopped = (): Promise<void> => io.stopped ?? untilSignal();
+  // Each command's module is imported when it runs: `check` need not load the proxy, OTel and the
+  // Grafana SDK, and `serve` need not load the renderers (start-up time is felt in every pod restart).
   try {
     switch (command) {
       case 'serve':
@@ -52,15 +49,15 @@ export async function main(argv: readonly string[], io: CliIO): Promise<number> 
           io.stdout.write(USAGE);
           return 0;
         }
-        return await runServe(parseServeFlags(rest), io);
+        return await (await import('./serve.js')).runServe(parseServeFlags(rest), io);
       case 'simulate':
-        return await runSimulate(rest, io, stopped());
+        return await (await import('./simulate.js')).runSimulate(rest, io, stopped());
       case 'demo':
-        return await runDemo(rest, io, stopped());
+        return await (await import('./demo.js')).runDemo(rest, io, stopped());
       case 'check':
-        return runCheck(rest, io);
+        return (await import('./check.js')).runCheck(rest, io);
       case 'render':
-        return await runRender(rest, io);
+        return await (await import('./render.js')).runRender(rest, io);
       case undefined:
       case 'help':
       case '--help':

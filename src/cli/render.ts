@@ -13,6 +13,7 @@ Writes, from the workloads and SLOs in FILE and the metric definitions the sidec
   DIR/prometheus/rules.yaml            recording and alerting rules (plain Prometheus rule file)
   DIR/prometheus/prometheusrule.yaml   the same groups as a prometheus-operator PrometheusRule
   DIR/alertmanager/alertmanager.yaml   an example Alertmanager routing tree for these alerts
+  DIR/grafana/*.json                   Grafana dashboards (or --dashboards-out DIR2)
 
 Flags:
   --config FILE           tokentap configuration file (workloads, alerts)
