@@ -1,0 +1,552 @@
+import { existsSync } from 'node:fs';
+import { histogram, scrape, sumValues } from '../helpers/prometheus-text.js';
+import { compareItlQuantile, fineItlBuckets, pairByStart, tpotDifference, ttftDifference, type Difference, type QuantileComparison } from './accuracy.js';
+import { compareBodies } from './correctness.js';
+import { runStreamLoad, runUnaryLoad, simulatorStamps, type StreamLoad } from './load.js';
+import { CLOCK_TICKS_PER_S, cpuTicks, groupCpuMs, groupRssKiB, groupUserMs } from './procfs.js';
+import {
+  NGINX_BINARY,
+  startNginxProcess,
+  startSidecarProcess,
+  snapshotBuild,
+  startSimulatorProcess,
+  startTcpRelayProcess,
+  type BenchProcess,
+  type SidecarProcess,
+} from './processes.js';
+import { quantile } from './stats.js';
+
+/**
+ * One bench run: the simulator as upstream, the systems under test side by side, streaming cells and
+ * a non-streaming rate sweep interleaved across systems, the correctness checks first. Returns
+ * everything measured; main.ts prints and saves it.
+ */
+
+export type SystemName = 'direct' | 'tokentap' | 'tokentap-unobserved' | 'nginx' | 'node-tcp-relay';
+
+export interface StreamCellPlan {
+  readonly itlMs: number;
+  readonly concurrency: number;
+  readonly rounds: number;
+  /** Skip the other systems when the direct path cannot carry the offered load. */
+  readonly onlyIfDirectHolds: boolean;
+}
+
+export interface BenchPlan {
+  /** Pin the proxy to CPU 0 and the simulator and load generator to CPU 1. */
+  readonly pin: boolean;
+  readonly ttftMs: number;
+  readonly tokens: number;
+  readonly streamArrivalMs: number;
+  readonly streamCells: readonly StreamCellPlan[];
+  readonly unaryRates: readonly number[];
+  readonly unaryDurationMs: number;
+  /** The rate at which non-streaming CPU per request is compared across systems. */
+  readonly unaryReferenceRate: number;
+  readonly correctnessRequests: number;
+  /** Also run the Node TCP relay (tcp-relay.ts): the floor for a proxy on Node's sockets. Needs the compiled bench. */
+  readonly relay: boolean;
+  /** Stop starting cells after this long (the whole run must stay under 10 minutes). */
+  readonly budgetMs: number;
+  readonly log: (line: string) => void;
+}
+
+export const FULL_PLAN: Omit<BenchPlan, 'log'> = {
+  pin: true,
+  ttftMs: 20,
+  tokens: 64,
+  streamArrivalMs: 3000,
+  streamCells: [
+    { itlMs: 20, concurrency: 1, rounds: 1, onlyIfDirectHolds: false },
+    { itlMs: 20, concurrency: 64, rounds: 3, onlyIfDirectHolds: false },
+    { itlMs: 20, concurrency: 256, rounds: 3, onlyIfDirectHolds: false },
+    { itlMs: 20, concurrency: 1024, rounds: 1, onlyIfDirectHolds: true },
+    { itlMs: 2, concurrency: 1, rounds: 1, onlyIfDirectHolds: false },
+    { itlMs: 2, concurrency: 64, rounds: 2, onlyIfDirectHolds: false },
+    { itlMs: 2, concurrency: 256, rounds: 1, onlyIfDirectHolds: false },
+  ],
+  unaryRates: [500, 1000, 2000, 3000, 4000],
+  unaryDurationMs: 1500,
+  unaryReferenceRate: 1000,
+  correctnessRequests: 24,
+  relay: true,
+  budgetMs: 8.5 * 60_000,
+};
+
+/** The CI variant: every check, tiny sizes, no pinning, no timing figures worth reading. */
+export const CORRECTNESS_PLAN: Omit<BenchPlan, 'log'> = {
+  pin: false,
+  ttftMs: 5,
+  tokens: 16,
+  streamArrivalMs: 300,
+  streamCells: [{ itlMs: 2, concurrency: 8, rounds: 1, onlyIfDirectHolds: false }],
+  unaryRates: [200],
+  unaryDurationMs: 300,
+  unaryReferenceRate: 200,
+  correctnessRequests: 12,
+  relay: false,
+  budgetMs: 60_000,
+};
+
+export interface StreamCell {
+  readonly system: SystemName;
+  readonly itlMs: number;
+  readonly concurrency: number;
+  readonly round: number;
+  readonly sent: number;
+  readonly completed: number;
+  readonly failed: number;
+  readonly failures: Record<string, number>;
+  readonly offeredTokensPerS: number;
+  readonly requestsPerS: number;
+  readonly tokensPerS: number;
+  /** Achieved under 90 % of the offered token rate, or requests failed: the machine did not hold. */
+  readonly saturated: boolean;
+  readonly ttftP50Ms: number;
+  readonly ttftP99Ms: number;
+  /** Absolute per-chunk delivery delay (client receive − upstream send); null without stamps. */
+  readonly delayMs: { readonly p50: number; readonly p99: number; readonly p999: number } | null;
+  /** This system's delay quantiles minus direct's in the same round; null for direct or without stamps. */
+  addedDelayMs: { readonly p50: number; readonly p99: number; readonly p999: number } | null;
+  readonly cpuMs: number;
+  readonly cpuMsPer1kTokens: number;
+  /** The user-space part of cpuMsPer1kTokens (the rest is kernel time). */
+  readonly userCpuMsPer1kTokens: number;
+  /** RSS just before the cell's first request. */
+  readonly rssBeforeKiB: number;
+  /** Median RSS while the cell ran at full concurrency (after the first stream-length, until arrivals stopped). */
+  readonly rssSteadyKiB: number;
+  readonly rssPeakKiB: number;
+  /** (steady − before) / streams: what each open stream holds, heap growth included. */
+  readonly rssPerStreamKiB: number;
+  readonly peakOpen: number;
+  /** Share of the proxy's CPU (0) busy with other processes during the cell (the machine is shared); NaN unpinned. */
+  readonly othersOnProxyCore: number;
+  readonly accuracy: StreamAccuracy | null;
+}
+
+export interface StreamAccuracy {
+  readonly logLines: number;
+  readonly pairs: number;
+  readonly ttft: Difference;
+  readonly tpot: Difference;
+  readonly itlChunkP50: QuantileComparison;
+  readonly itlChunkP99: QuantileComparison;
+}
+
+export interface UnaryCell {
+  readonly system: SystemName;
+  readonly ratePerS: number;
+  readonly sent: number;
+  readonly completed: number;
+  readonly failed: number;
+  readonly requestsPerS: number;
+  readonly p50Ms: number;
+  readonly p99Ms: number;
+  readonly cpuMs: number;
+  readonly cpuUsPerRequest: number;
+  readonly othersOnProxyCore: number;
+}
+
+export interface BenchResult {
+  readonly startedAt: string;
+  readonly durationS: number;
+  readonly stamps: boolean;
+  readonly pinned: boolean;
+  readonly systems: SystemName[];
+  readonly notes: string[];
+  readonly correctnessProblems: string[];
+  readonly streaming: StreamCell[];
+  readonly unary: UnaryCell[];
+  readonly unaryMaxRateP99Under5Ms: Partial<Record<SystemName, number | null>>;
+}
+
+interface System {
+  readonly name: SystemName;
+  readonly url: string;
+  /** CPU and memory are read from these; none for direct (its cost is the simulator's). */
+  pids(): number[];
+  readonly sidecar: SidecarProcess | undefined;
+}
+
+export async function runBench(plan: BenchPlan): Promise<BenchResult> {
+  const started = performance.now();
+  const startedAt = new Date().toISOString();
+  const notes: string[] = [];
+  const problems: string[] = [];
+  const proxyCpu = plan.pin ? 0 : undefined;
+  const loadCpu = plan.pin ? 1 : undefined;
+  const withNginx = existsSync(NGINX_BINARY);
+  if (!withNginx) notes.push(`nginx not installed (${NGINX_BINARY}): its rows are skipped`);
+  const overBudget = (): boolean => performance.now() - started > plan.budgetMs;
+
+  const snapshot = snapshotBuild();
+  const bin = snapshot.bin;
+  const proxyCore = new ProxyCoreLoad(proxyCpu);
+  const owned: BenchProcess[] = [];
+  const stopAll = async (): Promise<void> => {
+    await Promise.all(owned.splice(0).map((p) => p.stop().catch(() => undefined)));
+  };
+  try {
+    const simulator = await startSimulatorProcess({ bin, cpu: loadCpu, ttftMs: plan.ttftMs });
+    owned.push(simulator);
+    const stamps = await simulatorStamps(simulator.url);
+    if (!stamps) notes.push('the simulator does not support x-sim-stamp: per-chunk delivery delay not measured');
+    const itlBuckets = fineItlBuckets();
+
+    let systems: System[] = [];
+    const startSystems = async (): Promise<void> => {
+      await Promise.all(owned.splice(1).map((p) => p.stop()));
+      const tokentap = await startSidecarProcess({ bin, name: 'tokentap', cpu: proxyCpu, upstream: simulator.url, observe: true, itlBuckets });
+      owned.push(tokentap);
+      const unobserved = await startSidecarProcess({ bin, name: 'tokentap-unobserved', cpu: proxyCpu, upstream: simulator.url, observe: false, itlBuckets });
+      owned.push(unobserved);
+      systems = [
+        { name: 'direct', url: simulator.url, pids: () => [], sidecar: undefined },
+        { name: 'tokentap', url: tokentap.url, pids: tokentap.pids, sidecar: tokentap },
+        // Its log lines are kept (sidecar) only to check that observation is really off; it has no accuracy to measure.
+        { name: 'tokentap-unobserved', url: unobserved.url, pids: unobserved.pids, sidecar: unobserved },
+      ];
+      if (withNginx) {
+        const nginx = await startNginxProcess({ cpu: proxyCpu, upstream: simulator.url });
+        owned.push(nginx);
+        systems.push({ name: 'nginx', url: nginx.url, pids: nginx.pids, sidecar: undefined });
+      }
+      if (plan.relay) {
+        const relay = await startTcpRelayProcess({ cpu: proxyCpu, upstream: simulator.url });
+        owned.push(relay);
+        systems.push({ name: 'node-tcp-relay', url: relay.url, pids: relay.pids, sidecar: undefined });
+      }
+    };
+    await startSystems();
+    const tokentapSidecar = (): SidecarProcess => systems.find((s) => s.name === 'tokentap')!.sidecar!;
+    const unobservedSidecar = (): SidecarProcess => systems.find((s) => s.name === 'tokentap-unobserved')!.sidecar!;
+
+    // Correctness: same seeds and request ids through every path; bodies must match the direct ones.
+    const correctnessLoad = (url: string): StreamLoad => ({
+      url,
+      concurrency: 4,
+      ttftMs: 0,
+      itlMs: 1,
+      tokens: plan.tokens,
+      arrivalMs: 1_000_000,
+      maxRequests: plan.correctnessRequests,
+      stamp: false,
+      keepBodies: true,
+      drainTimeoutMs: 30_000,
+    });
+    const before = await scrape(tokentapSidecar().adminUrl);
+    const linesBefore = tokentapSidecar().requestLines.length;
+    const reference = await runStreamLoad(correctnessLoad(simulator.url));
+    for (const system of systems.slice(1)) {
+      problems.push(...compareBodies(system.name, reference, await runStreamLoad(correctnessLoad(system.url))));
+    }
+    await settle();
+    problems.push(...(await checkSidecarCounts(tokentapSidecar(), before, linesBefore, plan.correctnessRequests, plan.tokens)));
+    const unobservedLines = unobservedSidecar().requestLines.length;
+    if (unobservedLines > 0) problems.push(`TOKENTAP_OBSERVE=off: the sidecar still logged ${unobservedLines} request lines`);
+    const unobservedTokens = sumValues(await scrape(unobservedSidecar().adminUrl), 'tokentap_tokens_total');
+    if (unobservedTokens > 0) problems.push(`TOKENTAP_OBSERVE=off: tokentap_tokens_total is ${unobservedTokens}, expected no samples`);
+    plan.log(problems.length === 0 ? `correctness: ${plan.correctnessRequests} streamed bodies identical on every path; sidecar token counts right` : `correctness FAILED:\n  ${problems.join('\n  ')}`);
+
+    // Streaming cells, grouped by gap; the proxies restart per group so earlier cells' heap growth does not carry over.
+    const streaming: StreamCell[] = [];
+    const itlGroups = [...new Set(plan.streamCells.map((c) => c.itlMs))];
+    for (const [groupIndex, itlMs] of itlGroups.entries()) {
+      if (overBudget()) break;
+      if (groupIndex > 0) await startSystems();
+      await warmUp(systems, plan, stamps);
+      for (const cellPlan of plan.streamCells.filter((c) => c.itlMs === itlMs)) {
+        for (let round = 0; round < cellPlan.rounds; round++) {
+          if (overBudget()) {
+            notes.push(`time budget reached: skipped ${itlMs} ms × ${cellPlan.concurrency} streams round ${round + 1} and later cells`);
+            break;
+          }
+          // Rotate the order per round so no system always runs right after the same one.
+          const order = rotate(systems, round);
+          let direct: StreamCell | undefined;
+          for (const system of order) {
+            if (cellPlan.onlyIfDirectHolds && system.name !== 'direct') {
+              direct ??= streaming.find((c) => c.system === 'direct' && c.itlMs === itlMs && c.concurrency === cellPlan.concurrency && c.round === round);
+              if (direct?.saturated) {
+                const note = `${itlMs} ms × ${cellPlan.concurrency} streams: the direct path did not hold (${direct.tokensPerS.toFixed(0)} of ${direct.offeredTokensPerS.toFixed(0)} tokens/s); the proxies were not run`;
+                if (!notes.includes(note)) notes.push(note);
+                continue;
+              }
+            }
+            const cell = await runStreamCell(system, plan, cellPlan, round, stamps, problems, proxyCore);
+            streaming.push(cell);
+            plan.log(streamCellLine(cell));
+          }
+          computeAddedDelay(streaming, itlMs, cellPlan.concurrency, round);
+        }
+      }
+    }
+
+    // Non-streaming rate sweep, interleaved per rate; a system stops climbing once it no longer holds.
+    const unary: UnaryCell[] = [];
+    const stoppedClimbing = new Set<SystemName>();
+    for (const rate of plan.unaryRates) {
+      if (overBudget()) {
+        notes.push(`time budget reached: non-streaming sweep stopped before ${rate} req/s`);
+        break;
+      }
+      for (const system of systems) {
+        if (stoppedClimbing.has(system.name)) continue;
+        const cpuBefore = groupCpuMs(system.pids());
+        const coreBefore = proxyCore.read();
+        const result = await runUnaryLoad({ url: system.url, ratePerS: rate, durationMs: plan.unaryDurationMs, drainTimeoutMs: 5000 });
+        const cpuMs = groupCpuMs(system.pids()) - cpuBefore;
+        const latencies = result.latencyMs.sorted();
+        const cell: UnaryCell = {
+          system: system.name,
+          ratePerS: rate,
+          sent: result.sent,
+          completed: result.completed,
+          failed: result.failed,
+          requestsPerS: (result.completed / result.wallMs) * 1000,
+          p50Ms: quantile(latencies, 0.5),
+          p99Ms: quantile(latencies, 0.99),
+          cpuMs,
+          cpuUsPerRequest: system.pids().length === 0 ? Number.NaN : (cpuMs * 1000) / Math.max(1, result.completed),
+          othersOnProxyCore: proxyCore.othersSince(coreBefore, cpuMs),
+        };
+        unary.push(cell);
+        plan.log(unaryCellLine(cell));
+        if (result.failed > 0 || cell.p99Ms > 50) stoppedClimbing.add(system.name);
+      }
+    }
+    const unaryMaxRateP99Under5Ms: Partial<Record<SystemName, number | null>> = {};
+    for (const system of systems) {
+      const held = unary.filter((c) => c.system === system.name && c.failed === 0 && c.p99Ms < 5).map((c) => c.ratePerS);
+      unaryMaxRateP99Under5Ms[system.name] = held.length === 0 ? null : Math.max(...held);
+    }
+
+    return {
+      startedAt,
+      durationS: (performance.now() - started) / 1000,
+      stamps,
+      pinned: plan.pin,
+      systems: systems.map((s) => s.name),
+      notes,
+      correctnessProblems: problems,
+      streaming,
+      unary,
+      unaryMaxRateP99Under5Ms,
+    };
+  } finally {
+    await stopAll();
+    snapshot.remove();
+  }
+}
+
+/**
+ * How busy the proxy's CPU was with other processes: the machine is shared, and a proxy that waits
+ * for its core shows latency that is not its own. Busy ticks of the core minus the system's own CPU
+ * time, over the elapsed ticks.
+ */
+class ProxyCoreLoad {
+  private readonly cpu: number | undefined;
+
+  constructor(cpu: number | undefined) {
+    this.cpu = cpu;
+  }
+
+  read(): { busy: number; total: number } {
+    return this.cpu === undefined ? { busy: 0, total: 0 } : cpuTicks(this.cpu);
+  }
+
+  othersSince(before: { busy: number; total: number }, ownCpuMs: number): number {
+    if (this.cpu === undefined) return Number.NaN;
+    const after = cpuTicks(this.cpu);
+    const total = after.total - before.total;
+    if (total <= 0) return Number.NaN;
+    const ownTicks = (ownCpuMs * CLOCK_TICKS_PER_S) / 1000;
+    return Math.max(0, after.busy - before.busy - ownTicks) / total;
+  }
+}
+
+function rotate<T>(items: readonly T[], by: number): T[] {
+  const k = by % items.length;
+  return [...items.slice(k), ...items.slice(0, k)];
+}
+
+/** Lets the sidecar's asynchronous log writes and the last metric updates land before they are read. */
+function settle(): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, 300));
+}
+
+/** JIT, connection pools and heap sized before anything is measured. */
+async function warmUp(systems: readonly System[], plan: BenchPlan, stamps: boolean): Promise<void> {
+  for (const system of systems) {
+    await runStreamLoad({
+      url: system.url,
+      concurrency: 8,
+      ttftMs: 0,
+      itlMs: 1,
+      tokens: plan.tokens,
+      arrivalMs: 600,
+      maxRequests: 200,
+      stamp: stamps,
+      keepBodies: false,
+      drainTimeoutMs: 10_000,
+    });
+    await runUnaryLoad({ url: system.url, ratePerS: 500, durationMs: 200, drainTimeoutMs: 5000 });
+  }
+  await settle();
+}
+
+async function checkSidecarCounts(
+  sidecar: SidecarProcess,
+  before: Awaited<ReturnType<typeof scrape>>,
+  linesBefore: number,
+  requests: number,
+  tokens: number,
+): Promise<string[]> {
+  const after = await scrape(sidecar.adminUrl);
+  const problems: string[] = [];
+  const outputTokens = (m: typeof before): number => sumValues(m, 'tokentap_tokens_total', { gen_ai_token_type: 'output' });
+  const completed = (m: typeof before): number => sumValues(m, 'tokentap_requests_total', { outcome: 'completed' });
+  const chunkGaps = (m: typeof before): number => histogram(m, 'tokentap_inter_chunk_latency_seconds').count;
+  const tokenDelta = outputTokens(after) - outputTokens(before);
+  if (tokenDelta !== requests * tokens) problems.push(`tokentap_tokens_total{gen_ai_token_type="output"} rose by ${tokenDelta}, expected ${requests * tokens}`);
+  const requestDelta = completed(after) - completed(before);
+  if (requestDelta !== requests) problems.push(`tokentap_requests_total{outcome="completed"} rose by ${requestDelta}, expected ${requests}`);
+  const gapDelta = chunkGaps(after) - chunkGaps(before);
+  if (gapDelta !== requests * (tokens - 1)) problems.push(`tokentap_inter_chunk_latency_seconds_count rose by ${gapDelta}, expected ${requests * (tokens - 1)}`);
+  const lines = sidecar.requestLines.slice(linesBefore);
+  if (lines.length !== requests) problems.push(`${lines.length} request log lines, expected ${requests}`);
+  const wrong = lines.filter((l) => l.outcome !== 'completed' || l.output_tokens !== tokens || l.content_events !== tokens);
+  if (wrong.length > 0) problems.push(`${wrong.length} request log lines with outcome/output_tokens/content_events not completed/${tokens}/${tokens}, e.g. ${JSON.stringify(wrong[0])}`);
+  return problems;
+}
+
+async function runStreamCell(
+  system: System,
+  plan: BenchPlan,
+  cellPlan: StreamCellPlan,
+  round: number,
+  stamps: boolean,
+  problems: string[],
+  proxyCore: ProxyCoreLoad,
+): Promise<StreamCell> {
+  const streamMs = plan.ttftMs + plan.tokens * cellPlan.itlMs;
+  const pids = system.pids();
+  // Only the observing sidecar has measurements to compare with the client's.
+  const sidecar = system.name === 'tokentap' ? system.sidecar : undefined;
+  const metricsBefore = sidecar === undefined ? undefined : await scrape(sidecar.adminUrl);
+  const linesBefore = sidecar?.requestLines.length ?? 0;
+
+  const rssBeforeKiB = pids.length === 0 ? 0 : groupRssKiB(pids);
+  let rssPeakKiB = rssBeforeKiB;
+  const steadyRss: number[] = [];
+  const arrivalMs = Math.max(plan.streamArrivalMs, streamMs * 2);
+  const cellStartMs = performance.now();
+  const sampler = setInterval(() => {
+    if (pids.length === 0) return;
+    const rss = groupRssKiB(pids);
+    rssPeakKiB = Math.max(rssPeakKiB, rss);
+    const sinceStart = performance.now() - cellStartMs;
+    if (sinceStart > streamMs && sinceStart < arrivalMs) steadyRss.push(rss);
+  }, 50);
+  const cpuBefore = groupCpuMs(pids);
+  const userBefore = groupUserMs(pids);
+  const coreBefore = proxyCore.read();
+  const result = await runStreamLoad({
+    url: system.url,
+    concurrency: cellPlan.concurrency,
+    ttftMs: plan.ttftMs,
+    itlMs: cellPlan.itlMs,
+    tokens: plan.tokens,
+    arrivalMs,
+    maxRequests: 20_000,
+    stamp: stamps,
+    keepBodies: false,
+    drainTimeoutMs: Math.min(60_000, streamMs * 4 + 5000),
+  });
+  const cpuMs = groupCpuMs(pids) - cpuBefore;
+  const userMs = groupUserMs(pids) - userBefore;
+  const othersOnProxyCore = proxyCore.othersSince(coreBefore, cpuMs);
+  clearInterval(sampler);
+
+  let accuracy: StreamAccuracy | null = null;
+  if (sidecar !== undefined && metricsBefore !== undefined) {
+    await settle();
+    const lines = sidecar.requestLines.slice(linesBefore);
+    const wrong = lines.filter((l) => l.outcome === 'completed' && (l.output_tokens !== plan.tokens || l.content_events !== plan.tokens));
+    if (wrong.length > 0) problems.push(`${system.name} ${cellPlan.itlMs} ms × ${cellPlan.concurrency}: ${wrong.length} completed requests logged with a token count other than ${plan.tokens}`);
+    const metricsAfter = await scrape(sidecar.adminUrl);
+    const bucketsBefore = histogram(metricsBefore, 'tokentap_inter_chunk_latency_seconds').buckets;
+    const bucketsAfter = histogram(metricsAfter, 'tokentap_inter_chunk_latency_seconds').buckets;
+    const cellBuckets = [...bucketsAfter.entries()].sort((a, b) => a[0] - b[0]).map(([le, count]) => [le, count - (bucketsBefore.get(le) ?? 0)] as const);
+    const pairs = pairByStart(result.requests, lines);
+    const clientItl = result.itlMs.sorted();
+    accuracy = {
+      logLines: lines.length,
+      pairs: pairs.length,
+      ttft: ttftDifference(pairs),
+      tpot: tpotDifference(pairs),
+      itlChunkP50: compareItlQuantile(cellBuckets, clientItl, 0.5),
+      itlChunkP99: compareItlQuantile(cellBuckets, clientItl, 0.99),
+    };
+  }
+
+  const ttft = result.ttftMs.sorted();
+  const delays = result.deliveryDelayMs.sorted();
+  const offeredTokensPerS = (cellPlan.concurrency * plan.tokens * 1000) / streamMs;
+  const tokensPerS = (result.tokens / result.wallMs) * 1000;
+  return {
+    system: system.name,
+    itlMs: cellPlan.itlMs,
+    concurrency: cellPlan.concurrency,
+    round,
+    sent: result.sent,
+    completed: result.completed,
+    failed: result.failed,
+    failures: result.failures,
+    offeredTokensPerS,
+    requestsPerS: (result.completed / result.wallMs) * 1000,
+    tokensPerS,
+    // A system that holds finishes the last stream one stream-length after the last arrival; a wall
+    // time more than 10 % longer than that means requests queued somewhere.
+    saturated: result.failed > 0 || result.wallMs > 1.1 * ((result.sent - 1) * (streamMs / cellPlan.concurrency) + streamMs) + 5,
+    ttftP50Ms: quantile(ttft, 0.5),
+    ttftP99Ms: quantile(ttft, 0.99),
+    delayMs: stamps ? { p50: quantile(delays, 0.5), p99: quantile(delays, 0.99), p999: quantile(delays, 0.999) } : null,
+    addedDelayMs: null,
+    cpuMs,
+    cpuMsPer1kTokens: pids.length === 0 ? Number.NaN : (cpuMs * 1000) / Math.max(1, result.tokens),
+    userCpuMsPer1kTokens: pids.length === 0 ? Number.NaN : (userMs * 1000) / Math.max(1, result.tokens),
+    rssBeforeKiB,
+    rssSteadyKiB: quantile(steadyRss, 0.5),
+    rssPeakKiB,
+    rssPerStreamKiB: pids.length === 0 ? Number.NaN : (quantile(steadyRss, 0.5) - rssBeforeKiB) / cellPlan.concurrency,
+    peakOpen: result.peakOpen,
+    othersOnProxyCore,
+    accuracy,
+  };
+}
+
+function computeAddedDelay(cells: StreamCell[], itlMs: number, concurrency: number, round: number): void {
+  const same = cells.filter((c) => c.itlMs === itlMs && c.concurrency === concurrency && c.round === round);
+  const direct = same.find((c) => c.system === 'direct');
+  if (direct?.delayMs == null) return;
+  for (const cell of same) {
+    if (cell.system === 'direct' || cell.delayMs === null) continue;
+    cell.addedDelayMs = {
+      p50: cell.delayMs.p50 - direct.delayMs.p50,
+      p99: cell.delayMs.p99 - direct.delayMs.p99,
+      p999: cell.delayMs.p999 - direct.delayMs.p999,
+    };
+  }
+}
+
+const f = (value: number, digits = 1): string => (Number.isFinite(value) ? value.toFixed(digits) : '-');
+
+function streamCellLine(cell: StreamCell): string {
+  return `stream ${cell.itlMs}ms x${cell.concurrency} r${cell.round + 1} ${cell.system}: ${f(cell.tokensPerS, 0)} tok/s, cpu ${f(cell.cpuMsPer1kTokens)} ms/1k, ttft p50 ${f(cell.ttftP50Ms, 2)} ms, delay p50 ${f(cell.delayMs?.p50 ?? Number.NaN, 3)} ms${cell.saturated ? ' (saturated)' : ''}${cell.failed > 0 ? ` failed ${cell.failed} ${JSON.stringify(cell.failures)}` : ''}`;
+}
+
+function unaryCellLine(cell: UnaryCell): string {
+  return `unary ${cell.ratePerS}/s ${cell.system}: ${f(cell.requestsPerS, 0)} req/s, p99 ${f(cell.p99Ms, 2)} ms, cpu ${f(cell.cpuUsPerRequest, 0)} us/req${cell.failed > 0 ? ` failed ${cell.failed}` : ''}`;
+}
