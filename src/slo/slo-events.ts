@@ -15,10 +15,12 @@ import type { Outcome, Recorder } from '../metrics/recorder.js';
  *   what it asked, not served slowly. 429 (overloaded) counts like any failure.
  * - TTFT, one event per request at most:
  *   - a first token arrived: good when it came within the threshold, bad otherwise, whatever happened later;
- *   - no first token, and the request did not finish cleanly (client_cancelled, upstream_error,
- *     truncated, timeout, shutdown) after waiting longer than the threshold: bad. The user gave up, or got
- *     nothing, because it was slow; dropping these would hide the worst requests (DESIGN.md section 2);
- *   - no first token and it ended sooner than the threshold: no event (it was not yet late);
+ *   - no first token because the server side failed (upstream_error, truncated, timeout, shutdown):
+ *     bad at any duration. The user got nothing; a server that fails fast (a 503 in 10 ms) must burn
+ *     the TTFT budget too, or a workload with only a TTFT SLO would never page while every request fails;
+ *   - no first token and the client left (client_cancelled) after waiting longer than the threshold:
+ *     bad. The user gave up because it was slow; dropping these would hide the worst requests
+ *     (DESIGN.md section 2). Sooner than the threshold: no event (it was not yet late);
  *   - a successful response that is not a stream (JSON), or a stream that completed without any
  *     token: no event, since TTFT does not apply.
  * - e2e, one event per request: completed is good within the threshold and bad beyond it;
@@ -55,6 +57,7 @@ export function ttftResult(thresholdS: number, facts: FinishedRequestFacts): Slo
   if (isClientError(facts.status)) return undefined;
   if (!Number.isNaN(facts.ttftMs)) return facts.ttftMs / MS_PER_S <= thresholdS ? 'good' : 'bad';
   if (facts.outcome === 'completed' || facts.nonStreamedAnswer) return undefined;
+  if (facts.outcome !== 'client_cancelled') return 'bad';
   return facts.e2eMs / MS_PER_S > thresholdS ? 'bad' : undefined;
 }
 

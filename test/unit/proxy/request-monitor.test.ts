@@ -232,7 +232,7 @@ describe('request monitor: workloads and SLO events on a fake clock', () => {
     expect(await sloEvents(telemetry, 'chat')).toEqual({ 'ttft/good': 0, 'ttft/bad': 1, 'e2e/good': 0, 'e2e/bad': 1 });
   });
 
-  it('counts a fast upstream failure as bad e2e but not TTFT (it was not late yet)', async () => {
+  it('counts a fast upstream failure as bad e2e and bad TTFT (the user got no token at all)', async () => {
     const { clock, telemetry, deps } = setup(config);
     const monitor = new RequestMonitor(deps, 'POST', '/v1/chat/completions', chat);
     monitor.requestBody('m');
@@ -241,7 +241,7 @@ describe('request monitor: workloads and SLO events on a fake clock', () => {
     monitor.body(Buffer.from('{"error":"overloaded"}'));
     monitor.bodyEnd();
     monitor.delivered();
-    expect(await sloEvents(telemetry, 'chat')).toEqual({ 'e2e/good': 0, 'e2e/bad': 1 });
+    expect(await sloEvents(telemetry, 'chat')).toEqual({ 'ttft/good': 0, 'ttft/bad': 1, 'e2e/good': 0, 'e2e/bad': 1 });
   });
 
   it('counts no TTFT or e2e event for a client error (400), but does for 429 after the threshold', async () => {
