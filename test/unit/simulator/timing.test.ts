@@ -16,7 +16,8 @@ describe('timing', () => {
     const result = await streamRequest(sim.url, '/v1/chat/completions', STREAM);
     const [prelude, first] = result.events;
     expect(JSON.parse(prelude?.data ?? '{}')).toMatchObject({ choices: [{ delta: { role: 'assistant', content: '' } }] });
-    expect((prelude?.atMs ?? Infinity) - result.sentMs).toBeLessThan(100);
+    // At once, not after the TTFT (150 ms): the bound leaves room for a loaded machine's stalls.
+    expect((prelude?.atMs ?? Infinity) - result.sentMs).toBeLessThan(140);
     expect((first?.atMs ?? 0) - result.sentMs).toBeGreaterThanOrEqual(150 - EARLY_MS);
     expect((first?.atMs ?? Infinity) - result.sentMs).toBeLessThan(150 + 500);
   });
@@ -45,7 +46,7 @@ describe('timing', () => {
     // Targets run to 20 + 19 × 20 = 400 ms. Delays chained from chunk to chunk would push the end
     // to about 320 + 19 × 20 = 700 ms.
     expect(lastMs).toBeGreaterThanOrEqual(400 - EARLY_MS);
-    expect(lastMs).toBeLessThan(550);
+    expect(lastMs).toBeLessThan(650);
   });
 
   it('applies per-request timing headers', async () => {
