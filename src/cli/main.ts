@@ -27,6 +27,10 @@ serve flags (each also settable by environment and config file; flags win):
   --config FILE           YAML configuration file         TOKENTAP_CONFIG
   --drain-timeout DURATION  after SIGTERM, how long in-flight requests may finish  TOKENTAP_DRAIN_TIMEOUT  (default 20s)
 
+Environment only:
+  TOKENTAP_DCGM_URL       the node's DCGM exporter, e.g. http://$(NODE_IP):9400/metrics (overrides dcgm.url)
+  TOKENTAP_OBSERVE        on (default) | off: proxy without observing anything (for benchmarking)
+
 OpenTelemetry export (off by default): set OTEL_EXPORTER_OTLP_ENDPOINT, e.g. http://otel-collector:4318.
 
 Run \`tokentap simulate --help\` for the simulator's flags, \`tokentap render --help\` for render's.
