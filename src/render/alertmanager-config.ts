@@ -1,16 +1,20 @@
+import { LABEL, NAMESPACE_LABEL } from './promql.js';
 import { WATCHDOG_ALERT } from './watchdog-alert.js';
 
 /**
  * An example Alertmanager configuration for tokentap's alerts
  * (https://prometheus.io/docs/alerting/latest/configuration/):
  * - `severity="page"` goes to the pager receiver, `severity="ticket"` to the ticket receiver;
- * - a ticket is inhibited while a page fires for the same workload and SLO (the page already covers
- *   it: the ticket's slower windows would only repeat the news);
+ * - alerts are grouped, and a ticket is inhibited while a page fires, per namespace, workload and
+ *   SLO (the page already covers it: the ticket's slower windows would only repeat the news; a
+ *   page in prod must not silence a ticket in staging). Alerts without a namespace label have it
+ *   empty, which Alertmanager treats as equal, so they group and inhibit per workload and SLO;
  * - the Watchdog goes to a dead man's switch every minute, and nowhere else.
  * Receivers are placeholders to replace: PagerDuty for pages, webhooks for tickets and the switch.
  */
 export function renderAlertmanagerConfig(): object {
-  const groupBy = ['alertname', 'workload', 'slo'];
+  const alertKey = [NAMESPACE_LABEL, LABEL.workload, LABEL.slo];
+  const groupBy = ['alertname', ...alertKey];
   return {
     route: {
       receiver: 'ticket',
@@ -34,7 +38,7 @@ export function renderAlertmanagerConfig(): object {
       {
         source_matchers: ['severity="page"'],
         target_matchers: ['severity="ticket"'],
-        equal: ['workload', 'slo'],
+        equal: alertKey,
       },
     ],
     receivers: [

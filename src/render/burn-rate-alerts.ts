@@ -2,11 +2,12 @@ import { SLO_KINDS, type Settings, type SloKind, type Workload } from '../config
 import { dashboardUrl, runbookUrl } from './alert-links.js';
 import { BURN_RATE_POLICIES, windowMs, type BurnRateCondition, type BurnRatePolicy, type SliWindowName } from './burn-rate-windows.js';
 import { humanSeconds, percent } from './human-format.js';
+import { IN_NAMESPACE } from './namespace-template.js';
 import { formatPromDuration } from './prometheus-duration.js';
-import { LABEL, promNumber, selector } from './promql.js';
+import { LABEL, WORKLOAD_KEY, labelList, promNumber, selector } from './promql.js';
 import { RECORD } from './recording-rules.js';
 import { scaledMs, type AlertingRule, type RenderOptions } from './rule-types.js';
-import { trafficGuard } from './traffic-guard.js';
+import { GUARD_MATCH, trafficGuard } from './traffic-guard.js';
 
 /**
  * TokentapErrorBudgetBurn: one page and one ticket alert per workload and SLO, each firing when any
@@ -33,9 +34,9 @@ function conditionExpr(workload: string, slo: SloKind, budget: number, condition
   return [
     `(`,
     `  ${ratio(condition.long)} > ${limit}`,
-    `  and`,
+    `  and on (${labelList(...WORKLOAD_KEY, LABEL.slo)})`,
     `  ${ratio(condition.short)} > ${limit}`,
-    `  and on (${LABEL.workload})`,
+    `  ${GUARD_MATCH}`,
     `  ${trafficGuard(workload, longRange, settings.alerts.minRequestsPerHour)}`,
     `)`,
   ].join('\n');
@@ -48,6 +49,15 @@ function describeConditions(budget: number, policy: BurnRatePolicy, options: Ren
     .join(', or ');
 }
 
+/**
+ * Which window `$value` covers: `or` keeps its left side where both hold, so the value is the first
+ * holding condition's long-window error ratio.
+ */
+function valueWindow(policy: BurnRatePolicy, options: RenderOptions): string {
+  const [first, ...rest] = policy.conditions.map((c) => formatPromDuration(scaledMs(windowMs(c.long), options)));
+  return rest.length === 0 ? `the last ${first}` : `the last ${first} (${rest.join(', ')} when only a slower condition holds)`;
+}
+
 function burnAlert(workload: Workload, slo: SloKind, thresholdS: number, policy: BurnRatePolicy, settings: Settings, options: RenderOptions): AlertingRule {
   const objective = (workload.slo as NonNullable<Workload['slo']>).objective;
   const budget = 1 - objective;
@@ -57,9 +67,9 @@ function burnAlert(workload: Workload, slo: SloKind, thresholdS: number, policy:
     expr: policy.conditions.map((c) => conditionExpr(workload.name, slo, budget, c, settings, options)).join('\nor\n'),
     labels: { severity: policy.severity, [LABEL.workload]: workload.name, [LABEL.slo]: slo },
     annotations: {
-      summary: `${workload.name}: ${SLO_TITLE[slo]} error budget burning ${pace}`,
+      summary: `${workload.name}${IN_NAMESPACE}: ${SLO_TITLE[slo]} error budget burning ${pace}`,
       description:
-        `{{ $value | humanizePercentage }} of ${workload.name}'s ${SLO_TITLE[slo]} events in the alert's long window were bad: ` +
+        `{{ $value | humanizePercentage }} of ${workload.name}'s ${SLO_TITLE[slo]} events${IN_NAMESPACE} over ${valueWindow(policy, options)} were bad: ` +
         `${BAD_EVENT[slo](humanSeconds(thresholdS))}. The objective (${percent(objective)} good) allows ${percent(budget)}. ` +
         `This ${policy.severity} fires while the bad share is ${describeConditions(budget, policy, options)}, ` +
         `with at least ${promNumber(settings.alerts.minRequestsPerHour)} requests per hour.`,

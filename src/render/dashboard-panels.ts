@@ -32,6 +32,33 @@ export interface Placement {
   readonly height: number;
 }
 
+/** The setters every panel kind's builder has (stat and time series alike). */
+interface PanelBasics<B> {
+  id(id: number): B;
+  title(title: string): B;
+  description(description: string): B;
+  datasource(datasource: common.DataSourceRef): B;
+  span(width: number): B;
+  height(height: number): B;
+  unit(unit: string): B;
+  noValue(text: string): B;
+  mappings(mappings: dashboard.ValueMapping[]): B;
+}
+
+/** Id, texts, place, unit, the datasource variable and "No traffic", the same on every panel. */
+function basics<B extends PanelBasics<B>>(builder: B, options: { readonly title: string; readonly description: string; readonly unit: string }, at: Placement): B {
+  return builder
+    .id(at.id)
+    .title(options.title)
+    .description(options.description)
+    .datasource(DATASOURCE)
+    .span(at.width)
+    .height(at.height)
+    .unit(options.unit)
+    .noValue(NO_TRAFFIC)
+    .mappings(NAN_AS_NO_TRAFFIC);
+}
+
 function target(query: Query, index: number, instant: boolean): DataqueryBuilder {
   const builder = new DataqueryBuilder().datasource(DATASOURCE).expr(query.expr).legendFormat(query.legend).refId(String.fromCharCode(65 + index));
   return instant ? builder.instant() : builder.range();
@@ -48,16 +75,7 @@ export interface TimeSeriesOptions {
 }
 
 export function timeSeriesPanel(options: TimeSeriesOptions, at: Placement): cog.Builder<dashboard.Panel> {
-  const panel = new timeseries.PanelBuilder()
-    .id(at.id)
-    .title(options.title)
-    .description(options.description)
-    .datasource(DATASOURCE)
-    .span(at.width)
-    .height(at.height)
-    .unit(options.unit)
-    .noValue(NO_TRAFFIC)
-    .mappings(NAN_AS_NO_TRAFFIC)
+  const panel = basics(new timeseries.PanelBuilder(), options, at)
     .lineWidth(1)
     .fillOpacity(10)
     .showPoints(common.VisibilityMode.Never)
@@ -82,16 +100,7 @@ export interface StatOptions {
 }
 
 export function statPanel(options: StatOptions, at: Placement): cog.Builder<dashboard.Panel> {
-  const panel = new stat.PanelBuilder()
-    .id(at.id)
-    .title(options.title)
-    .description(options.description)
-    .datasource(DATASOURCE)
-    .span(at.width)
-    .height(at.height)
-    .unit(options.unit)
-    .noValue(NO_TRAFFIC)
-    .mappings(NAN_AS_NO_TRAFFIC)
+  const panel = basics(new stat.PanelBuilder(), options, at)
     .graphMode(common.BigValueGraphMode.None)
     .textMode(common.BigValueTextMode.ValueAndName)
     .colorMode(options.colors === undefined ? common.BigValueColorMode.None : common.BigValueColorMode.Value)

@@ -1,5 +1,6 @@
-import { METRICS, GPU_METRICS } from '../metrics/definitions.js';
+import { ATTR, METRICS, GPU_METRICS } from '../metrics/definitions.js';
 import type { SloKind } from '../config/load.js';
+import { NAMESPACE_LABEL, promLabel, promNumber } from './promql.js';
 
 /**
  * PromQL for the dashboards, built from the metric definitions table only (metric names, label
@@ -8,6 +9,11 @@ import type { SloKind } from '../config/load.js';
  * Conventions that every query here follows:
  * - Template variables: `$namespace`, `$pod`, `$workload`, `$model` are regex matchers; `$__rate_interval`
  *   is Grafana's rate window.
+ * - SLO quantities (attainment, error budget, burn rate) are the workload's, across all its pods, as
+ *   the alerts compute them: they ignore `$pod` (see `sloScope`).
+ * - Every per-workload aggregation is also by namespace, as the recording rules are: with `$namespace`
+ *   at All, the same workload name in staging and prod stays two series, never one merged SLI or
+ *   quantile. Series without a namespace label form one group with an empty namespace.
  * - Ratios never divide by zero: the denominator is filtered with `> 0`, so no traffic yields no
  *   series (the panel shows "No traffic") instead of NaN or a fake 0 % / 100 %.
  * - A numerator that may have no series at all (no bad event yet) is completed with zeros from
@@ -16,25 +22,39 @@ import type { SloKind } from '../config/load.js';
 
 /** Prometheus label names of the OTel attributes. */
 export const LABEL = {
-  workload: 'workload',
-  model: 'gen_ai_request_model',
-  outcome: 'outcome',
-  tokenType: 'gen_ai_token_type',
-  slo: 'slo',
-  result: 'result',
+  workload: promLabel(ATTR.workload),
+  model: promLabel(ATTR.model),
+  outcome: promLabel(ATTR.outcome),
+  tokenType: promLabel(ATTR.tokenType),
+  slo: promLabel(ATTR.slo),
+  result: promLabel(ATTR.sloResult),
 } as const;
 
 const histogram = (key: keyof typeof METRICS): string => METRICS[key].promName;
 
-/** The selector every tokentap series is filtered by; `workload` is the variable unless pinned to one workload. */
-export function scope(workload?: string, extra = ''): string {
+function matchers(byPod: boolean, workload: string | undefined, extra: string): string {
   const w = workload === undefined ? `${LABEL.workload}=~"$workload"` : `${LABEL.workload}="${workload}"`;
-  return `{namespace=~"$namespace", pod=~"$pod", ${w}, ${LABEL.model}=~"$model"${extra === '' ? '' : `, ${extra}`}}`;
+  const pod = byPod ? ['pod=~"$pod"'] : [];
+  return `{${['namespace=~"$namespace"', ...pod, w, `${LABEL.model}=~"$model"`, ...(extra === '' ? [] : [extra])].join(', ')}}`;
 }
 
-/** `histogram_quantile` over a classic histogram; `by` keeps extra labels (e.g. workload). */
+/** The selector every tokentap series is filtered by; `workload` is the variable unless pinned to one workload. */
+export function scope(workload?: string, extra = ''): string {
+  return matchers(true, workload, extra);
+}
+
+/**
+ * The selector of SLO events: `scope` without `pod`. `$pod` at All expands to the pods seen in the
+ * dashboard's time range (dashboard-variables.ts), so a 30-day sum filtered by it would silently
+ * drop every pod a rollout replaced since then; and the SLO is the workload's, across its pods.
+ */
+function sloScope(workload?: string, extra = ''): string {
+  return matchers(false, workload, extra);
+}
+
+/** `histogram_quantile` over a classic histogram, per namespace; `by` keeps extra labels (e.g. workload). */
 export function quantile(q: number, key: 'ttft' | 'itlToken' | 'e2e' | 'ttfb' | 'tpot', workload?: string, by: readonly string[] = []): string {
-  return `histogram_quantile(${q}, sum by (${['le', ...by].join(', ')}) (rate(${histogram(key)}_bucket${scope(workload)}[$__rate_interval])))`;
+  return `histogram_quantile(${q}, sum by (${['le', NAMESPACE_LABEL, ...by].join(', ')}) (rate(${histogram(key)}_bucket${scope(workload)}[$__rate_interval])))`;
 }
 
 /** `numerator / denominator`, empty when the denominator is zero; both are `sum by (by)` expressions. */
@@ -50,63 +70,65 @@ function completed(fn: string, metric: string, selector: string, all: string, wi
 
 const SLO_EVENTS = METRICS.sloEvents.promName;
 
-/** Share of good events of one SLO of one workload over `window` (attainment / SLI). */
-export function sloAttainment(workload: string, slo: SloKind, window: string): string {
-  const all = scope(workload, `${LABEL.slo}="${slo}"`);
-  const good = scope(workload, `${LABEL.slo}="${slo}", ${LABEL.result}="good"`);
-  return safeRatio(completed('increase', SLO_EVENTS, good, all, window, []), `sum (increase(${SLO_EVENTS}${all}[${window}]))`);
+/** Share of `result` events of one SLO of one workload over `window`, per namespace. */
+function sloShare(workload: string, slo: SloKind, result: 'good' | 'bad', window: string): string {
+  const all = sloScope(workload, `${LABEL.slo}="${slo}"`);
+  const matching = sloScope(workload, `${LABEL.slo}="${slo}", ${LABEL.result}="${result}"`);
+  const by = [NAMESPACE_LABEL];
+  return safeRatio(completed('increase', SLO_EVENTS, matching, all, window, by), `sum by (${by.join(', ')}) (increase(${SLO_EVENTS}${all}[${window}]))`);
 }
 
-/** Share of bad events of one SLO of one workload over `window` (the error ratio). */
+/** Share of good events of one SLO of one workload over `window` (attainment / SLI), per namespace. */
+export function sloAttainment(workload: string, slo: SloKind, window: string): string {
+  return sloShare(workload, slo, 'good', window);
+}
+
+/** Share of bad events of one SLO of one workload over `window` (the error ratio), per namespace. */
 function sloErrorRatio(workload: string, slo: SloKind, window: string): string {
-  const all = scope(workload, `${LABEL.slo}="${slo}"`);
-  const bad = scope(workload, `${LABEL.slo}="${slo}", ${LABEL.result}="bad"`);
-  return safeRatio(completed('increase', SLO_EVENTS, bad, all, window, []), `sum (increase(${SLO_EVENTS}${all}[${window}]))`);
+  return sloShare(workload, slo, 'bad', window);
 }
 
 /** Error budget left over `window`: 1 - error ratio / (1 - objective); negative once overspent. */
 export function errorBudgetRemaining(workload: string, slo: SloKind, objective: number, window: string): string {
-  return `1 - (${sloErrorRatio(workload, slo, window)}) / ${round(1 - objective)}`;
+  return `1 - (${sloErrorRatio(workload, slo, window)}) / ${promNumber(1 - objective)}`;
 }
 
 /** How fast the budget burns: error ratio over `window` / (1 - objective); 1 spends it exactly over the SLO window. */
 export function burnRate(workload: string, slo: SloKind, objective: number, window: string): string {
-  return `(${sloErrorRatio(workload, slo, window)}) / ${round(1 - objective)}`;
+  return `(${sloErrorRatio(workload, slo, window)}) / ${promNumber(1 - objective)}`;
 }
 
-/** Attainment of every SLO of every selected workload over `window`, by workload and slo. */
+/** Attainment of every SLO of every selected workload over `window`, by namespace, workload and slo. */
 export function sloAttainmentByWorkload(window: string): string {
-  const by = [LABEL.workload, LABEL.slo];
-  const all = scope();
-  const good = scope(undefined, `${LABEL.result}="good"`);
+  const by = [NAMESPACE_LABEL, LABEL.workload, LABEL.slo];
+  const all = sloScope();
+  const good = sloScope(undefined, `${LABEL.result}="good"`);
   return safeRatio(completed('increase', SLO_EVENTS, good, all, window, by), `sum by (${by.join(', ')}) (increase(${SLO_EVENTS}${all}[${window}]))`);
 }
 
 const REQUESTS = METRICS.requests.promName;
 
-/** Finished requests per second by outcome. */
+/** Finished requests per second by outcome, all selected namespaces and workloads together (rates add up). */
 export function requestsPerSecondByOutcome(): string {
   return `sum by (${LABEL.outcome}) (rate(${REQUESTS}${scope()}[$__rate_interval]))`;
 }
 
-/** Share of finished requests per workload that ended with `outcome`; 0 when there were requests but none such. */
+/** Share of finished requests per namespace and workload that ended with `outcome`; 0 when there were requests but none such. */
 export function outcomeRatio(outcome: string): string {
   const all = scope();
   const matching = scope(undefined, `${LABEL.outcome}="${outcome}"`);
-  return safeRatio(
-    completed('rate', REQUESTS, matching, all, '$__rate_interval', [LABEL.workload]),
-    `sum by (${LABEL.workload}) (rate(${REQUESTS}${all}[$__rate_interval]))`,
-  );
+  const by = [NAMESPACE_LABEL, LABEL.workload];
+  return safeRatio(completed('rate', REQUESTS, matching, all, '$__rate_interval', by), `sum by (${by.join(', ')}) (rate(${REQUESTS}${all}[$__rate_interval]))`);
 }
 
-/** Tokens per second by type (input, output), per workload. */
+/** Tokens per second by type (input, output), per namespace and workload. */
 export function tokensPerSecond(): string {
-  return `sum by (${LABEL.workload}, ${LABEL.tokenType}) (rate(${METRICS.tokens.promName}${scope()}[$__rate_interval]))`;
+  return `sum by (${NAMESPACE_LABEL}, ${LABEL.workload}, ${LABEL.tokenType}) (rate(${METRICS.tokens.promName}${scope()}[$__rate_interval]))`;
 }
 
-/** Requests in flight per workload. */
+/** Requests in flight per namespace and workload. */
 export function inFlight(): string {
-  return `sum by (${LABEL.workload}) (${METRICS.inFlight.promName}${scope()})`;
+  return `sum by (${NAMESPACE_LABEL}, ${LABEL.workload}) (${METRICS.inFlight.promName}${scope()})`;
 }
 
 // DCGM exporter series -----------------------------------------------------------------------
@@ -183,9 +205,4 @@ export function sidecarGpuUtilizationRatio(): string {
 /** DCGM scrape failures per second by reason, per pod. */
 export function dcgmScrapeErrorRate(): string {
   return `sum by (pod, reason) (rate(${GPU_METRICS.scrapeErrors.promName}${gpuScope}[$__rate_interval]))`;
-}
-
-/** Avoids 0.010000000000000009 in queries. */
-function round(value: number): number {
-  return Number(value.toPrecision(12));
 }

@@ -1,9 +1,12 @@
 import * as dashboard from '@grafana/grafana-foundation-sdk/dashboard';
 import type { Settings, SloKind, Workload } from '../config/load.js';
 import { SLO_KINDS } from '../config/load.js';
+import { BURN_RATE_POLICIES } from './burn-rate-windows.js';
 import { statPanel, timeSeriesPanel, type Placement, type Query } from './dashboard-panels.js';
 import * as q from './dashboard-queries.js';
 import { dashboardVariables } from './dashboard-variables.js';
+import { NAMESPACE_LABEL } from './promql.js';
+import { QUANTILES } from './recording-rules.js';
 
 /**
  * Grafana dashboards, rendered from the settings (workloads, objectives, thresholds) and the metric
@@ -25,10 +28,21 @@ export interface RenderedDashboard {
  */
 const SLO_WINDOW = '30d';
 
-/** Burn-rate alert factors of the multiwindow recipe (DESIGN.md section 6): page at 14.4 and 6, ticket at 3 and 1. */
-const BURN_RATE_LINES = [1, 6, 14.4];
+/** Every burn-rate condition of the alerts (burn-rate-windows.ts), for the burn-rate panel's lines and text. */
+const BURN_CONDITIONS = BURN_RATE_POLICIES.flatMap((policy) => policy.conditions.map((c) => ({ severity: policy.severity, ...c })));
+const BURN_RATE_LINES = [...new Set(BURN_CONDITIONS.map((c) => c.factor))];
+const BURN_RATE_LEGEND = BURN_CONDITIONS.map((c) => `${c.factor} (${c.severity}, over ${c.long} and ${c.short})`).join(', ');
 
 const SLO_OVERVIEW_UID = 'tokentap-slo-overview';
+
+/**
+ * Per-workload panels keep the namespace apart (dashboard-queries.ts), so the same workload in
+ * staging and prod draws two lines under `$namespace` = All; the legend says which. Without a
+ * namespace label it renders as nothing.
+ */
+const NAMESPACE_LEGEND = `{{${NAMESPACE_LABEL}}}`;
+
+const QUANTILE_NOTE = ' Quantiles per namespace, over the selected pods and models together.';
 
 const SLO_TITLE: Record<SloKind, string> = { ttft: 'TTFT', itl: 'ITL', e2e: 'e2e' };
 
@@ -77,10 +91,10 @@ function sloOverview(settings: Settings): dashboard.Dashboard {
     statPanel(
       {
         title: `SLO attainment (${SLO_WINDOW})`,
-        description: `Share of good events per workload and SLO over the last ${SLO_WINDOW} (tokentap_slo_events_total). TTFT and e2e count requests, ITL counts tokens. Abandoned requests that waited longer than the TTFT budget count as bad.`,
+        description: `Share of good events per namespace, workload and SLO over the last ${SLO_WINDOW} (tokentap_slo_events_total), across all pods (the pod selection does not apply). TTFT and e2e count requests, ITL counts tokens. Abandoned requests that waited longer than the TTFT budget count as bad. Covers at most what Prometheus retains (15 days by default).`,
         unit: 'percentunit',
         decimals: 2,
-        queries: [{ expr: q.sloAttainmentByWorkload(SLO_WINDOW), legend: '{{workload}} {{slo}}' }],
+        queries: [{ expr: q.sloAttainmentByWorkload(SLO_WINDOW), legend: `{{workload}} {{slo}} ${NAMESPACE_LEGEND}` }],
       },
       at(24, 5),
     ),
@@ -89,7 +103,7 @@ function sloOverview(settings: Settings): dashboard.Dashboard {
     timeSeriesPanel(
       {
         title: 'Requests per second by outcome',
-        description: 'Finished requests per second: completed, client_cancelled, upstream_error, truncated (upstream closed without a terminal event), timeout.',
+        description: 'Finished requests per second, all selected namespaces and workloads together: completed, client_cancelled, upstream_error, truncated (upstream closed without a terminal event), timeout, shutdown (cut at the end of the sidecar drain on SIGTERM).',
         unit: 'reqps',
         min: 0,
         queries: [{ expr: q.requestsPerSecondByOutcome(), legend: '{{outcome}}' }],
@@ -101,10 +115,10 @@ function sloOverview(settings: Settings): dashboard.Dashboard {
     timeSeriesPanel(
       {
         title: 'Tokens per second in and out',
-        description: 'Input (prompt) and output (generated) tokens per second per workload, from reported usage where the server sends it, else counted from content events.',
+        description: 'Input (prompt) and output (generated) tokens per second per namespace and workload, from reported usage where the server sends it, else counted from content events.',
         unit: 'short',
         min: 0,
-        queries: [{ expr: q.tokensPerSecond(), legend: '{{workload}} {{gen_ai_token_type}}' }],
+        queries: [{ expr: q.tokensPerSecond(), legend: `{{workload}} {{gen_ai_token_type}} ${NAMESPACE_LEGEND}` }],
       },
       at(8),
     ),
@@ -113,10 +127,10 @@ function sloOverview(settings: Settings): dashboard.Dashboard {
     timeSeriesPanel(
       {
         title: 'Requests in flight',
-        description: 'Requests received by the proxy and not yet finished, per workload: the concurrency the inference server sees.',
+        description: 'Requests received by the proxy and not yet finished, per namespace and workload: the concurrency the inference server sees.',
         unit: 'short',
         min: 0,
-        queries: [{ expr: q.inFlight(), legend: '{{workload}}' }],
+        queries: [{ expr: q.inFlight(), legend: `{{workload}} ${NAMESPACE_LEGEND}` }],
       },
       at(8),
     ),
@@ -125,10 +139,10 @@ function sloOverview(settings: Settings): dashboard.Dashboard {
     timeSeriesPanel(
       {
         title: 'Cancellation rate',
-        description: 'Share of finished requests the client abandoned (client_cancelled), per workload. A rise with TTFT usually means users give up waiting.',
+        description: 'Share of finished requests the client abandoned (client_cancelled), per namespace and workload. A rise with TTFT usually means users give up waiting.',
         unit: 'percentunit',
         min: 0,
-        queries: [{ expr: q.outcomeRatio('client_cancelled'), legend: '{{workload}}' }],
+        queries: [{ expr: q.outcomeRatio('client_cancelled'), legend: `{{workload}} ${NAMESPACE_LEGEND}` }],
       },
       at(12),
     ),
@@ -137,10 +151,10 @@ function sloOverview(settings: Settings): dashboard.Dashboard {
     timeSeriesPanel(
       {
         title: 'Truncation rate',
-        description: 'Share of finished requests whose stream the upstream closed without a terminal event (truncated), per workload: answers cut off mid-way.',
+        description: 'Share of finished requests whose stream the upstream closed without a terminal event (truncated), per namespace and workload: answers cut off mid-way.',
         unit: 'percentunit',
         min: 0,
-        queries: [{ expr: q.outcomeRatio('truncated'), legend: '{{workload}}' }],
+        queries: [{ expr: q.outcomeRatio('truncated'), legend: `{{workload}} ${NAMESPACE_LEGEND}` }],
       },
       at(12),
     ),
@@ -171,11 +185,11 @@ function workloadRow(builder: dashboard.DashboardBuilder, workload: Workload, at
       statPanel(
         {
           title: `${name}: SLO attainment (${SLO_WINDOW})`,
-          description: `Share of good events over the last ${SLO_WINDOW} for each SLO of ${name}; red below the objective (${formatPercent(slo.objective)}).`,
+          description: `Share of good events over the last ${SLO_WINDOW} for each SLO of ${name}, per namespace, across all its pods (the pod selection does not apply); red below the objective (${formatPercent(slo.objective)}). Covers at most what Prometheus retains (15 days by default).`,
           unit: 'percentunit',
           decimals: 2,
           colors: { red: slo.objective, yellow: round(slo.objective + (1 - slo.objective) / 2) },
-          queries: kinds.map((kind) => ({ expr: q.sloAttainment(name, kind, SLO_WINDOW), legend: SLO_TITLE[kind] })),
+          queries: kinds.map((kind) => ({ expr: q.sloAttainment(name, kind, SLO_WINDOW), legend: `${SLO_TITLE[kind]} ${NAMESPACE_LEGEND}` })),
         },
         at(6),
       ),
@@ -184,11 +198,11 @@ function workloadRow(builder: dashboard.DashboardBuilder, workload: Workload, at
       statPanel(
         {
           title: `${name}: error budget remaining (${SLO_WINDOW})`,
-          description: `Share of the ${SLO_WINDOW} error budget (1 - objective = ${formatPercent(round(1 - slo.objective))} of events) not yet spent; negative once overspent.`,
+          description: `Share of the ${SLO_WINDOW} error budget (1 - objective = ${formatPercent(round(1 - slo.objective))} of events) not yet spent, per namespace, across all pods of ${name}; negative once overspent. Covers at most what Prometheus retains (15 days by default).`,
           unit: 'percentunit',
           decimals: 1,
           colors: { red: 0, yellow: 0.25 },
-          queries: kinds.map((kind) => ({ expr: q.errorBudgetRemaining(name, kind, slo.objective, SLO_WINDOW), legend: SLO_TITLE[kind] })),
+          queries: kinds.map((kind) => ({ expr: q.errorBudgetRemaining(name, kind, slo.objective, SLO_WINDOW), legend: `${SLO_TITLE[kind]} ${NAMESPACE_LEGEND}` })),
         },
         at(6),
       ),
@@ -197,25 +211,25 @@ function workloadRow(builder: dashboard.DashboardBuilder, workload: Workload, at
       timeSeriesPanel(
         {
           title: `${name}: burn rate (1h)`,
-          description: 'Error ratio over the last hour divided by the error budget ratio: 1 spends the budget exactly over the SLO window; the dashed lines are the alert factors (14.4 and 6 page, 1 tickets over 3 d).',
+          description: `Error ratio over the last hour, per namespace, across all pods of ${name}, divided by the error budget ratio (1 - objective): at 1 the budget lasts exactly the ${SLO_WINDOW} SLO window. The dashed lines are the alert factors, each over its own pair of windows: ${BURN_RATE_LEGEND}. Only the 1h condition reads this curve directly.`,
           unit: 'x',
           min: 0,
           thresholdLines: BURN_RATE_LINES,
-          queries: kinds.map((kind) => ({ expr: q.burnRate(name, kind, slo.objective, '1h'), legend: SLO_TITLE[kind] })),
+          queries: kinds.map((kind) => ({ expr: q.burnRate(name, kind, slo.objective, '1h'), legend: `${SLO_TITLE[kind]} ${NAMESPACE_LEGEND}` })),
         },
         at(12),
       ),
     );
   }
   const quantiles = (key: 'ttft' | 'itlToken' | 'e2e'): Query[] =>
-    [0.5, 0.9, 0.99].map((quantile) => ({ expr: q.quantile(quantile, key, name), legend: `p${Math.round(quantile * 100)}` }));
+    QUANTILES.map((quantile) => ({ expr: q.quantile(quantile, key, name), legend: `p${Math.round(quantile * 100)} ${NAMESPACE_LEGEND}` }));
   const budget = (kind: SloKind): number[] => {
     const threshold = slo?.thresholdsS[kind];
     return threshold === undefined ? [] : [threshold];
   };
   const budgetNote = (kind: SloKind): string => {
     const threshold = slo?.thresholdsS[kind];
-    return threshold === undefined ? '' : ` The dashed line is the budget, ${formatSeconds(threshold)}.`;
+    return `${QUANTILE_NOTE}${threshold === undefined ? '' : ` The dashed line is the budget, ${formatSeconds(threshold)}.`}`;
   };
   builder.withPanel(
     timeSeriesPanel(

@@ -18,6 +18,23 @@ export const LABEL = {
   tokenType: promLabel(ATTR.tokenType),
 } as const;
 
+/**
+ * The target label of the Kubernetes namespace (a PodMonitor sets it, as does the usual
+ * kubernetes_sd relabelling). It is not an attribute tokentap emits, but every rule keeps it, so two
+ * deployments with the same workload names scraped by one Prometheus (staging and prod) get
+ * separate SLIs and alerts. Series without it (a plain static scrape) have it empty on both sides
+ * of every grouping and match, and the rules then behave as if it did not exist.
+ */
+export const NAMESPACE_LABEL = 'namespace';
+
+/** The labels that identify one workload's series: namespace and workload name. */
+export const WORKLOAD_KEY: readonly string[] = [NAMESPACE_LABEL, LABEL.workload];
+
+/** `a, b, c`: the label list of a `by (…)` or `on (…)` clause. */
+export function labelList(...labels: readonly string[]): string {
+  return labels.join(', ');
+}
+
 /** A PromQL string literal: Go-style double-quoted, so `\` and `"` are escaped. */
 export function quote(value: string): string {
   return JSON.stringify(value);

@@ -2,12 +2,14 @@ import { SLO_KINDS, type Settings } from '../config/load.js';
 import { METRICS } from '../metrics/definitions.js';
 import { SLI_WINDOWS, type SliWindowName } from './burn-rate-windows.js';
 import { formatPromDuration } from './prometheus-duration.js';
-import { LABEL, promNumber, selector } from './promql.js';
+import { LABEL, WORKLOAD_KEY, labelList, promNumber, selector } from './promql.js';
 import { scaledMs, type RecordingRule, type RenderOptions } from './rule-types.js';
 
 /**
  * Recording rules: per workload and SLO the SLI error ratio over every burn-rate window, and per
  * workload the latency quantiles and request and token rates that dashboards and alerts read.
+ * "Per workload" is per namespace and workload (`WORKLOAD_KEY`): the same workload name in two
+ * namespaces is two deployments with two SLIs.
  * Names follow the Prometheus `level:metric:operation` convention with a `tokentap:` level, like
  * Sloth's `slo:sli_error:ratio_rate5m`.
  */
@@ -28,30 +30,36 @@ export type LatencyName = keyof typeof LATENCIES;
 export const RATE_WINDOW_MS = 5 * 60_000;
 
 export const RECORD = {
-  /** `{workload, slo}`: bad events / all events of the SLO over the window; 0 when none was bad, absent without events. */
+  /** `{namespace, workload, slo}`: bad events / all events of the SLO over the window; 0 when none was bad, absent without events. */
   errorRatio: (window: SliWindowName) => `tokentap:slo_error_ratio:rate${window}`,
-  /** `{workload, slo}`: the configured objective, e.g. 0.99 (a constant, for dashboards). */
+  /**
+   * `{workload, slo}`: the configured objective, e.g. 0.99. A constant for users' own queries and
+   * panels; it has no namespace (it comes from the configuration, not from a scrape), so join it
+   * with `on (workload, slo) group_left` (one series per pair, many namespaces on the other side).
+   * The rendered alerts and dashboard write the value in literally.
+   */
   objective: 'tokentap:slo_objective:ratio',
-  /** `{workload, slo}`: the configured threshold in seconds (a constant, for dashboards' budget lines). */
+  /** `{workload, slo}`: the configured threshold in seconds; a constant, like `objective`. */
   threshold: 'tokentap:slo_threshold:seconds',
-  /** `{workload}`: histogram_quantile over the classic buckets, all models together. */
+  /** `{namespace, workload}`: histogram_quantile over the classic buckets, all models and pods together. */
   quantile: (latency: LatencyName, q: Quantile) => `tokentap:${latency}_seconds:p${Math.round(q * 100)}_rate5m`,
-  /** `{workload, outcome}`: finished requests per second. */
+  /** `{namespace, workload, outcome}`: finished requests per second. */
   requests: 'tokentap:requests:rate5m',
-  /** `{workload, gen_ai_token_type}`: tokens per second, input and output. */
+  /** `{namespace, workload, gen_ai_token_type}`: tokens per second, input and output. */
   tokens: 'tokentap:tokens:rate5m',
 } as const;
 
 function errorRatioRule(window: (typeof SLI_WINDOWS)[number], options: RenderOptions): RecordingRule {
   const range = formatPromDuration(scaledMs(window.ms, options));
   const events = METRICS.sloEvents.promName;
-  const by = `sum by (${LABEL.workload}, ${LABEL.slo})`;
+  const by = `sum by (${labelList(...WORKLOAD_KEY, LABEL.slo)})`;
   const all = `${by} (rate(${events}[${range}]))`;
   // A workload with no bad event has no `result="bad"` series at all; `or 0 * all` makes its ratio
-  // 0 rather than absent, so dashboards show 0 % and not "no data".
+  // 0 rather than absent, so dashboards show 0 % and not "no data". A window without events gives
+  // no sample rather than NaN (0 / 0, while the counters exist but did not move): `all > 0`.
   return {
     record: RECORD.errorRatio(window.name),
-    expr: [`(`, `  ${by} (rate(${selector(events, { [LABEL.sloResult]: 'bad' })}[${range}]))`, `  or`, `  0 * ${all}`, `)`, `/`, all].join('\n'),
+    expr: [`(`, `  ${by} (rate(${selector(events, { [LABEL.sloResult]: 'bad' })}[${range}]))`, `  or`, `  0 * ${all}`, `)`, `/`, `(${all} > 0)`].join('\n'),
   };
 }
 
@@ -76,7 +84,7 @@ export function latencyRecordingRules(options: RenderOptions): RecordingRule[] {
   return Object.entries(LATENCIES).flatMap(([name, metric]) =>
     QUANTILES.map((q) => ({
       record: RECORD.quantile(name as LatencyName, q),
-      expr: `histogram_quantile(${q}, sum by (${LABEL.workload}, le) (rate(${metric.promName}_bucket[${range}])))`,
+      expr: `histogram_quantile(${q}, sum by (${labelList(...WORKLOAD_KEY, 'le')}) (rate(${metric.promName}_bucket[${range}])))`,
     })),
   );
 }
@@ -90,7 +98,7 @@ export function sliRecordingRules(settings: Settings, options: RenderOptions): R
 export function trafficRecordingRules(options: RenderOptions): RecordingRule[] {
   const range = formatPromDuration(scaledMs(RATE_WINDOW_MS, options));
   return [
-    { record: RECORD.requests, expr: `sum by (${LABEL.workload}, ${LABEL.outcome}) (rate(${METRICS.requests.promName}[${range}]))` },
-    { record: RECORD.tokens, expr: `sum by (${LABEL.workload}, ${LABEL.tokenType}) (rate(${METRICS.tokens.promName}[${range}]))` },
+    { record: RECORD.requests, expr: `sum by (${labelList(...WORKLOAD_KEY, LABEL.outcome)}) (rate(${METRICS.requests.promName}[${range}]))` },
+    { record: RECORD.tokens, expr: `sum by (${labelList(...WORKLOAD_KEY, LABEL.tokenType)}) (rate(${METRICS.tokens.promName}[${range}]))` },
   ];
 }

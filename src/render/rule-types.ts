@@ -33,8 +33,6 @@ export interface RenderOptions {
   readonly windowScale: number;
 }
 
-export const DEFAULT_RENDER_OPTIONS: RenderOptions = Object.freeze({ windowScale: 1 });
-
 /** A nominal duration scaled by the render options, in whole milliseconds (at least 1). */
 export function scaledMs(ms: number, options: RenderOptions): number {
   return Math.max(1, Math.round(ms * options.windowScale));

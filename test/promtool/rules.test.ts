@@ -68,7 +68,7 @@ describe('rendered rules under promtool and amtool', () => {
     expect(result.code, result.output).toBe(0);
   });
 
-  it.each(['burn-rate.promtool.yaml', 'p99-ttft.promtool.yaml', 'traffic-guard.promtool.yaml'])('pass the promtool unit tests in %s', async (file) => {
+  it.each(['burn-rate.promtool.yaml', 'p99-ttft.promtool.yaml', 'traffic-guard.promtool.yaml', 'namespaces.promtool.yaml'])('pass the promtool unit tests in %s', async (file) => {
     const result = await run('promtool', ['test', 'rules', file], dir);
     expect(result.code, result.output).toBe(0);
     expect(result.output).toContain('SUCCESS');
@@ -83,5 +83,34 @@ describe('rendered rules under promtool and amtool', () => {
     } finally {
       await rm(loose, { recursive: true, force: true });
     }
+  });
+
+  /** Runs namespaces.promtool.yaml against the rendered rules.yaml after `edit`. */
+  async function namespaceTestsWith(edit: (rules: string) => string): Promise<Run> {
+    const edited = await renderInto(settingsFrom(configYaml));
+    try {
+      const { readFile } = await import('node:fs/promises');
+      const rules = await readFile(join(edited, 'rules.yaml'), 'utf8');
+      const changed = edit(rules);
+      expect(changed).not.toBe(rules);
+      await writeFile(join(edited, 'rules.yaml'), changed);
+      return await run('promtool', ['test', 'rules', 'namespaces.promtool.yaml'], edited);
+    } finally {
+      await rm(edited, { recursive: true, force: true });
+    }
+  }
+
+  it('fail the namespace tests when the rules aggregate by workload alone, as they once did', async () => {
+    const result = await namespaceTestsWith((rules) => rules.replace(/\b(by|on) \(namespace, /g, '$1 ('));
+    expect(result.code).not.toBe(0);
+    expect(result.output).toContain('a slow prod chat pages for namespace prod only');
+    expect(result.output).toContain('got: {slo="ttft", workload="chat"} 2E+02');
+  });
+
+  it('fail the namespace tests when only the traffic guard ignores the namespace', async () => {
+    const result = await namespaceTestsWith((rules) => rules.replace(/and on \(namespace, workload\)\n(\s*)sum by \(namespace, workload\)/g, 'and on (workload)\n$1sum by (workload)'));
+    expect(result.code).not.toBe(0);
+    expect(result.output).not.toContain('a slow prod chat pages for namespace prod only');
+    expect(result.output).toContain('busy healthy prod does not lift quiet slow staging over the traffic guard');
   });
 });

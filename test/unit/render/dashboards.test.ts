@@ -165,9 +165,41 @@ describe('dashboards follow the configuration', () => {
       const kinds = SLO_KINDS.filter((k) => workload.slo?.thresholdsS[k] !== undefined);
       for (const title of [`${workload.name}: SLO attainment (30d)`, `${workload.name}: error budget remaining (30d)`, `${workload.name}: burn rate (1h)`]) {
         const panel = allPanels(json).find((p) => p.title === title);
-        expect(panel?.targets?.map((t) => t.legendFormat), title).toEqual(kinds.map((k) => ({ ttft: 'TTFT', itl: 'ITL', e2e: 'e2e' })[k]));
+        expect(panel?.targets?.map((t) => t.legendFormat), title).toEqual(kinds.map((k) => `${({ ttft: 'TTFT', itl: 'ITL', e2e: 'e2e' })[k]} {{namespace}}`));
         for (const [i, t] of (panel?.targets ?? []).entries()) expect(t.expr, title).toContain(`workload="${workload.name}", gen_ai_request_model=~"$model", slo="${kinds[i]}"`);
       }
+    }
+  });
+
+  it('computes SLO attainment, error budget and burn rate across all pods: $pod (the pods seen in the time range) would drop pods a rollout replaced', () => {
+    const exprs = allPanels(overview(exampleSettings())).flatMap((p) => (p.targets ?? []).map((t) => t.expr));
+    const sloQueries = exprs.filter((e) => e.includes(METRICS.sloEvents.promName));
+    expect(sloQueries.length).toBeGreaterThan(20);
+    for (const expr of sloQueries) expect(expr).not.toContain('$pod');
+    // The latency and traffic panels still follow the pod selection.
+    expect(exprs.filter((e) => e.includes(`${METRICS.ttft.promName}_bucket`)).every((e) => e.includes('pod=~"$pod"'))).toBe(true);
+  });
+
+  it('keeps namespaces apart in every per-workload panel, so staging and prod are two lines under $namespace = All', () => {
+    const targets = allPanels(overview(exampleSettings())).flatMap((p) => (p.targets ?? []).map((t) => ({ title: p.title, ...t })));
+    const tokentap = targets.filter((t) => /\b(tokentap_|gen_ai_)/.test(t.expr) && !t.expr.includes('tokentap_gpu_') && !t.expr.includes('tokentap_dcgm_'));
+    expect(tokentap.length).toBeGreaterThan(40);
+    for (const t of tokentap) {
+      const groupings = t.expr.match(/\bsum(?: by \([^)]*\))? \(/g) ?? [];
+      expect(groupings.length, t.title).toBeGreaterThan(0);
+      // Requests by outcome is a total over everything selected: rates add up across namespaces.
+      if (t.title === 'Requests per second by outcome') continue;
+      for (const grouping of groupings) expect(grouping, `${t.title}: ${t.expr}`).toMatch(/^sum by \([^)]*\bnamespace\b/);
+      expect(t.legendFormat, t.title).toContain('{{namespace}}');
+    }
+  });
+
+  it('draws a burn-rate line at every factor the burn-rate alerts use', () => {
+    const panels = allPanels(overview(exampleSettings())).filter((p) => p.title.endsWith(': burn rate (1h)'));
+    expect(panels.length).toBeGreaterThan(0);
+    for (const panel of panels) {
+      const lines = (panel.fieldConfig?.defaults?.thresholds?.steps ?? []).filter((s) => s.value !== null).map((s) => s.value);
+      expect(lines, panel.title).toEqual([1, 3, 6, 14.4]);
     }
   });
 

@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { loadSettings } from '../../../src/config/load.js';
 import { GPU_METRICS, METRICS } from '../../../src/metrics/definitions.js';
+import { renderAlertmanagerConfig } from '../../../src/render/alertmanager-config.js';
 import { renderArtefacts } from '../../../src/render/artefacts.js';
 import { formatPromDuration } from '../../../src/render/prometheus-duration.js';
 import { renderPrometheusRule } from '../../../src/render/prometheus-rule-crd.js';
@@ -37,20 +38,21 @@ describe('formatPromDuration', () => {
 });
 
 describe('rendered rules', () => {
-  it('records the SLI error ratio per workload and SLO over the seven burn-rate windows', () => {
+  it('records the SLI error ratio per namespace, workload and SLO over the seven burn-rate windows', () => {
     const names = recordings(render()).map((r) => r.record).filter((n) => n.startsWith('tokentap:slo_error_ratio:'));
     expect(names).toEqual(['5m', '30m', '1h', '2h', '6h', '1d', '3d'].map((w) => `tokentap:slo_error_ratio:rate${w}`));
     const oneHour = recordings(render()).find((r) => r.record === 'tokentap:slo_error_ratio:rate1h') as RecordingRule;
-    expect(oneHour.expr).toContain('sum by (workload, slo) (rate(tokentap_slo_events_total{result="bad"}[1h]))');
+    expect(oneHour.expr).toContain('sum by (namespace, workload, slo) (rate(tokentap_slo_events_total{result="bad"}[1h]))');
+    expect(oneHour.expr).toContain('(sum by (namespace, workload, slo) (rate(tokentap_slo_events_total[1h])) > 0)');
   });
 
-  it('records p50, p90 and p99 of TTFT, ITL per token and e2e per workload from the classic buckets', () => {
+  it('records p50, p90 and p99 of TTFT, ITL per token and e2e per namespace and workload from the classic buckets', () => {
     const quantiles = recordings(render()).filter((r) => /_seconds:p\d+_rate5m$/.test(r.record));
     expect(quantiles.map((r) => r.record)).toEqual(
       ['ttft', 'itl', 'e2e'].flatMap((l) => ['p50', 'p90', 'p99'].map((p) => `tokentap:${l}_seconds:${p}_rate5m`)),
     );
     const p99 = quantiles.find((r) => r.record === 'tokentap:itl_seconds:p99_rate5m') as RecordingRule;
-    expect(p99.expr).toBe(`histogram_quantile(0.99, sum by (workload, le) (rate(${METRICS.itlToken.promName}_bucket[5m])))`);
+    expect(p99.expr).toBe(`histogram_quantile(0.99, sum by (namespace, workload, le) (rate(${METRICS.itlToken.promName}_bucket[5m])))`);
   });
 
   it('has a page and a ticket burn-rate alert for each configured threshold, and none for workloads or SLOs without one', () => {
@@ -73,18 +75,18 @@ describe('rendered rules', () => {
       [
         '(',
         '  tokentap:slo_error_ratio:rate1h{workload="rag", slo="e2e"} > (14.4 * 0.005)',
-        '  and',
+        '  and on (namespace, workload, slo)',
         '  tokentap:slo_error_ratio:rate5m{workload="rag", slo="e2e"} > (14.4 * 0.005)',
-        '  and on (workload)',
-        '  sum by (workload) (rate(tokentap_requests_total{workload="rag"}[1h])) * 3600 >= 60',
+        '  and on (namespace, workload)',
+        '  sum by (namespace, workload) (rate(tokentap_requests_total{workload="rag"}[1h])) * 3600 >= 60',
         ')',
         'or',
         '(',
         '  tokentap:slo_error_ratio:rate6h{workload="rag", slo="e2e"} > (6 * 0.005)',
-        '  and',
+        '  and on (namespace, workload, slo)',
         '  tokentap:slo_error_ratio:rate30m{workload="rag", slo="e2e"} > (6 * 0.005)',
-        '  and on (workload)',
-        '  sum by (workload) (rate(tokentap_requests_total{workload="rag"}[6h])) * 3600 >= 60',
+        '  and on (namespace, workload)',
+        '  sum by (namespace, workload) (rate(tokentap_requests_total{workload="rag"}[6h])) * 3600 >= 60',
         ')',
       ].join('\n'),
     );
@@ -105,7 +107,7 @@ describe('rendered rules', () => {
       [{ severity: 'page', workload: 'rag', slo: 'ttft' }, '10m'],
     ]);
     expect(p99[0]?.expr).toBe(
-      'tokentap:ttft_seconds:p99_rate5m{workload="chat"} > 0.2\nand on (workload)\nsum by (workload) (rate(tokentap_requests_total{workload="chat"}[5m])) * 3600 >= 60',
+      'tokentap:ttft_seconds:p99_rate5m{workload="chat"} > 0.2\nand on (namespace, workload)\nsum by (namespace, workload) (rate(tokentap_requests_total{workload="chat"}[5m])) * 3600 >= 60',
     );
   });
 
@@ -123,7 +125,7 @@ alerts:
     expect(p99.labels.severity).toBe('ticket');
     expect(p99.expr).toContain('* 3600 >= 6');
     expect(p99.annotations.runbook_url).toBe('https://wiki.example.com/runbooks/tokentap#tokentapttftp99overbudget');
-    expect(p99.annotations.dashboard_url).toBe('https://grafana.example.com/d/abc?orgId=2&var-workload=chat');
+    expect(p99.annotations.dashboard_url).toBe('https://grafana.example.com/d/abc?orgId=2&var-workload=chat{{ with $labels.namespace }}&var-namespace={{ . | urlquery }}{{ end }}');
   });
 
   it('gives every alert severity, workload and slo labels and summary, description, runbook and dashboard links', () => {
@@ -149,14 +151,39 @@ alerts:
       // Identifiers outside label matchers, range selectors and string literals.
       const bare = rule.expr.replace(/\{[^}]*\}/g, '').replace(/\[[^\]]*\]/g, '').replace(/"[^"]*"/g, '');
       for (const name of bare.match(/[a-zA-Z_:][a-zA-Z0-9_:]*/g) ?? []) {
-        if (functions.has(name) || /^(workload|slo|outcome|gen_ai_token_type)$/.test(name)) continue;
+        if (functions.has(name) || /^(namespace|workload|slo|outcome|gen_ai_token_type)$/.test(name)) continue;
         expect(emitted.has(name) || recorded.has(name), `${name} in ${rule.expr}`).toBe(true);
       }
     }
   });
 
+  it('keeps the namespace in every aggregation and every match, so one workload name in two namespaces is two SLIs and two alerts', () => {
+    const rules = render().groups.flatMap((g) => g.rules);
+    const clauses = rules.flatMap((r) => r.expr.match(/\b(by|on) \([^)]*\)/g) ?? []);
+    expect(clauses.length).toBeGreaterThan(50);
+    for (const clause of clauses) expect(clause, clause).toMatch(/^(by|on) \(namespace, workload\b/);
+    // Every binary `and` names what it matches on; a bare one would match on whatever labels the sides carry.
+    for (const rule of rules) expect(rule.expr, rule.expr).not.toMatch(/\band\s*\n/);
+  });
+
+  it('names the namespace in alert texts and dashboard links only when the alert has one', () => {
+    const p99 = alerts(render()).find((a) => a.alert === 'TokentapTTFTP99OverBudget') as AlertingRule;
+    expect(p99.annotations.summary).toBe('chat{{ with $labels.namespace }} in namespace {{ . }}{{ end }}: P99 TTFT above its 200ms budget');
+    expect(p99.annotations.dashboard_url).toBe('/d/tokentap-slo-overview?var-workload=chat{{ with $labels.namespace }}&var-namespace={{ . | urlquery }}{{ end }}');
+    const watchdog = alerts(render()).find((a) => a.alert === 'Watchdog') as AlertingRule;
+    expect(watchdog.annotations.dashboard_url).toBe('/d/tokentap-slo-overview');
+  });
+
   it('selects no bucket by an exact le (Prometheus 3 writes integer le values as "3.0")', () => {
     for (const rule of render().groups.flatMap((g) => g.rules)) expect(rule.expr).not.toMatch(/\ble\s*=\s*"/);
+  });
+});
+
+describe('the Alertmanager example', () => {
+  it('groups and inhibits per namespace, workload and SLO: a page in prod neither merges with nor silences staging', () => {
+    const config = renderAlertmanagerConfig() as { route: { group_by: string[] }; inhibit_rules: Array<{ equal: string[] }> };
+    expect(config.route.group_by).toEqual(['alertname', 'namespace', 'workload', 'slo']);
+    expect(config.inhibit_rules.map((r) => r.equal)).toEqual([['namespace', 'workload', 'slo']]);
   });
 });
 

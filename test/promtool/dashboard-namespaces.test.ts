@@ -1,0 +1,95 @@
+import { execFile } from 'node:child_process';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { stringify } from 'yaml';
+import { loadSettings } from '../../src/config/load.js';
+import { dashboardFileText, renderDashboards } from '../../src/render/dashboards.js';
+import { allPanels, substituteVariables, type DashboardJson } from '../helpers/dashboard-json.js';
+
+/**
+ * The dashboard's per-workload panels under a real PromQL engine (`promtool test rules`, no rule
+ * file) with two deployments of workload chat, in namespaces prod and staging, and every variable
+ * at All: each panel draws one series per namespace, with that namespace's own values, never one
+ * merged series. Same traffic as the first group of namespaces.promtool.yaml: 100 chat requests a
+ * minute in each namespace; in prod 40 of them reach their first token between 200ms and 400ms.
+ */
+const HERE = fileURLToPath(new URL('.', import.meta.url));
+const ALL = { namespace: '.*', workload: '.*', pod: '(chat-prod-0|chat-staging-0)', model: '.*', __rate_interval: '5m' };
+
+function series(namespace: string, name: string, labels: string, values: string): { series: string; values: string } {
+  return { series: `${name}{namespace="${namespace}", pod="chat-${namespace}-0", workload="chat", gen_ai_request_model="m"${labels}}`, values };
+}
+
+const INPUT = [
+  series('prod', 'tokentap_slo_events_total', ', slo="ttft", result="good"', '0+60x70'),
+  series('prod', 'tokentap_slo_events_total', ', slo="ttft", result="bad"', '0+40x70'),
+  series('staging', 'tokentap_slo_events_total', ', slo="ttft", result="good"', '0+100x70'),
+  ...['prod', 'staging'].map((ns) => series(ns, 'tokentap_requests_total', ', outcome="completed", http_status_class="2xx"', '0+100x70')),
+  ...['prod', 'staging'].map((ns) => series(ns, 'tokentap_requests_in_flight', '', '3x70')),
+  ...[
+    ['0.1', '0+60x70', '0+100x70'],
+    ['0.2', '0+60x70', '0+100x70'],
+    ['0.4', '0+100x70', '0+100x70'],
+    ['+Inf', '0+100x70', '0+100x70'],
+  ].flatMap(([le, prod, staging]) => [
+    series('prod', 'gen_ai_server_time_to_first_token_seconds_bucket', `, le="${le}"`, prod as string),
+    series('staging', 'gen_ai_server_time_to_first_token_seconds_bucket', `, le="${le}"`, staging as string),
+  ]),
+];
+
+/** Panel title and legend → per namespace, the expected value of round(query * scale). */
+const EXPECTED: Array<{ title: string; legend: string; scale: number; prod: number; staging: number }> = [
+  { title: 'chat: SLO attainment (30d)', legend: 'TTFT {{namespace}}', scale: 1000, prod: 600, staging: 1000 },
+  { title: 'chat: error budget remaining (30d)', legend: 'TTFT {{namespace}}', scale: 1, prod: -39, staging: 1 },
+  { title: 'chat: burn rate (1h)', legend: 'TTFT {{namespace}}', scale: 1, prod: 40, staging: 0 },
+  // Prod: rank 99 of 100 is the 39th of 40 in (0.2, 0.4]: 0.2 + 0.2 * 39/40. Staging: 0.1 * 99/100.
+  { title: 'chat: TTFT p50 / p90 / p99', legend: 'p99 {{namespace}}', scale: 1000, prod: 395, staging: 99 },
+  { title: 'Requests in flight', legend: '{{workload}} {{namespace}}', scale: 1, prod: 3, staging: 3 },
+];
+
+let dir: string;
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'tokentap-dashboard-ns-'));
+});
+
+afterAll(async () => {
+  if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+function promtoolTest(file: string): Promise<{ code: number; output: string }> {
+  return new Promise((resolve) => {
+    execFile('promtool', ['test', 'rules', file], { cwd: dir, timeout: 60_000 }, (error, stdout, stderr) => {
+      resolve({ code: error === null ? 0 : typeof error.code === 'number' ? error.code : -1, output: `${stdout}${stderr}` });
+    });
+  });
+}
+
+describe('dashboard panels with two namespaces under Prometheus', () => {
+  it('draw one series per namespace with its own value, every variable at All', async () => {
+    const config = await readFile(join(HERE, 'tokentap.yaml'), 'utf8');
+    const settings = loadSettings({ flags: { config: 'tokentap.yaml' }, env: {}, readFile: () => config });
+    const [rendered] = renderDashboards(settings);
+    const panels = allPanels(JSON.parse(dashboardFileText(rendered as NonNullable<typeof rendered>)) as DashboardJson);
+    const tests = EXPECTED.map(({ title, legend, scale, prod, staging }) => {
+      const target = panels.find((p) => p.title === title)?.targets?.find((t) => t.legendFormat === legend);
+      expect(target, `${title} / ${legend}`).toBeDefined();
+      return {
+        expr: `round((${substituteVariables(target?.expr as string, ALL)}) * ${scale})`,
+        eval_time: '60m',
+        exp_samples: [
+          { labels: `{namespace="prod"${legend.includes('{{workload}}') ? ', workload="chat"' : ''}}`, value: prod },
+          { labels: `{namespace="staging"${legend.includes('{{workload}}') ? ', workload="chat"' : ''}}`, value: staging },
+        ],
+      };
+    });
+    const file = { rule_files: [], evaluation_interval: '1m', tests: [{ name: 'per-namespace panels', interval: '1m', input_series: INPUT, promql_expr_test: tests }] };
+    await writeFile(join(dir, 'panels.promtool.yaml'), stringify(file, { lineWidth: 0 }));
+    const result = await promtoolTest('panels.promtool.yaml');
+    expect(result.output).toContain('SUCCESS');
+    expect(result.code, result.output).toBe(0);
+  }, 60_000);
+});
