@@ -7,7 +7,7 @@
  * (https://opentelemetry.io/docs/specs/semconv/gen-ai/gen-ai-metrics/); everything else lives
  * under `tokentap.`. `promName` is the name Prometheus sees. The OTel Prometheus exporter in use
  * does not append unit suffixes, so the exporter layer renames OTel names to these (see
- * prometheus-endpoint.ts); OTLP keeps the semantic-convention names.
+ * telemetry.ts); OTLP keeps the semantic-convention names.
  */
 
 export type MetricKind = 'histogram' | 'counter' | 'updowncounter';

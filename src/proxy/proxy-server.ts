@@ -33,6 +33,8 @@ export function createProxyServer(options: ProxyOptions): http.Server {
   const agent = new http.Agent({ keepAlive: true, maxSockets: Infinity, scheduling: 'lifo' });
   const { hostname, port } = options.upstream;
   const upstreamPort = port === '' ? 80 : Number(port);
+  // Named in every failure the proxy reports (client error body, request log line).
+  const upstreamAddress = `${hostname}:${upstreamPort}`;
 
   const server = http.createServer({ noDelay: true }, (req, res) => {
     const observe = options.observe !== false;
@@ -55,17 +57,19 @@ export function createProxyServer(options: ProxyOptions): http.Server {
     upstreamReq.setNoDelay(true);
     upstreamReq.setTimeout(options.upstreamIdleTimeoutMs, () => {
       if (monitor.finished) return;
-      monitor.fail('timeout', res.headersSent ? undefined : 504);
+      const detail = `upstream ${upstreamAddress} sent nothing for ${options.upstreamIdleTimeoutMs} ms (upstream_idle_timeout)`;
+      monitor.fail('timeout', res.headersSent ? undefined : 504, detail);
       upstreamReq.destroy();
       if (res.headersSent) res.destroy();
-      else sendUpstreamError(res, 504, 'upstream sent nothing within the idle timeout');
+      else sendUpstreamError(res, 504, detail);
     });
 
     upstreamReq.on('error', (error: NodeJS.ErrnoException) => {
       if (monitor.finished) return;
-      monitor.fail('upstream_error', res.headersSent ? undefined : 502);
+      const detail = `upstream ${upstreamAddress} connection ${res.headersSent ? 'broke mid-body' : 'failed'} (${error.code ?? error.message})`;
+      monitor.fail('upstream_error', res.headersSent ? undefined : 502, detail);
       if (res.headersSent) res.destroy();
-      else sendUpstreamError(res, 502, `upstream connection failed (${error.code ?? error.message})`);
+      else sendUpstreamError(res, 502, detail);
     });
 
     upstreamReq.on('response', (upstreamRes) => {
@@ -73,7 +77,17 @@ export function createProxyServer(options: ProxyOptions): http.Server {
       monitor.response(status, upstreamRes.headers['content-type']);
       const stripper = injection?.responseStripper(status, upstreamRes.headers['content-type']);
       const headers = endToEndHeaders(upstreamRes.rawHeaders);
-      res.writeHead(status, upstreamRes.statusMessage, stripper === undefined ? headers : stripper.responseHeaders(headers));
+      try {
+        res.writeHead(status, upstreamRes.statusMessage, stripper === undefined ? headers : stripper.responseHeaders(headers));
+      } catch (error) {
+        // Node's parser accepts what its server refuses to send (a status below 100, such as "099"):
+        // the client gets a 502 naming it, instead of an uncaught exception ending every stream.
+        const detail = `upstream ${upstreamAddress} sent a response that cannot be forwarded (${(error as Error).message})`;
+        monitor.fail('upstream_error', 502, detail);
+        upstreamReq.destroy();
+        sendUpstreamError(res, 502, detail);
+        return;
+      }
       // Headers go out when the upstream's do, not with the first body byte.
       res.flushHeaders();
 
@@ -98,7 +112,7 @@ export function createProxyServer(options: ProxyOptions): http.Server {
         if (upstreamRes.complete || monitor.finished) return;
         // The upstream connection broke mid-body: the client must see a broken stream too, never a
         // clean end it would take for a complete answer.
-        monitor.fail('upstream_error');
+        monitor.fail('upstream_error', undefined, `upstream ${upstreamAddress} closed the connection mid-body`);
         res.destroy();
       });
     });

@@ -34,6 +34,10 @@ export interface MonitorDependencies {
  * The observation of one proxied request, beside the stream: owns its timeline and tap, decides its
  * one outcome, and records and logs it exactly once. The proxy calls it at each step; it never
  * touches the sockets, so nothing here can alter what the client receives.
+ *
+ * Every method the proxy calls catches what it throws (observationFailed): the proxy calls them from
+ * its socket event handlers, where an exception would be uncaught and take the whole sidecar, and
+ * every stream in it, down with it.
  */
 export class RequestMonitor implements InterTokenSink, TapContext {
   readonly timeline: TokenTimeline;
@@ -54,6 +58,9 @@ export class RequestMonitor implements InterTokenSink, TapContext {
   private endedOutcome: Outcome | undefined;
   private done = false;
   private span: RequestSpan = NULL_SPAN;
+  private failureLogged = false;
+  /** Why the request failed, for its log line: the upstream address and the socket error, or what went silent. */
+  private failureDetail: string | undefined;
   /** As the body named it, for the span only (a span is not a series, so no folding into `other`). */
   private requestedModel: string | undefined;
 
@@ -72,7 +79,11 @@ export class RequestMonitor implements InterTokenSink, TapContext {
   /** The request body has been read; `model` is what it asked for, if it said. Fixes the labels. */
   requestBody(model: string | undefined): void {
     this.requestedModel = model;
-    this.labels(model);
+    try {
+      this.labels(model);
+    } catch (error) {
+      this.observationFailed('requestBody', error);
+    }
   }
 
   /**
@@ -80,37 +91,53 @@ export class RequestMonitor implements InterTokenSink, TapContext {
    * `upstreamHeaders` (the flat list the proxy forwards). With NULL_TRACER, nothing happens.
    */
   trace(upstreamHeaders: string[]): void {
-    this.span = (this.deps.tracer ?? NULL_TRACER).start(this.method, this.path, this.timeline.startMs, this.headers, upstreamHeaders);
+    try {
+      this.span = (this.deps.tracer ?? NULL_TRACER).start(this.method, this.path, this.timeline.startMs, this.headers, upstreamHeaders);
+    } catch (error) {
+      this.observationFailed('trace', error);
+    }
   }
 
   response(status: number, contentType: string | undefined): void {
     this.status = status;
     if (status < 200 || status >= 300) return;
-    const choice = (this.deps.taps ?? DEFAULT_TAP_SELECTOR).select(this.method, this.path, contentType);
-    if (choice === undefined) return;
-    this.streaming = choice.streaming;
-    this.tap = choice.create(this);
+    try {
+      const choice = (this.deps.taps ?? DEFAULT_TAP_SELECTOR).select(this.method, this.path, contentType);
+      if (choice === undefined) return;
+      this.streaming = choice.streaming;
+      this.tap = choice.create(this);
+    } catch (error) {
+      this.observationFailed('response', error);
+    }
   }
 
   body(chunk: Buffer): void {
-    const nowMs = this.deps.clock.nowMs();
-    this.timeline.bytes(nowMs);
-    if (this.tap === undefined) return;
     try {
-      this.tap.write(chunk, nowMs);
-    } catch {
-      this.disableTap();
+      const nowMs = this.deps.clock.nowMs();
+      this.timeline.bytes(nowMs);
+      if (this.tap === undefined) return;
+      try {
+        this.tap.write(chunk, nowMs);
+      } catch {
+        this.disableTap();
+      }
+    } catch (error) {
+      this.observationFailed('body', error);
     }
   }
 
   /** The upstream body ended cleanly; the outcome is settled, but e2e waits for the last byte to the client. */
   bodyEnd(): void {
-    if (this.tap !== undefined) {
-      try {
-        this.tap.end(this.deps.clock.nowMs());
-      } catch {
-        this.disableTap();
+    try {
+      if (this.tap !== undefined) {
+        try {
+          this.tap.end(this.deps.clock.nowMs());
+        } catch {
+          this.disableTap();
+        }
       }
+    } catch (error) {
+      this.observationFailed('bodyEnd', error);
     }
     const timeline = this.timeline;
     if (this.status < 200 || this.status >= 300 || timeline.errorEvent) this.endedOutcome = 'upstream_error';
@@ -123,9 +150,11 @@ export class RequestMonitor implements InterTokenSink, TapContext {
     this.finish(this.endedOutcome ?? 'truncated');
   }
 
-  /** The request ended early: the client left, the upstream failed or went silent. */
-  fail(outcome: Outcome, status = this.status): void {
+  /** The request ended early: the client left, the upstream failed or went silent; `detail` says where and why. */
+  fail(outcome: Outcome, status = this.status, detail?: string): void {
+    if (this.done) return;
     this.status = status;
+    this.failureDetail = detail;
     // Once the drain deadline has passed, every failure is the shutdown's cut, not the client or upstream.
     this.finish(this.deps.drain?.cutting === true ? 'shutdown' : outcome);
   }
@@ -155,6 +184,22 @@ export class RequestMonitor implements InterTokenSink, TapContext {
   }
 
   /**
+   * Observation code threw (a bug, or a broken exporter or log sink): the tap stops for this request
+   * and the failure is logged once, naming the step. The stream is not touched, and finish() still
+   * releases the drain's count.
+   */
+  private observationFailed(step: string, error: unknown): void {
+    this.tap = undefined;
+    if (this.failureLogged) return;
+    this.failureLogged = true;
+    try {
+      this.deps.logger.warn({ err: error, step, method: this.method, path: this.path }, 'request monitor failed: observation of this request is incomplete, its stream goes on');
+    } catch {
+      // The log sink itself failed: nothing is left to report to, and the stream must go on.
+    }
+  }
+
+  /**
    * The request's workload and attributes, fixed on first use: at request-body end, when the model
    * is known, or at the first sample if that comes first (then without the model to match on).
    */
@@ -172,6 +217,17 @@ export class RequestMonitor implements InterTokenSink, TapContext {
   private finish(outcome: Outcome): void {
     if (this.done) return;
     this.done = true;
+    try {
+      this.record(outcome);
+    } catch (error) {
+      this.observationFailed('finish', error);
+    } finally {
+      this.deps.drain?.requestFinished();
+    }
+  }
+
+  /** Records, traces and logs the finished request: once, from finish(). */
+  private record(outcome: Outcome): void {
     const attributes = this.labels(undefined);
     const timeline = this.timeline;
     const summary: RequestSummary = {
@@ -212,12 +268,12 @@ export class RequestMonitor implements InterTokenSink, TapContext {
         content_events: timeline.contentEvents,
         counted_tokens: timeline.countedTokens,
         server_timings: timeline.serverTimings ?? null,
+        ...(this.failureDetail === undefined ? {} : { error: this.failureDetail }),
         // The last scraped value (no I/O here); null while the DCGM reading is unknown.
         ...(this.deps.gpuMemory === undefined ? {} : { gpu_memory_used_bytes: this.deps.gpuMemory.memoryUsedBytes() ?? null }),
       },
       'request',
     );
-    this.deps.drain?.requestFinished();
   }
 }
 

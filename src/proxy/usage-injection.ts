@@ -47,6 +47,11 @@ export class RequestInjection {
    * The upstream request headers (already filtered to end-to-end ones) as an object, not a flat
    * list: Node sends an object's headers with the first body write, so Content-Length can still be
    * set once the rewritten body is known.
+   *
+   * `Expect` is dropped: Node sends an object's headers at once when they hold `Expect`, which
+   * would fix the client's Content-Length before the body is rewritten (the upstream would read the
+   * longer body short and take its tail for the next request on the pooled connection). The proxy
+   * has already answered the client's 100-continue, and sends the whole body in one write.
    */
   requestHeaders(headers: readonly string[]): Record<string, string | string[]> {
     const object: Record<string, string | string[]> = {};
@@ -54,6 +59,7 @@ export class RequestInjection {
     const spelling = new Map<string, string>();
     for (let i = 0; i < headers.length; i += 2) {
       const lower = (headers[i] as string).toLowerCase();
+      if (lower === 'expect') continue;
       const name = spelling.get(lower) ?? (headers[i] as string);
       spelling.set(lower, name);
       const value = headers[i + 1] as string;

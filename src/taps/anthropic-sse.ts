@@ -75,12 +75,12 @@ class AnthropicSseTap implements Tap {
         return;
       case 'message_start': {
         const usage = event.message?.usage;
-        if (usage != null && typeof usage === 'object') timeline.usage(inputTokens(usage), undefined);
+        if (usage != null && typeof usage === 'object') timeline.usage(anthropicInputTokens(usage), undefined);
         return;
       }
       case 'message_delta': {
         const usage = event.usage;
-        if (usage != null && typeof usage === 'object') timeline.usage(inputTokens(usage), tokenCount(usage.output_tokens));
+        if (usage != null && typeof usage === 'object') timeline.usage(anthropicInputTokens(usage), tokenCount(usage.output_tokens));
         return;
       }
       case 'message_stop':
@@ -107,8 +107,12 @@ function isContent(delta: AnthropicEvent['delta']): boolean {
   }
 }
 
-/** The prompt the server processed: uncached plus cache-read plus cache-written tokens; undefined when not reported. */
-function inputTokens(usage: Usage): number | undefined {
+/**
+ * The prompt the server processed: uncached plus cache-read plus cache-written tokens; undefined when
+ * not reported. Also read by the JSON tap (openai-json.ts), so a non-streamed Messages answer counts
+ * its input as the stream does; a usage without the cache fields (OpenAI Responses) is `input_tokens`.
+ */
+export function anthropicInputTokens(usage: Usage): number | undefined {
   const input = tokenCount(usage.input_tokens);
   if (input === undefined) return undefined;
   return input + (tokenCount(usage.cache_creation_input_tokens) ?? 0) + (tokenCount(usage.cache_read_input_tokens) ?? 0);

@@ -13,7 +13,10 @@ export interface Tap {
   end(nowMs: number): void;
 }
 
-/** Problems a tap found in the data (not in itself); counted per reason, never thrown. */
+/**
+ * Problems counted per reason, never thrown: the first three a tap finds in the data;
+ * `tap_exception` is the tap itself throwing, counted by the request monitor, which then stops it.
+ */
 export type TapProblemReason = 'malformed_event' | 'oversized_event' | 'oversized_body' | 'tap_exception';
 
 export interface TapContext {

@@ -92,6 +92,20 @@ describe('usage injection (inject_usage: true)', () => {
     expect(log).toMatchObject({ output_tokens: 4, token_source: 'usage' });
   });
 
+  it('frames the rewritten body correctly when the client sent Expect: 100-continue (curl does for large bodies)', async () => {
+    const { upstream, sidecar } = await setUp('inject_usage: true\n');
+    const response = await exchange(`${sidecar.proxyUrl}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', expect: '100-continue', 'content-length': String(NAIVE_REQUEST.length) },
+      body: NAIVE_REQUEST,
+    });
+    expect(response.status).toBe(200);
+    const sent = upstream.seen[0]!;
+    expect(JSON.parse(sent.body.toString()).stream_options).toEqual({ include_usage: true });
+    expect(header(sent, 'content-length')).toBe(String(sent.body.length));
+    expect(upstream.seen).toHaveLength(1);
+  });
+
   it('forwards a non-streaming request byte for byte', async () => {
     const { upstream, sidecar } = await setUp('inject_usage: true\n');
     const body = '{"model":"m","stream":false,"messages":[]}';
