@@ -2,6 +2,7 @@ import type { Attributes, Counter, Histogram, Meter, UpDownCounter } from '@open
 import type { TokenSource } from '../clock/token-timeline.js';
 import type { SloKind } from '../config/load.js';
 import { ATTR, METRICS, type HistogramKey } from './definitions.js';
+import { interTokenHistogramsOf, type HistogramSeriesSet } from './inter-token-histograms.js';
 
 /**
  * How a request ended; the `outcome` label. `shutdown`: still in flight when the drain deadline
@@ -32,13 +33,18 @@ const MS_PER_S = 1000;
  * objects are made once per request and reused for every sample of it.
  */
 export class Recorder {
-  private readonly histograms: Record<HistogramKey, Histogram>;
+  private readonly histograms: Record<Exclude<HistogramKey, 'itlToken' | 'itlChunk'>, Histogram>;
   private readonly requests: Counter;
   private readonly tokens: Counter;
   private readonly inFlight: UpDownCounter;
   private readonly tapErrors: Counter;
   private readonly tokenCountMismatches: Counter;
   private readonly sloEventCounter: Counter;
+  /** The inter-token histograms outside the SDK (inter-token-histograms.ts), when the meter's Telemetry has them. */
+  private readonly itlChunkSeries: HistogramSeriesSet | undefined;
+  private readonly itlTokenSeries: HistogramSeriesSet | undefined;
+  /** Otherwise (OTLP configured) the SDK's instruments. */
+  private readonly itlRecorded: { readonly chunk: Histogram; readonly token: Histogram } | undefined;
 
   constructor(meter: Meter, buckets: Readonly<Record<HistogramKey, readonly number[]>>) {
     const histogram = (key: HistogramKey): Histogram => {
@@ -49,11 +55,14 @@ export class Recorder {
         advice: { explicitBucketBoundaries: [...buckets[key]] },
       });
     };
+    const interToken = interTokenHistogramsOf(meter);
+    this.itlChunkSeries = interToken?.histogram(METRICS.itlChunk, buckets.itlChunk);
+    this.itlTokenSeries = interToken?.histogram(METRICS.itlToken, buckets.itlToken);
+    // Created on the meter only without the producer: an instrument never recorded is still exported.
+    this.itlRecorded = interToken === undefined ? { chunk: histogram('itlChunk'), token: histogram('itlToken') } : undefined;
     this.histograms = {
       ttfb: histogram('ttfb'),
       ttft: histogram('ttft'),
-      itlToken: histogram('itlToken'),
-      itlChunk: histogram('itlChunk'),
       tpot: histogram('tpot'),
       e2e: histogram('e2e'),
       tokenUsage: histogram('tokenUsage'),
@@ -81,9 +90,14 @@ export class Recorder {
   /** One per-chunk sample of the gap and `tokens` per-token samples of gap / tokens. */
   interToken(attributes: Attributes, gapMs: number, tokens: number): void {
     const gapS = gapMs / MS_PER_S;
-    this.histograms.itlChunk.record(gapS, attributes);
     const perToken = gapS / tokens;
-    const itlToken = this.histograms.itlToken;
+    if (this.itlRecorded === undefined) {
+      this.itlChunkSeries?.series(attributes).record(gapS);
+      this.itlTokenSeries?.series(attributes).recordTimes(perToken, tokens);
+      return;
+    }
+    this.itlRecorded.chunk.record(gapS, attributes);
+    const itlToken = this.itlRecorded.token;
     for (let i = 0; i < tokens; i++) itlToken.record(perToken, attributes);
   }
 

@@ -4,6 +4,7 @@ import { PrometheusExporter, PrometheusSerializer } from '@opentelemetry/exporte
 import { metrics } from '@opentelemetry/sdk-node';
 import { collectDefaultMetrics, Registry } from 'prom-client';
 import { GPU_METRICS, METRICS } from './definitions.js';
+import { attachInterTokenHistograms, InterTokenHistograms } from './inter-token-histograms.js';
 import { PrometheusReader } from './prometheus-reader.js';
 
 type ResourceMetrics = metrics.ResourceMetrics;
@@ -28,9 +29,14 @@ export class Telemetry {
 
   /** `pushReaders`: further readers (the OTLP one) over the same instruments; `resource` describes this process to them. */
   constructor(pushReaders: readonly metrics.IMetricReader[] = [], resource?: Resource) {
-    this.reader = new PrometheusReader({ preventServerStart: true });
+    // The inter-token histograms bypass record() (inter-token-histograms.ts says why) when every
+    // reader takes their producer: the push readers are built before this and cannot take it, so
+    // with OTLP they stay on record().
+    const interToken = pushReaders.length === 0 ? new InterTokenHistograms() : undefined;
+    this.reader = new PrometheusReader({ preventServerStart: true, ...(interToken === undefined ? {} : { metricProducers: [interToken] }) });
     this.provider = new metrics.MeterProvider({ readers: [this.reader, ...pushReaders], ...(resource === undefined ? {} : { resource }) });
     this.meter = this.provider.getMeter('tokentap');
+    if (interToken !== undefined) attachInterTokenHistograms(this.meter, interToken);
     collectDefaultMetrics({ register: this.processRegistry });
   }
 

@@ -1,5 +1,7 @@
 import type { EventSourceMessage } from 'eventsource-parser';
 import { tokenCount } from './bounded-body.js';
+import { nonEmptyString } from './event-json.js';
+import { isPlainContentChunk } from './plain-content-event.js';
 import { SseDecoder } from './sse-decoder.js';
 import type { Tap, TapContext } from './tap.js';
 
@@ -76,6 +78,11 @@ class OpenAISseTap implements Tap {
       this.context.timeline.terminal = true;
       return;
     }
+    if (isPlainContentChunk(data)) {
+      // The common token event, read without JSON.parse (plain-content-event.ts): one token.
+      this.context.timeline.content(this.nowMs, 1);
+      return;
+    }
     let chunk: Chunk;
     try {
       chunk = JSON.parse(data) as Chunk;
@@ -135,8 +142,4 @@ function reportedCumulativeTokens(chunk: Chunk): number | undefined {
   const fromUsage = chunk.usage != null ? tokenCount(chunk.usage.completion_tokens) : undefined;
   if (fromUsage !== undefined) return fromUsage;
   return chunk.timings != null ? tokenCount(chunk.timings.predicted_n) : undefined;
-}
-
-function nonEmptyString(value: unknown): boolean {
-  return typeof value === 'string' && value.length > 0;
 }

@@ -1,0 +1,37 @@
+/**
+ * Recognises, without JSON.parse, the event that makes up almost every OpenAI-compatible stream:
+ * one choice carrying a non-empty `delta.content`, no finish reason, and no usage, timings or error.
+ * For such an event the tap's answer is always the same (one content event of one token), so
+ * parsing it into objects only to read that back is wasted work on the per-token path.
+ *
+ * Measured (benchmark's 180-byte chunk, shared 2-core machine): JSON.parse 0.85-1.3 µs per event,
+ * 60 % of the whole tap's 1.45 µs; this test 0.3 µs. Inside the proxy the parse showed as 5 % of
+ * its busy time (`npm run bench -- --profile`, 64 streams).
+ *
+ * Exactness: an event passes only if the whole text is, by this grammar, valid compact JSON whose
+ * meaning the tap would read as exactly that: an object of scalar fields (strings without escapes
+ * or control characters, JSON numbers, literals) plus one `choices` array of one object made of
+ * `index`, fields that are null (so `finish_reason`, if present, is null) and one `delta` object;
+ * the delta has one non-empty `content` string and otherwise null or string fields (which cannot
+ * make a content delta less content). Keys that would change the tap's reading are excluded at
+ * the top level (`choices` a second time, `usage`, `timings`, `error`, `"object":"error"`), and
+ * no key the tap reads can appear twice (JSON.parse would take the last one). Anything else,
+ * including whitespace, escapes, several choices and every non-content event, goes through
+ * JSON.parse as before.
+ */
+const STRING = '"[^"\\\\\\x00-\\x1f]*"';
+const NON_EMPTY_STRING = '"[^"\\\\\\x00-\\x1f]+"';
+const NUMBER = '-?(?:0|[1-9]\\d*)(?:\\.\\d+)?(?:[eE][+-]?\\d+)?';
+const KEY = '"[A-Za-z0-9_]+"';
+const SCALAR = `(?:${STRING}|${NUMBER}|null|true|false)`;
+const DELTA_FIELD = `(?!"content")${KEY}:(?:null|${STRING})`;
+const DELTA = `\\{(?:${DELTA_FIELD},)*"content":${NON_EMPTY_STRING}(?:,${DELTA_FIELD})*\\}`;
+const CHOICE_FIELD = `(?:"index":${NUMBER}|(?!"delta")${KEY}:null)`;
+const CHOICE = `\\{(?:${CHOICE_FIELD},)*"delta":${DELTA}(?:,${CHOICE_FIELD})*\\}`;
+const TOP_FIELD = `(?!"choices"|"usage"|"timings"|"error"|"object":"error")${KEY}:${SCALAR}`;
+const PLAIN_CONTENT_CHUNK = new RegExp(`^\\{(?:${TOP_FIELD},)*"choices":\\[${CHOICE}\\](?:,${TOP_FIELD})*\\}$`);
+
+/** True when `data` is a one-choice, one-token content chunk with nothing else the tap reads. */
+export function isPlainContentChunk(data: string): boolean {
+  return PLAIN_CONTENT_CHUNK.test(data);
+}

@@ -1,0 +1,115 @@
+import { metrics } from '@opentelemetry/sdk-node';
+import { afterEach, describe, expect, it } from 'vitest';
+import { loadSettings } from '../../../src/config/load.js';
+import { Recorder } from '../../../src/metrics/recorder.js';
+import { Telemetry } from '../../../src/metrics/telemetry.js';
+
+const telemetries: Telemetry[] = [];
+afterEach(async () => {
+  await Promise.all(telemetries.splice(0).map((t) => t.shutdown()));
+});
+
+const ITL_NAMES = ['tokentap.inter_chunk_latency', 'tokentap.inter_token_latency'];
+
+/**
+ * `viaSdk`: a Telemetry with a push reader, on which the Recorder keeps OTel `record()` for the
+ * inter-token histograms; otherwise they go through the InterTokenHistograms producer.
+ */
+function setup(viaSdk: boolean): { telemetry: Telemetry; recorder: Recorder } {
+  const pushReaders = viaSdk
+    ? [new metrics.PeriodicExportingMetricReader({ exporter: new metrics.InMemoryMetricExporter(metrics.AggregationTemporality.CUMULATIVE), exportIntervalMillis: 3_600_000 })]
+    : [];
+  const telemetry = new Telemetry(pushReaders);
+  telemetries.push(telemetry);
+  const settings = loadSettings({ flags: {}, env: {}, readFile: () => '' });
+  const buckets = { ...settings.buckets, itlChunk: [0.001, 0.005, 0.02, 0.05], itlToken: [0.001, 0.005, 0.02, 0.05] };
+  return { telemetry, recorder: new Recorder(telemetry.meter, buckets) };
+}
+
+interface Point {
+  readonly metric: string;
+  readonly attributes: Record<string, unknown>;
+  readonly counts: number[];
+  readonly count: number;
+  readonly sum: number;
+  readonly min: number | undefined;
+  readonly max: number | undefined;
+}
+
+async function itlPoints(telemetry: Telemetry): Promise<Point[]> {
+  const points: Point[] = [];
+  for (const scope of (await telemetry.collect()).scopeMetrics) {
+    for (const metric of scope.metrics) {
+      if (!ITL_NAMES.includes(metric.descriptor.name)) continue;
+      for (const point of metric.dataPoints as metrics.DataPoint<metrics.Histogram>[]) {
+        const v = point.value;
+        points.push({ metric: metric.descriptor.name, attributes: { ...point.attributes }, counts: [...v.buckets.counts], count: v.count, sum: v.sum ?? Number.NaN, min: v.min, max: v.max });
+      }
+    }
+  }
+  return points.sort((a, b) => `${a.metric}${JSON.stringify(a.attributes)}`.localeCompare(`${b.metric}${JSON.stringify(b.attributes)}`));
+}
+
+/** Gaps in ms and tokens per chunk: bucket bounds exactly (inclusive), beyond the last bound, zero, multi-token chunks. */
+const SAMPLES: ReadonlyArray<readonly [model: string, gapMs: number, tokens: number]> = [
+  ['a', 20, 1],
+  ['a', 5, 1],
+  ['a', 1, 1],
+  ['a', 0, 1],
+  ['a', 60, 3],
+  ['a', 50, 1],
+  ['a', 100, 1],
+  ['b', 15, 3],
+  ['b', 0.7, 1],
+  ['a', 4.99, 2],
+  ['b', 19.999, 1],
+];
+
+describe('inter-token histograms outside the SDK', () => {
+  it('export what OTel record() exports: same buckets, counts, min and max, and the sum', async () => {
+    const results = [];
+    for (const viaSdk of [true, false]) {
+      const { telemetry, recorder } = setup(viaSdk);
+      for (const [model, gapMs, tokens] of SAMPLES) {
+        // A fresh attribute object per request, as the monitor makes them.
+        recorder.interToken(recorder.requestAttributes('w', model), gapMs, tokens);
+      }
+      // A collection between samples (a scrape mid-stream) changes nothing in the totals.
+      await telemetry.collect();
+      const attributes = recorder.requestAttributes('w', 'a');
+      recorder.interToken(attributes, 30, 2);
+      recorder.interToken(attributes, 2, 1);
+      results.push(await itlPoints(telemetry));
+    }
+    const [sdk, ours] = results as [Point[], Point[]];
+    expect(sdk).toHaveLength(4);
+    expect(ours).toHaveLength(4);
+    for (let i = 0; i < sdk.length; i++) {
+      const { sum: sdkSum, ...sdkRest } = sdk[i] as Point;
+      const { sum: ourSum, ...ourRest } = ours[i] as Point;
+      expect(ourRest).toEqual(sdkRest);
+      expect(ourSum).toBeCloseTo(sdkSum, 12);
+    }
+    // The fixture's own arithmetic, so a change to both paths cannot pass unnoticed: model a's
+    // chunks are 20, 5, 1, 0, 60, 50, 100, 4.99, 30, 2 ms.
+    const chunkA = ours.find((p) => p.metric === 'tokentap.inter_chunk_latency' && p.attributes['gen_ai.request.model'] === 'a');
+    expect(chunkA?.counts).toEqual([2, 3, 1, 2, 2]);
+    expect(chunkA?.count).toBe(10);
+    expect(chunkA?.min).toBe(0);
+    expect(chunkA?.max).toBe(0.1);
+    // Per token: 60 ms / 3 gives three samples of 0.02, 4.99 / 2 two of 0.002495, 30 / 2 two of 0.015.
+    const tokenA = ours.find((p) => p.metric === 'tokentap.inter_token_latency' && p.attributes['gen_ai.request.model'] === 'a');
+    expect(tokenA?.count).toBe(14);
+    expect(tokenA?.counts).toEqual([2, 4, 6, 1, 1]);
+  });
+
+  it('leave a histogram out of the exposition until its first sample, like the SDK', async () => {
+    const { telemetry, recorder } = setup(false);
+    expect(await telemetry.scrape()).not.toContain('inter_chunk_latency');
+    recorder.interToken(recorder.requestAttributes('w', 'm'), 20, 1);
+    const text = await telemetry.scrape();
+    expect(text).toContain('# TYPE tokentap_inter_chunk_latency_seconds histogram');
+    expect(text).toContain('tokentap_inter_chunk_latency_seconds_bucket{workload="w",gen_ai_request_model="m",le="0.02"} 1');
+    expect(text).toContain('tokentap_inter_token_latency_seconds_count{workload="w",gen_ai_request_model="m"} 1');
+  });
+});
