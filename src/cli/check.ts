@@ -1,6 +1,7 @@
 import { parseArgs } from 'node:util';
 import { loadSettings, SLO_KINDS, type MatchConditions, type Settings, type Workload } from '../config/load.js';
 import { TokentapError } from '../errors.js';
+import { BURN_RATE_POLICIES } from '../render/burn-rate-windows.js';
 import type { CliIO } from './main.js';
 
 /**
@@ -22,7 +23,33 @@ export function runCheck(argv: readonly string[], io: CliIO): number {
     return 1;
   }
   io.stdout.write(summarise(file, settings));
+  for (const warning of unreachableBurnConditions(file, settings)) io.stderr.write(`${warning}\n`);
   return 0;
+}
+
+/**
+ * A burn-rate condition needs a bad share above `factor × (1 − objective)`; at or above 100 % it can
+ * never hold, so a low objective silently loses its fastest pages (0.93 and below: no 14.4x page;
+ * 0.83 and below: no page at all). Valid, but worth saying before it is relied on.
+ */
+function unreachableBurnConditions(file: string, settings: Settings): string[] {
+  const warnings: string[] = [];
+  for (const workload of settings.workloads) {
+    const slo = workload.slo;
+    if (slo === undefined) continue;
+    for (const policy of BURN_RATE_POLICIES) {
+      for (const condition of policy.conditions) {
+        const needed = condition.factor * (1 - slo.objective);
+        if (needed >= 1) {
+          warnings.push(
+            `${file}: warning: workload "${workload.name}": objective ${slo.objective} makes the ${policy.severity} condition ` +
+              `"${condition.long} and ${condition.short} above ${condition.factor}x the budget" unreachable (it needs more than ${Math.round(needed * 100)} % bad events)`,
+          );
+        }
+      }
+    }
+  }
+  return warnings;
 }
 
 function parseCheckFlags(argv: readonly string[]): string {

@@ -61,6 +61,17 @@ describe('tokentap CLI', () => {
     expect(lines.at(-1)).toBe('  default        every request; no SLO');
   });
 
+  it('`check` warns when an objective makes a burn-rate condition unreachable, and still accepts the file', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tokentap-check-'));
+    const file = join(dir, 'low.yaml');
+    writeFileSync(file, 'workloads:\n  - name: batch\n    match: { path: /v1/completions }\n    slo: { objective: 0.9, ttft: 2s }\n  - name: default\n');
+    const err = memoryStream();
+    expect(await main(['check', '--config', file], { stdout: memoryStream().stream, stderr: err.stream, env: {} })).toBe(0);
+    expect(err.text().trimEnd().split('\n')).toEqual([
+      `${file}: warning: workload "batch": objective 0.9 makes the page condition "1h and 5m above 14.4x the budget" unreachable (it needs more than 144 % bad events)`,
+    ]);
+  });
+
   it('`check` without --config, or with a missing file, says so', async () => {
     const err = memoryStream();
     expect(await main(['check'], { stdout: memoryStream().stream, stderr: err.stream, env: {} })).toBe(2);
