@@ -1,7 +1,7 @@
 import type { EventSourceMessage } from 'eventsource-parser';
 import { tokenCount } from './bounded-body.js';
 import { nonEmptyString, parseEventObject } from './event-json.js';
-import { SseDecoder } from './sse-decoder.js';
+import { SseEventTap } from './sse-event-tap.js';
 import type { Tap, TapContext } from './tap.js';
 
 /**
@@ -39,30 +39,8 @@ export function createAnthropicSseTap(context: TapContext): Tap {
   return new AnthropicSseTap(context);
 }
 
-class AnthropicSseTap implements Tap {
-  private readonly context: TapContext;
-  private readonly decoder: SseDecoder;
-  private nowMs = 0;
-
-  constructor(context: TapContext) {
-    this.context = context;
-    this.decoder = new SseDecoder(
-      (event) => this.onEvent(event),
-      () => context.problem('oversized_event'),
-    );
-  }
-
-  write(chunk: Buffer, nowMs: number): void {
-    this.nowMs = nowMs;
-    this.decoder.write(chunk);
-  }
-
-  end(nowMs: number): void {
-    this.nowMs = nowMs;
-    this.decoder.end();
-  }
-
-  private onEvent(message: EventSourceMessage): void {
+class AnthropicSseTap extends SseEventTap {
+  protected override onEvent(message: EventSourceMessage): void {
     // Skipped unparsed: nothing in them is measured.
     const named = message.event;
     if (named === 'ping' || named === 'content_block_start' || named === 'content_block_stop') return;

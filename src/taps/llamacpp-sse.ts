@@ -1,7 +1,7 @@
 import type { EventSourceMessage } from 'eventsource-parser';
 import { tokenCount } from './bounded-body.js';
 import { durationMs, nonEmptyString, parseEventObject } from './event-json.js';
-import { SseDecoder } from './sse-decoder.js';
+import { SseEventTap } from './sse-event-tap.js';
 import type { Tap, TapContext } from './tap.js';
 
 /**
@@ -31,32 +31,11 @@ export function createLlamaCppSseTap(context: TapContext): Tap {
   return new LlamaCppSseTap(context);
 }
 
-class LlamaCppSseTap implements Tap {
-  private readonly context: TapContext;
-  private readonly decoder: SseDecoder;
-  private nowMs = 0;
+class LlamaCppSseTap extends SseEventTap {
   /** `tokens_predicted` as of the last event, to turn the cumulative count into per-event counts. */
   private predicted = 0;
 
-  constructor(context: TapContext) {
-    this.context = context;
-    this.decoder = new SseDecoder(
-      (event) => this.onEvent(event),
-      () => context.problem('oversized_event'),
-    );
-  }
-
-  write(chunk: Buffer, nowMs: number): void {
-    this.nowMs = nowMs;
-    this.decoder.write(chunk);
-  }
-
-  end(nowMs: number): void {
-    this.nowMs = nowMs;
-    this.decoder.end();
-  }
-
-  private onEvent(message: EventSourceMessage): void {
+  protected override onEvent(message: EventSourceMessage): void {
     const event = parseEventObject<LlamaCppEvent>(message.data, this.context);
     if (event === undefined) return;
     const timeline = this.context.timeline;

@@ -1,7 +1,7 @@
 import type { EventSourceMessage } from 'eventsource-parser';
 import { tokenCount } from './bounded-body.js';
 import { nonEmptyString, parseEventObject } from './event-json.js';
-import { SseDecoder } from './sse-decoder.js';
+import { SseEventTap } from './sse-event-tap.js';
 import type { Tap, TapContext } from './tap.js';
 
 /**
@@ -33,30 +33,8 @@ export function createOpenAIResponsesSseTap(context: TapContext): Tap {
   return new OpenAIResponsesSseTap(context);
 }
 
-class OpenAIResponsesSseTap implements Tap {
-  private readonly context: TapContext;
-  private readonly decoder: SseDecoder;
-  private nowMs = 0;
-
-  constructor(context: TapContext) {
-    this.context = context;
-    this.decoder = new SseDecoder(
-      (event) => this.onEvent(event),
-      () => context.problem('oversized_event'),
-    );
-  }
-
-  write(chunk: Buffer, nowMs: number): void {
-    this.nowMs = nowMs;
-    this.decoder.write(chunk);
-  }
-
-  end(nowMs: number): void {
-    this.nowMs = nowMs;
-    this.decoder.end();
-  }
-
-  private onEvent(message: EventSourceMessage): void {
+class OpenAIResponsesSseTap extends SseEventTap {
+  protected override onEvent(message: EventSourceMessage): void {
     if (message.event !== undefined && !isObserved(message.event)) return;
     const event = parseEventObject<ResponsesEvent>(message.data, this.context);
     if (event === undefined) return;

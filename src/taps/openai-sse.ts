@@ -2,7 +2,7 @@ import type { EventSourceMessage } from 'eventsource-parser';
 import { tokenCount } from './bounded-body.js';
 import { nonEmptyString } from './event-json.js';
 import { isPlainContentChunk } from './plain-content-event.js';
-import { SseDecoder } from './sse-decoder.js';
+import { SseEventTap } from './sse-event-tap.js';
 import type { Tap, TapContext } from './tap.js';
 
 /**
@@ -46,33 +46,11 @@ export function createOpenAISseTap(context: TapContext): Tap {
   return new OpenAISseTap(context);
 }
 
-class OpenAISseTap implements Tap {
-  private readonly context: TapContext;
-  private readonly decoder: SseDecoder;
-  /** Arrival time of the chunk being decoded: every event completed by it happened then. */
-  private nowMs = 0;
+class OpenAISseTap extends SseEventTap {
   /** Last cumulative output-token count reported per chunk, to turn it into per-event counts. */
   private cumulativeTokens = 0;
 
-  constructor(context: TapContext) {
-    this.context = context;
-    this.decoder = new SseDecoder(
-      (event) => this.onEvent(event),
-      () => context.problem('oversized_event'),
-    );
-  }
-
-  write(chunk: Buffer, nowMs: number): void {
-    this.nowMs = nowMs;
-    this.decoder.write(chunk);
-  }
-
-  end(nowMs: number): void {
-    this.nowMs = nowMs;
-    this.decoder.end();
-  }
-
-  private onEvent(event: EventSourceMessage): void {
+  protected override onEvent(event: EventSourceMessage): void {
     const data = event.data;
     if (data === '[DONE]') {
       this.context.timeline.terminal = true;

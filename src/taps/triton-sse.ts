@@ -1,6 +1,6 @@
 import type { EventSourceMessage } from 'eventsource-parser';
 import { nonEmptyString, parseEventObject } from './event-json.js';
-import { SseDecoder } from './sse-decoder.js';
+import { SseEventTap } from './sse-event-tap.js';
 import type { Tap, TapContext } from './tap.js';
 
 /**
@@ -24,31 +24,14 @@ export function createTritonSseTap(context: TapContext): Tap {
   return new TritonSseTap(context);
 }
 
-class TritonSseTap implements Tap {
-  private readonly context: TapContext;
-  private readonly decoder: SseDecoder;
-  private nowMs = 0;
-
-  constructor(context: TapContext) {
-    this.context = context;
-    this.decoder = new SseDecoder(
-      (event) => this.onEvent(event),
-      () => context.problem('oversized_event'),
-    );
-  }
-
-  write(chunk: Buffer, nowMs: number): void {
-    this.nowMs = nowMs;
-    this.decoder.write(chunk);
-  }
-
-  end(nowMs: number): void {
-    this.nowMs = nowMs;
-    this.decoder.end();
+class TritonSseTap extends SseEventTap {
+  /** The protocol has no terminal event: a clean end of the body is it, after the events it completes. */
+  override end(nowMs: number): void {
+    super.end(nowMs);
     this.context.timeline.terminal = true;
   }
 
-  private onEvent(message: EventSourceMessage): void {
+  protected override onEvent(message: EventSourceMessage): void {
     const event = parseEventObject<TritonEvent>(message.data, this.context);
     if (event === undefined) return;
     if (event.error != null) {

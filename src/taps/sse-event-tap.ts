@@ -1,0 +1,41 @@
+import type { EventSourceMessage } from 'eventsource-parser';
+import { SseDecoder } from './sse-decoder.js';
+import type { Tap, TapContext } from './tap.js';
+
+/**
+ * What every SSE tap shares: the body goes through one SseDecoder (framing, split chunks and the
+ * event size cap: see sse-decoder.ts), an oversized event is counted as a problem, and each decoded
+ * event reaches the subclass's onEvent with the arrival time of the chunk that completed it in
+ * `nowMs`. A subclass reads its protocol's events; one whose protocol has no terminal event
+ * overrides end() to make the end of the body that event.
+ *
+ * The Ollama tap (ollama-ndjson.ts) wraps its NdjsonDecoder the same way but stays on its own: it
+ * is the only NDJSON tap, and one base over both decoders would make the per-chunk decoder call
+ * polymorphic on the hot path.
+ */
+export abstract class SseEventTap implements Tap {
+  protected readonly context: TapContext;
+  /** Arrival time of the chunk being decoded: every event completed by it happened then. */
+  protected nowMs = 0;
+  private readonly decoder: SseDecoder;
+
+  constructor(context: TapContext) {
+    this.context = context;
+    this.decoder = new SseDecoder(
+      (event) => this.onEvent(event),
+      () => context.problem('oversized_event'),
+    );
+  }
+
+  write(chunk: Buffer, nowMs: number): void {
+    this.nowMs = nowMs;
+    this.decoder.write(chunk);
+  }
+
+  end(nowMs: number): void {
+    this.nowMs = nowMs;
+    this.decoder.end();
+  }
+
+  protected abstract onEvent(message: EventSourceMessage): void;
+}
