@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
+import { problemsOf } from '../../helpers/problems.js';
 import { loadSettings } from '../../../src/config/load.js';
-import { TokentapError } from '../../../src/errors.js';
 import { METRICS } from '../../../src/metrics/definitions.js';
 
 const files = (map: Record<string, string>) => (path: string) => {
@@ -9,15 +9,6 @@ const files = (map: Record<string, string>) => (path: string) => {
   return text;
 };
 
-function problemsOf(fn: () => unknown): readonly string[] {
-  try {
-    fn();
-  } catch (error) {
-    if (error instanceof TokentapError) return error.problems;
-    throw error;
-  }
-  throw new Error('expected a TokentapError');
-}
 
 describe('settings', () => {
   it('uses the documented defaults with no flags, environment or file', () => {

@@ -1,19 +1,11 @@
 import { describe, expect, it } from 'vitest';
+import { problemsOf } from '../../helpers/problems.js';
 import { loadSettings, withBoundary } from '../../../src/config/load.js';
-import { TokentapError } from '../../../src/errors.js';
 import { METRICS } from '../../../src/metrics/definitions.js';
 
 const load = (yaml: string) => loadSettings({ flags: { config: 'w.yaml' }, env: {}, readFile: () => yaml });
 
-function problemsOf(yaml: string): readonly string[] {
-  try {
-    load(yaml);
-  } catch (error) {
-    if (error instanceof TokentapError) return error.problems;
-    throw error;
-  }
-  throw new Error('expected the config to be refused');
-}
+const refusals = (yaml: string): readonly string[] => problemsOf(() => load(yaml));
 
 describe('workloads in the config', () => {
   it('normalises match rules (lower-case header names) and thresholds to seconds', () => {
@@ -199,6 +191,6 @@ describe('broken workload configs, each refused with the exact message', () => {
   ];
 
   it.each(cases)('%s', (_what, yaml, expected) => {
-    expect(problemsOf(yaml)).toEqual(expected);
+    expect(refusals(yaml)).toEqual(expected);
   });
 });

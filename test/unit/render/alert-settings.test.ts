@@ -1,18 +1,10 @@
 import { describe, expect, it } from 'vitest';
+import { problemsOf } from '../../helpers/problems.js';
 import { loadSettings } from '../../../src/config/load.js';
-import { TokentapError } from '../../../src/errors.js';
 
 const load = (yaml: string) => loadSettings({ flags: { config: 'a.yaml' }, env: {}, readFile: () => yaml });
 
-function problemsOf(yaml: string): readonly string[] {
-  try {
-    load(yaml);
-  } catch (error) {
-    if (error instanceof TokentapError) return error.problems;
-    throw error;
-  }
-  throw new Error('expected the config to be refused');
-}
+const refusals = (yaml: string): readonly string[] => problemsOf(() => load(yaml));
 
 describe('the alerts section', () => {
   it('defaults to a 10m page for P99 TTFT, 60 requests per hour, and the README and SLO dashboard as links', () => {
@@ -47,10 +39,10 @@ alerts:
     ['alerts:\n  dashboard_url: grafana dashboard\n', 'a.yaml:2: alerts.dashboard_url: expected an http:// or https:// URL (or a path starting with "/"), got "grafana dashboard"'],
     ['alerts:\n  p99_for: 5m\n', 'a.yaml:2: alerts.p99_for: unknown setting'],
   ])('refuses %j with the place and the problem', (yaml, problem) => {
-    expect(problemsOf(yaml)).toEqual([problem]);
+    expect(refusals(yaml)).toEqual([problem]);
   });
 
   it('reports every problem in the section at once', () => {
-    expect(problemsOf('alerts:\n  p99_ttft_severity: warning\n  min_requests_per_hour: -5\n')).toHaveLength(2);
+    expect(refusals('alerts:\n  p99_ttft_severity: warning\n  min_requests_per_hour: -5\n')).toHaveLength(2);
   });
 });

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { problemsOf } from '../../helpers/problems.js';
 import { TokentapError } from '../../../src/errors.js';
 import {
   SIM_HEADER,
@@ -9,15 +10,6 @@ import {
 } from '../../../src/simulator/index.js';
 import { CHAT_BODY, rawRequest, simulator } from './helpers.js';
 
-function problemsOf(run: () => unknown): readonly string[] {
-  try {
-    run();
-  } catch (error) {
-    expect(error).toBeInstanceOf(TokentapError);
-    return (error as TokentapError).problems;
-  }
-  throw new Error('expected an error');
-}
 
 describe('parseSimulatorFlags', () => {
   it('maps every flag to its option', () => {

@@ -1,16 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { TokentapError } from '../../../src/errors.js';
+import { problemsOf } from '../../helpers/problems.js';
 import { loadOtlpSettings } from '../../../src/tracing/otlp-settings.js';
 
-function problems(env: Record<string, string>): readonly string[] {
-  try {
-    loadOtlpSettings(env);
-  } catch (error) {
-    if (error instanceof TokentapError) return error.problems;
-    throw error;
-  }
-  throw new Error('expected TOKENTAP_ERR_CONFIG_INVALID');
-}
+const problems = (env: Record<string, string>): readonly string[] => problemsOf(() => loadOtlpSettings(env));
 
 describe('OTLP settings from the OTEL_* environment', () => {
   it('is off without an endpoint, and off with OTEL_SDK_DISABLED=true even with one', () => {
