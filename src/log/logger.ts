@@ -1,21 +1,63 @@
-import pino, { type Logger } from 'pino';
+import pino, { type Logger, type LoggerOptions } from 'pino';
+
+/**
+ * Request lines are written in batches: one write once 4 KiB have gathered (about ten request
+ * lines), and at the latest 250 ms after a line was logged. Each write of the asynchronous
+ * destination is a round trip through libuv's thread pool (a worker thread woken, and the main
+ * thread when it is done); one write per request line cost 11 ms of CPU per 1,000 streamed tokens
+ * on the benchmark (64 streams of 64 tokens 20 ms apart, `npm run bench`), about half of all
+ * observation. Lines still buffered when the process exits are written synchronously on exit (pino
+ * registers that for its asynchronous destinations).
+ */
+const BATCH_BYTES = 4096;
+const BATCH_MAX_DELAY_MS = 250;
 
 /**
  * One JSON line per request (and a few lifecycle lines). Asynchronous destination: a log write
- * never blocks the event loop that forwards streams. Headers are never logged; the redaction list
- * is a second guard should a header object ever be passed by mistake.
+ * never blocks the event loop that forwards streams. `destination`: a file descriptor (batched as
+ * above), or a stream (tests), which gets every line as it is logged.
  */
 export function createLogger(level: string, destination: NodeJS.WritableStream | number = 1): Logger {
-  const stream = typeof destination === 'number' ? pino.destination({ dest: destination, sync: false }) : destination;
-  return pino(
+  if (typeof destination !== 'number') return pino(loggerOptions(level), destination);
+  const stream = pino.destination({ dest: destination, sync: false, minLength: BATCH_BYTES });
+  let unwritten = false;
+  const logger = pino(
     {
-      level,
-      base: { service: 'tokentap' },
-      redact: {
-        paths: ['*.authorization', '*.cookie', '*["x-api-key"]', '*["proxy-authorization"]', 'headers'],
-        remove: true,
+      ...loggerOptions(level),
+      hooks: {
+        logMethod(args, method) {
+          unwritten = true;
+          method.apply(this, args);
+        },
       },
     },
     stream,
   );
+  setInterval(() => {
+    if (!unwritten) return;
+    unwritten = false;
+    try {
+      stream.flush();
+    } catch {
+      // Destroyed (closed stdout, end of the process): nothing left to write to.
+    }
+  }, BATCH_MAX_DELAY_MS).unref();
+  return logger;
+}
+
+/**
+ * Headers are never logged; the redaction list is a second guard should a header object, or a
+ * credential header by name, ever be passed by mistake. Fixed paths only: a wildcard path
+ * (`*.authorization`) makes pino's redaction walk every key of every line, measured at 20 µs of the
+ * 24 µs a request line cost (fixed paths: 0.5 µs).
+ */
+function loggerOptions(level: string): LoggerOptions {
+  return {
+    level,
+    base: { service: 'tokentap' },
+    redact: {
+      paths: ['headers', 'req.headers', 'authorization', 'cookie', '["x-api-key"]', '["proxy-authorization"]'],
+      remove: true,
+    },
+  };
 }
