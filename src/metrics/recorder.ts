@@ -2,7 +2,7 @@ import type { Attributes, Counter, Histogram, Meter, UpDownCounter } from '@open
 import type { TokenSource } from '../clock/token-timeline.js';
 import type { SloKind } from '../config/load.js';
 import { ATTR, METRICS, type HistogramKey } from './definitions.js';
-import { interTokenHistogramsOf, type HistogramSeriesSet } from './inter-token-histograms.js';
+import { interTokenHistogramsOf, type HistogramSeries, type HistogramSeriesSet } from './inter-token-histograms.js';
 
 /**
  * How a request ended; the `outcome` label. `shutdown`: still in flight when the drain deadline
@@ -87,18 +87,15 @@ export class Recorder {
     this.inFlight.add(1, attributes);
   }
 
-  /** One per-chunk sample of the gap and `tokens` per-token samples of gap / tokens. */
-  interToken(attributes: Attributes, gapMs: number, tokens: number): void {
-    const gapS = gapMs / MS_PER_S;
-    const perToken = gapS / tokens;
+  /**
+   * Where one request's inter-token samples go, resolved once per request: the per-chunk path then
+   * does no series lookup at all.
+   */
+  interTokenSeries(attributes: Attributes): InterTokenSeries {
     if (this.itlRecorded === undefined) {
-      this.itlChunkSeries?.series(attributes).record(gapS);
-      this.itlTokenSeries?.series(attributes).recordTimes(perToken, tokens);
-      return;
+      return new DirectInterTokenSeries((this.itlChunkSeries as HistogramSeriesSet).series(attributes), (this.itlTokenSeries as HistogramSeriesSet).series(attributes));
     }
-    this.itlRecorded.chunk.record(gapS, attributes);
-    const itlToken = this.itlRecorded.token;
-    for (let i = 0; i < tokens; i++) itlToken.record(perToken, attributes);
+    return new SdkInterTokenSeries(this.itlRecorded.chunk, this.itlRecorded.token, attributes);
   }
 
   finished(attributes: Attributes, summary: RequestSummary): void {
@@ -134,5 +131,47 @@ export class Recorder {
   sloEvents(attributes: Attributes, slo: SloKind, good: number, bad: number): void {
     this.sloEventCounter.add(good, { ...attributes, [ATTR.slo]: slo, [ATTR.sloResult]: 'good' });
     this.sloEventCounter.add(bad, { ...attributes, [ATTR.slo]: slo, [ATTR.sloResult]: 'bad' });
+  }
+}
+
+/** One request's inter-token histograms: one per-chunk sample of the gap and `tokens` per-token samples of gap / tokens. */
+export interface InterTokenSeries {
+  record(gapMs: number, tokens: number): void;
+}
+
+/** On the series kept outside the SDK (inter-token-histograms.ts), found once for the request. */
+class DirectInterTokenSeries implements InterTokenSeries {
+  private readonly chunk: HistogramSeries;
+  private readonly token: HistogramSeries;
+
+  constructor(chunk: HistogramSeries, token: HistogramSeries) {
+    this.chunk = chunk;
+    this.token = token;
+  }
+
+  record(gapMs: number, tokens: number): void {
+    const gapS = gapMs / MS_PER_S;
+    this.chunk.record(gapS);
+    this.token.recordTimes(gapS / tokens, tokens);
+  }
+}
+
+/** Through the SDK's instruments (OTLP configured: its readers cannot take the producer). */
+class SdkInterTokenSeries implements InterTokenSeries {
+  private readonly chunk: Histogram;
+  private readonly token: Histogram;
+  private readonly attributes: Attributes;
+
+  constructor(chunk: Histogram, token: Histogram, attributes: Attributes) {
+    this.chunk = chunk;
+    this.token = token;
+    this.attributes = attributes;
+  }
+
+  record(gapMs: number, tokens: number): void {
+    const gapS = gapMs / MS_PER_S;
+    const perToken = gapS / tokens;
+    this.chunk.record(gapS, this.attributes);
+    for (let i = 0; i < tokens; i++) this.token.record(perToken, this.attributes);
   }
 }

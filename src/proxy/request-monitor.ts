@@ -6,7 +6,7 @@ import type { DrainState } from '../lifecycle/drain-state.js';
 import type { Workload } from '../config/load.js';
 import { TokenTimeline, type InterTokenSink } from '../clock/token-timeline.js';
 import type { ModelLabels } from '../metrics/model-labels.js';
-import type { Outcome, Recorder, RequestSummary } from '../metrics/recorder.js';
+import type { InterTokenSeries, Outcome, Recorder, RequestSummary } from '../metrics/recorder.js';
 import { interTokenIsBad, recordSloEvents } from '../slo/slo-events.js';
 import type { WorkloadMatcher } from '../slo/workload-matcher.js';
 import { DEFAULT_TAP_SELECTOR, type TapSelector } from '../taps/select.js';
@@ -51,6 +51,8 @@ export class RequestMonitor implements InterTokenSink, TapContext {
   private itlTokens = 0;
   private itlBadTokens = 0;
   private attributes: Attributes | undefined;
+  /** Set with `attributes`: where this request's inter-token samples go. */
+  private itlSeries: InterTokenSeries | undefined;
   private model = '';
   private tap: Tap | undefined;
   private streaming = false;
@@ -165,7 +167,8 @@ export class RequestMonitor implements InterTokenSink, TapContext {
 
   // InterTokenSink
   interToken(gapMs: number, tokens: number): void {
-    this.deps.recorder.interToken(this.labels(undefined), gapMs, tokens);
+    if (this.itlSeries === undefined) this.labels(undefined);
+    (this.itlSeries as InterTokenSeries).record(gapMs, tokens);
     const itlS = this.itlThresholdS;
     if (itlS !== undefined) {
       this.itlTokens += tokens;
@@ -209,6 +212,7 @@ export class RequestMonitor implements InterTokenSink, TapContext {
       this.itlThresholdS = this.workload.slo?.thresholdsS.itl;
       this.model = this.deps.models.label(model);
       this.attributes = this.deps.recorder.requestAttributes(this.workload.name, this.model);
+      this.itlSeries = this.deps.recorder.interTokenSeries(this.attributes);
       this.deps.recorder.started(this.attributes);
     }
     return this.attributes;

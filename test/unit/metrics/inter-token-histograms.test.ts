@@ -72,13 +72,13 @@ describe('inter-token histograms outside the SDK', () => {
       const { telemetry, recorder } = setup(viaSdk);
       for (const [model, gapMs, tokens] of SAMPLES) {
         // A fresh attribute object per request, as the monitor makes them.
-        recorder.interToken(recorder.requestAttributes('w', model), gapMs, tokens);
+        recorder.interTokenSeries(recorder.requestAttributes('w', model)).record(gapMs, tokens);
       }
       // A collection between samples (a scrape mid-stream) changes nothing in the totals.
       await telemetry.collect();
       const attributes = recorder.requestAttributes('w', 'a');
-      recorder.interToken(attributes, 30, 2);
-      recorder.interToken(attributes, 2, 1);
+      recorder.interTokenSeries(attributes).record(30, 2);
+      recorder.interTokenSeries(attributes).record(2, 1);
       results.push(await itlPoints(telemetry));
     }
     const [sdk, ours] = results as [Point[], Point[]];
@@ -106,10 +106,15 @@ describe('inter-token histograms outside the SDK', () => {
   it('leave a histogram out of the exposition until its first sample, like the SDK', async () => {
     const { telemetry, recorder } = setup(false);
     expect(await telemetry.scrape()).not.toContain('inter_chunk_latency');
-    recorder.interToken(recorder.requestAttributes('w', 'm'), 20, 1);
+    // A request's series exists from its start; without a sample it is not exported either.
+    const series = recorder.interTokenSeries(recorder.requestAttributes('w', 'm'));
+    recorder.interTokenSeries(recorder.requestAttributes('w', 'silent'));
+    expect(await telemetry.scrape()).not.toContain('inter_chunk_latency');
+    series.record(20, 1);
     const text = await telemetry.scrape();
     expect(text).toContain('# TYPE tokentap_inter_chunk_latency_seconds histogram');
     expect(text).toContain('tokentap_inter_chunk_latency_seconds_bucket{workload="w",gen_ai_request_model="m",le="0.02"} 1');
     expect(text).toContain('tokentap_inter_token_latency_seconds_count{workload="w",gen_ai_request_model="m"} 1');
+    expect(text).not.toContain('gen_ai_request_model="silent"');
   });
 });

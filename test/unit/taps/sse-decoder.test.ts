@@ -26,6 +26,18 @@ function expectSplitInvariant(bytes: Buffer, maxEventChars?: number) {
   return whole;
 }
 
+/** `text` written as a server does: the first piece, then one chunk per event (cut after each blank line). */
+function eventChunks(text: string): string[] {
+  const pieces: string[] = [];
+  let from = 0;
+  for (let at = text.indexOf('\n\n'); at !== -1; at = text.indexOf('\n\n', from)) {
+    pieces.push(text.slice(from, at + 2));
+    from = at + 2;
+  }
+  if (from < text.length) pieces.push(text.slice(from));
+  return pieces;
+}
+
 describe('SSE decoder', () => {
   it('ends lines at LF, CRLF and CR alike, also when a CRLF is split across chunks', () => {
     for (const eol of ['\n', '\r\n', '\r']) {
@@ -76,5 +88,60 @@ describe('SSE decoder', () => {
   it('decodes an event exactly at the limit', () => {
     const data = 'z'.repeat(256);
     expect(expectSplitInvariant(Buffer.from(`data: ${data}\n\n`), 256)).toEqual({ events: [[undefined, data]], oversized: 0 });
+  });
+
+  it('decodes whole-event chunks (the shortcut past the parser) exactly as the parser decodes the whole text', () => {
+    const streams = [
+      'data: {"a":1}\n\ndata: {"b":"é☕😀"}\n\ndata: [DONE]\n\n',
+      'event: message_start\ndata: {"x":1}\n\ndata: after-typed\n\nevent: e\ndata: 2\n\n',
+      'data:no-space\n\ndata:  two-spaces\n\ndata: \n\ndata\n\ndata: last\n\n',
+      'id: 7\ndata: with-id\n\ndata: next\n\n: comment\n\ndata: a\ndata: b\n\ndata: c\n\n',
+      'retry: 10\n\ndata: x\n\nfoo: bar\ndata: y\n\ndata: z\n\n',
+    ];
+    for (const text of streams) {
+      const whole = decode([text]);
+      expect(decode(eventChunks(text)), text).toEqual(whole);
+      expect(decode(['data: first\n\n', ...eventChunks(text)]).events.slice(1), text).toEqual(whole.events);
+    }
+  });
+
+  it('does not take a whole-event chunk past the parser while the parser holds part of a line or an event', () => {
+    // An event whose first data line came in the previous chunk: the next line joins it.
+    expect(decode(['data: first\n\n', 'data: a\n', 'data: b\n\n', 'data: c\n\n']).events).toEqual([
+      [undefined, 'first'],
+      [undefined, 'a\nb'],
+      [undefined, 'c'],
+    ]);
+    // An event type set in the previous chunk applies to the data that follows.
+    expect(decode(['data: first\n\n', 'event: typed\n', 'data: x\n\n', 'data: y\n\n']).events).toEqual([
+      [undefined, 'first'],
+      ['typed', 'x'],
+      [undefined, 'y'],
+    ]);
+    // A partial line: the chunk completes it rather than starting an event.
+    expect(decode(['data: first\n\n', 'data: par', 'data: tial\n\n']).events).toEqual([
+      [undefined, 'first'],
+      [undefined, 'pardata: tial'],
+    ]);
+    // A CR-ended chunk may owe an LF: the next chunk's LF is its pair, not a blank line.
+    expect(decode(['data: first\r\r', '\ndata: x\n\n', 'data: y\n\n']).events).toEqual([
+      [undefined, 'first'],
+      [undefined, 'x'],
+      [undefined, 'y'],
+    ]);
+    // A multi-byte character split across chunks: the chunk finishing it goes through the decoder.
+    const snowman = Buffer.from('data: ☕\n\n');
+    expect(decode([Buffer.from('data: first\n\n'), snowman.subarray(0, 7), snowman.subarray(7), Buffer.from('data: z\n\n')]).events).toEqual([
+      [undefined, 'first'],
+      [undefined, '☕'],
+      [undefined, 'z'],
+    ]);
+  });
+
+  it('applies the size cap to whole-event chunks too', () => {
+    const big = 'q'.repeat(300);
+    expect(decode(['data: a\n\n', `data: ${big}\n\n`, 'data: b\n\n'], 256)).toEqual({ events: [[undefined, 'a'], [undefined, 'b']], oversized: 1 });
+    const atLimit = 'z'.repeat(256);
+    expect(decode(['data: a\n\n', `data: ${atLimit}\n\n`], 256)).toEqual({ events: [[undefined, 'a'], [undefined, atLimit]], oversized: 0 });
   });
 });
