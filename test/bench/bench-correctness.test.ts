@@ -25,6 +25,10 @@ describe('bench correctness mode', () => {
     expect(tokentap?.accuracy?.pairs).toBeGreaterThan(0);
     expect(result.streaming.map((c) => c.system)).toEqual(expect.arrayContaining(['direct', 'tokentap', 'tokentap-unobserved']));
     for (const cell of result.unary) expect(cell.completed, cell.system).toBe(cell.sent);
+    // The paired cell measured both processes (CPU time is read from /proc, so both must have used some).
+    expect(result.pairedObservation).toHaveLength(1);
+    expect(result.pairedObservation[0]?.observedCpuMsPer1kTokens).toBeGreaterThan(0);
+    expect(result.pairedObservation[0]?.unobservedCpuMsPer1kTokens).toBeGreaterThan(0);
   });
 });
 

@@ -44,6 +44,8 @@ export interface BenchPlan {
   /** The rate at which non-streaming CPU per request is compared across systems. */
   readonly unaryReferenceRate: number;
   readonly correctnessRequests: number;
+  /** Rounds of the paired observation cell (runPairedObservation); its streams per system and gap. */
+  readonly pairedObservation: { readonly rounds: number; readonly concurrency: number; readonly itlMs: number };
   /** Also run the Node TCP relay (tcp-relay.ts): the floor for a proxy on Node's sockets. Needs the compiled bench. */
   readonly relay: boolean;
   /** Stop starting cells after this long (the whole run must stay under 10 minutes). */
@@ -68,6 +70,7 @@ export const FULL_PLAN: Omit<BenchPlan, 'log'> = {
   unaryRates: [500, 1000, 2000, 3000, 4000],
   unaryDurationMs: 1500,
   unaryReferenceRate: 1000,
+  pairedObservation: { rounds: 3, concurrency: 64, itlMs: 20 },
   correctnessRequests: 24,
   relay: true,
   budgetMs: 8.5 * 60_000,
@@ -83,6 +86,7 @@ export const CORRECTNESS_PLAN: Omit<BenchPlan, 'log'> = {
   unaryRates: [200],
   unaryDurationMs: 300,
   unaryReferenceRate: 200,
+  pairedObservation: { rounds: 1, concurrency: 8, itlMs: 2 },
   correctnessRequests: 12,
   relay: false,
   budgetMs: 60_000,
@@ -148,6 +152,18 @@ export interface UnaryCell {
   readonly othersOnProxyCore: number;
 }
 
+/**
+ * One round of tokentap observing and tokentap unobserved carrying the same load at the same time,
+ * each from its own load generator, on the same pinned core: whatever else the machine does then
+ * (neighbours, frequency, cache pressure) weighs on both, so their ratio is steadier than one taken
+ * across sequential cells, which moved by ±10 % between runs minutes apart here.
+ */
+export interface PairedObservationRound {
+  readonly observedCpuMsPer1kTokens: number;
+  readonly unobservedCpuMsPer1kTokens: number;
+  readonly ratio: number;
+}
+
 export interface BenchResult {
   readonly startedAt: string;
   readonly durationS: number;
@@ -159,6 +175,7 @@ export interface BenchResult {
   readonly streaming: StreamCell[];
   readonly unary: UnaryCell[];
   readonly unaryMaxRateP99Under5Ms: Partial<Record<SystemName, number | null>>;
+  readonly pairedObservation: PairedObservationRound[];
 }
 
 interface System {
@@ -283,6 +300,17 @@ export async function runBench(plan: BenchPlan): Promise<BenchResult> {
       }
     }
 
+    const pairedObservation: PairedObservationRound[] = [];
+    for (let round = 0; round < plan.pairedObservation.rounds; round++) {
+      if (overBudget()) {
+        notes.push(`time budget reached: paired observation round ${round + 1} and later skipped`);
+        break;
+      }
+      const paired = await runPairedObservation(systems, plan);
+      pairedObservation.push(paired);
+      plan.log(`paired observation r${round + 1}: observed ${f(paired.observedCpuMsPer1kTokens)} / unobserved ${f(paired.unobservedCpuMsPer1kTokens)} ms CPU per 1k tokens = ${f(paired.ratio, 3)}x`);
+    }
+
     // Non-streaming rate sweep, interleaved per rate; a system stops climbing once it no longer holds.
     const unary: UnaryCell[] = [];
     const stoppedClimbing = new Set<SystemName>();
@@ -333,6 +361,7 @@ export async function runBench(plan: BenchPlan): Promise<BenchResult> {
       streaming,
       unary,
       unaryMaxRateP99Under5Ms,
+      pairedObservation,
     };
   } finally {
     await stopAll();
@@ -525,6 +554,32 @@ async function runStreamCell(
     othersOnProxyCore,
     accuracy,
   };
+}
+
+/** Both tokentap processes under the same streaming load at once (PairedObservationRound says why). */
+async function runPairedObservation(systems: readonly System[], plan: BenchPlan): Promise<PairedObservationRound> {
+  const pair = (['tokentap', 'tokentap-unobserved'] as const).map((name) => systems.find((s) => s.name === name) as System);
+  const { concurrency, itlMs } = plan.pairedObservation;
+  const streamMs = plan.ttftMs + plan.tokens * itlMs;
+  const cpuBefore = pair.map((s) => groupCpuMs(s.pids()));
+  const results = await Promise.all(
+    pair.map((system) =>
+      runStreamLoad({
+        url: system.url,
+        concurrency,
+        ttftMs: plan.ttftMs,
+        itlMs,
+        tokens: plan.tokens,
+        arrivalMs: Math.max(plan.streamArrivalMs, streamMs * 2),
+        maxRequests: 20_000,
+        stamp: false,
+        keepBodies: false,
+        drainTimeoutMs: Math.min(60_000, streamMs * 4 + 5000),
+      }),
+    ),
+  );
+  const [observed, unobserved] = pair.map((s, i) => ((groupCpuMs(s.pids()) - (cpuBefore[i] as number)) * 1000) / Math.max(1, (results[i] as { tokens: number }).tokens)) as [number, number];
+  return { observedCpuMsPer1kTokens: observed, unobservedCpuMsPer1kTokens: unobserved, ratio: observed / unobserved };
 }
 
 function computeAddedDelay(cells: StreamCell[], itlMs: number, concurrency: number, round: number): void {

@@ -50,6 +50,16 @@ export function targetVerdicts(result: BenchResult, unaryReferenceRate: number):
     const rss = medianOf(result, 'tokentap', 20, streams, (c) => c.rssPerStreamKiB);
     verdicts.push(verdict(`RSS per open stream, ${streams} streams`, '≤ 32 KiB', `${f(rss)} KiB (nginx ${f(medianOf(result, 'nginx', 20, streams, (c) => c.rssPerStreamKiB))})`, rss, (v) => v <= 32));
   }
+  const pairedRatio = median(result.pairedObservation.map((r) => r.ratio));
+  verdicts.push(
+    verdict(
+      `observation on / off CPU, paired (both at once, ${result.pairedObservation.length} rounds)`,
+      '≤ 1.10×',
+      `${f(median(result.pairedObservation.map((r) => r.observedCpuMsPer1kTokens)))} / ${f(median(result.pairedObservation.map((r) => r.unobservedCpuMsPer1kTokens)))} ms = ${f(pairedRatio, 2)}× (rounds ${result.pairedObservation.map((r) => f(r.ratio, 2)).join(', ')})`,
+      pairedRatio,
+      (v) => v <= 1.1,
+    ),
+  );
   const ttUnary = unaryAt(result, 'tokentap', unaryReferenceRate)?.cpuUsPerRequest ?? Number.NaN;
   const ngUnary = unaryAt(result, 'nginx', unaryReferenceRate)?.cpuUsPerRequest ?? Number.NaN;
   verdicts.push(verdict(`non-streaming CPU per request at ${unaryReferenceRate}/s, tokentap / nginx`, '≤ 3×', `${f(ttUnary, 0)} / ${f(ngUnary, 0)} µs = ${f(ttUnary / ngUnary, 2)}×`, ttUnary / ngUnary, (v) => v <= 3));
