@@ -1,8 +1,8 @@
-import type { Attributes, Counter, Histogram, Meter, UpDownCounter } from '@opentelemetry/api';
+import type { Attributes, Histogram, Meter } from '@opentelemetry/api';
 import type { TokenSource } from '../clock/token-timeline.js';
 import type { SloKind } from '../config/load.js';
-import { ATTR, METRICS, type HistogramKey } from './definitions.js';
-import { interTokenHistogramsOf, type HistogramSeries, type HistogramSeriesSet } from './inter-token-histograms.js';
+import { ATTR, METRICS, type HistogramKey, type MetricDefinition } from './definitions.js';
+import { directMetricsOf, type HistogramSeries, type HistogramSeriesSet } from './direct-metrics.js';
 
 /**
  * How a request ended; the `outcome` label. `shutdown`: still in flight when the drain deadline
@@ -28,26 +28,42 @@ export interface RequestSummary {
 
 const MS_PER_S = 1000;
 
+/** What records a histogram sample: an SDK Histogram, or a direct series set (direct-metrics.ts). */
+interface HistogramSink {
+  record(value: number, attributes: Attributes): void;
+}
+
+/** What adds to a counter or up-down counter: an SDK instrument, or a direct series set. */
+interface SumSink {
+  add(value: number, attributes: Attributes): void;
+}
+
 /**
- * Turns measurements into OpenTelemetry instruments built from the definitions table. Attribute
- * objects are made once per request and reused for every sample of it.
+ * Turns measurements into the metrics of the definitions table: through the aggregation of
+ * direct-metrics.ts when the meter's Telemetry has it (the Prometheus endpoint alone), otherwise
+ * through the OpenTelemetry SDK's instruments (OTLP configured). Attribute objects are interned:
+ * one per attribute set, reused by every request and sample with that set, which is what lets the
+ * direct aggregation find a series by identity.
  */
 export class Recorder {
-  private readonly histograms: Record<Exclude<HistogramKey, 'itlToken' | 'itlChunk'>, Histogram>;
-  private readonly requests: Counter;
-  private readonly tokens: Counter;
-  private readonly inFlight: UpDownCounter;
-  private readonly tapErrors: Counter;
-  private readonly tokenCountMismatches: Counter;
-  private readonly sloEventCounter: Counter;
-  /** The inter-token histograms outside the SDK (inter-token-histograms.ts), when the meter's Telemetry has them. */
+  private readonly histograms: Record<Exclude<HistogramKey, 'itlToken' | 'itlChunk'>, HistogramSink>;
+  private readonly requests: SumSink;
+  private readonly tokens: SumSink;
+  private readonly inFlight: SumSink;
+  private readonly tapErrors: SumSink;
+  private readonly tokenCountMismatches: SumSink;
+  private readonly sloEventCounter: SumSink;
+  /** The inter-token histograms outside the SDK (direct-metrics.ts), when the meter's Telemetry has them. */
   private readonly itlChunkSeries: HistogramSeriesSet | undefined;
   private readonly itlTokenSeries: HistogramSeriesSet | undefined;
   /** Otherwise (OTLP configured) the SDK's instruments. */
   private readonly itlRecorded: { readonly chunk: Histogram; readonly token: Histogram } | undefined;
+  private readonly baseAttributes = new Map<string, Attributes>();
+  private readonly variants = new AttributeVariants();
 
   constructor(meter: Meter, buckets: Readonly<Record<HistogramKey, readonly number[]>>) {
-    const histogram = (key: HistogramKey): Histogram => {
+    const direct = directMetricsOf(meter);
+    const sdkHistogram = (key: HistogramKey): Histogram => {
       const def = METRICS[key];
       return meter.createHistogram(def.otelName, {
         unit: def.unit,
@@ -55,11 +71,12 @@ export class Recorder {
         advice: { explicitBucketBoundaries: [...buckets[key]] },
       });
     };
-    const interToken = interTokenHistogramsOf(meter);
-    this.itlChunkSeries = interToken?.histogram(METRICS.itlChunk, buckets.itlChunk);
-    this.itlTokenSeries = interToken?.histogram(METRICS.itlToken, buckets.itlToken);
-    // Created on the meter only without the producer: an instrument never recorded is still exported.
-    this.itlRecorded = interToken === undefined ? { chunk: histogram('itlChunk'), token: histogram('itlToken') } : undefined;
+    const histogram = (key: HistogramKey): HistogramSink => (direct === undefined ? sdkHistogram(key) : direct.histogram(METRICS[key], buckets[key]));
+    const counter = (def: MetricDefinition): SumSink =>
+      direct === undefined ? meter.createCounter(def.otelName, { unit: def.unit, description: def.description }) : direct.sum(def, true);
+    this.itlChunkSeries = direct?.histogram(METRICS.itlChunk, buckets.itlChunk);
+    this.itlTokenSeries = direct?.histogram(METRICS.itlToken, buckets.itlToken);
+    this.itlRecorded = direct === undefined ? { chunk: sdkHistogram('itlChunk'), token: sdkHistogram('itlToken') } : undefined;
     this.histograms = {
       ttfb: histogram('ttfb'),
       ttft: histogram('ttft'),
@@ -67,20 +84,24 @@ export class Recorder {
       e2e: histogram('e2e'),
       tokenUsage: histogram('tokenUsage'),
     };
-    const { requests, tokens, inFlight, tapErrors } = METRICS;
-    this.requests = meter.createCounter(requests.otelName, { unit: requests.unit, description: requests.description });
-    this.tokens = meter.createCounter(tokens.otelName, { unit: tokens.unit, description: tokens.description });
-    this.inFlight = meter.createUpDownCounter(inFlight.otelName, { unit: inFlight.unit, description: inFlight.description });
-    this.tapErrors = meter.createCounter(tapErrors.otelName, { unit: tapErrors.unit, description: tapErrors.description });
-    const mismatches = METRICS.tokenCountMismatches;
-    this.tokenCountMismatches = meter.createCounter(mismatches.otelName, { unit: mismatches.unit, description: mismatches.description });
-    const { sloEvents } = METRICS;
-    this.sloEventCounter = meter.createCounter(sloEvents.otelName, { unit: sloEvents.unit, description: sloEvents.description });
+    const { requests, tokens, inFlight, tapErrors, tokenCountMismatches, sloEvents } = METRICS;
+    this.requests = counter(requests);
+    this.tokens = counter(tokens);
+    this.inFlight = direct === undefined ? meter.createUpDownCounter(inFlight.otelName, { unit: inFlight.unit, description: inFlight.description }) : direct.sum(inFlight, false);
+    this.tapErrors = counter(tapErrors);
+    this.tokenCountMismatches = counter(tokenCountMismatches);
+    this.sloEventCounter = counter(sloEvents);
   }
 
-  /** The base attributes of every series of one request. */
+  /** The base attributes of every series of one request: one object per (workload, model), shared. */
   requestAttributes(workload: string, model: string): Attributes {
-    return { [ATTR.workload]: workload, [ATTR.model]: model };
+    const key = `${workload}\u0000${model}`;
+    let attributes = this.baseAttributes.get(key);
+    if (attributes === undefined) {
+      attributes = Object.freeze({ [ATTR.workload]: workload, [ATTR.model]: model });
+      this.baseAttributes.set(key, attributes);
+    }
+    return attributes;
   }
 
   started(attributes: Attributes): void {
@@ -101,26 +122,25 @@ export class Recorder {
   finished(attributes: Attributes, summary: RequestSummary): void {
     this.inFlight.add(-1, attributes);
     const h = this.histograms;
+    const v = this.variants;
     if (!Number.isNaN(summary.ttfbMs)) h.ttfb.record(summary.ttfbMs / MS_PER_S, attributes);
     if (!Number.isNaN(summary.ttftMs)) h.ttft.record(summary.ttftMs / MS_PER_S, attributes);
     if (!Number.isNaN(summary.tpotMs)) h.tpot.record(summary.tpotMs / MS_PER_S, attributes);
-    h.e2e.record(summary.e2eMs / MS_PER_S, { ...attributes, [ATTR.outcome]: summary.outcome });
-    this.requests.add(1, { ...attributes, [ATTR.outcome]: summary.outcome, [ATTR.statusClass]: summary.statusClass });
+    h.e2e.record(summary.e2eMs / MS_PER_S, v.of(attributes, ATTR.outcome, summary.outcome));
+    this.requests.add(1, v.of(attributes, ATTR.outcome, summary.outcome, ATTR.statusClass, summary.statusClass));
     if (!Number.isNaN(summary.inputTokens)) {
-      const input = { ...attributes, [ATTR.tokenType]: 'input' };
-      h.tokenUsage.record(summary.inputTokens, input);
-      this.tokens.add(summary.inputTokens, { ...input, [ATTR.tokenSource]: 'usage' });
+      h.tokenUsage.record(summary.inputTokens, v.of(attributes, ATTR.tokenType, 'input'));
+      this.tokens.add(summary.inputTokens, v.of(attributes, ATTR.tokenType, 'input', ATTR.tokenSource, 'usage'));
     }
     if (summary.outputTokens > 0 || summary.tokenSource === 'usage') {
-      const output = { ...attributes, [ATTR.tokenType]: 'output' };
-      h.tokenUsage.record(summary.outputTokens, output);
-      this.tokens.add(summary.outputTokens, { ...output, [ATTR.tokenSource]: summary.tokenSource });
+      h.tokenUsage.record(summary.outputTokens, v.of(attributes, ATTR.tokenType, 'output'));
+      this.tokens.add(summary.outputTokens, v.of(attributes, ATTR.tokenType, 'output', ATTR.tokenSource, summary.tokenSource));
     }
     if (summary.tokenCountMismatch) this.tokenCountMismatches.add(1, attributes);
   }
 
   tapProblem(attributes: Attributes, reason: string): void {
-    this.tapErrors.add(1, { ...attributes, [ATTR.reason]: reason });
+    this.tapErrors.add(1, this.variants.of(attributes, ATTR.reason, reason));
   }
 
   /**
@@ -129,8 +149,31 @@ export class Recorder {
    * an error ratio reads 0 rather than "no data".
    */
   sloEvents(attributes: Attributes, slo: SloKind, good: number, bad: number): void {
-    this.sloEventCounter.add(good, { ...attributes, [ATTR.slo]: slo, [ATTR.sloResult]: 'good' });
-    this.sloEventCounter.add(bad, { ...attributes, [ATTR.slo]: slo, [ATTR.sloResult]: 'bad' });
+    this.sloEventCounter.add(good, this.variants.of(attributes, ATTR.slo, slo, ATTR.sloResult, 'good'));
+    this.sloEventCounter.add(bad, this.variants.of(attributes, ATTR.slo, slo, ATTR.sloResult, 'bad'));
+  }
+}
+
+/**
+ * A request's base attributes with one or two more (its outcome, a token type...), made once per
+ * combination and reused: every label value here comes from a small fixed set.
+ */
+class AttributeVariants {
+  private readonly byBase = new WeakMap<Attributes, Map<string, Attributes>>();
+
+  of(base: Attributes, key: string, value: string, key2?: string, value2?: string): Attributes {
+    let variants = this.byBase.get(base);
+    if (variants === undefined) {
+      variants = new Map();
+      this.byBase.set(base, variants);
+    }
+    const id = key2 === undefined ? `${key}=${value}` : `${key}=${value}\u0000${key2}=${value2}`;
+    let attributes = variants.get(id);
+    if (attributes === undefined) {
+      attributes = Object.freeze(key2 === undefined ? { ...base, [key]: value } : { ...base, [key]: value, [key2]: value2 });
+      variants.set(id, attributes);
+    }
+    return attributes;
   }
 }
 
@@ -139,7 +182,7 @@ export interface InterTokenSeries {
   record(gapMs: number, tokens: number): void;
 }
 
-/** On the series kept outside the SDK (inter-token-histograms.ts), found once for the request. */
+/** On the series kept outside the SDK (direct-metrics.ts), found once for the request. */
 class DirectInterTokenSeries implements InterTokenSeries {
   private readonly chunk: HistogramSeries;
   private readonly token: HistogramSeries;

@@ -4,7 +4,7 @@ import { PrometheusExporter, PrometheusSerializer } from '@opentelemetry/exporte
 import { metrics } from '@opentelemetry/sdk-node';
 import { collectDefaultMetrics, Registry } from 'prom-client';
 import { GPU_METRICS, METRICS } from './definitions.js';
-import { attachInterTokenHistograms, InterTokenHistograms } from './inter-token-histograms.js';
+import { attachDirectMetrics, DirectMetrics } from './direct-metrics.js';
 import { PrometheusReader } from './prometheus-reader.js';
 
 type ResourceMetrics = metrics.ResourceMetrics;
@@ -29,14 +29,14 @@ export class Telemetry {
 
   /** `pushReaders`: further readers (the OTLP one) over the same instruments; `resource` describes this process to them. */
   constructor(pushReaders: readonly metrics.IMetricReader[] = [], resource?: Resource) {
-    // The inter-token histograms bypass record() (inter-token-histograms.ts says why) when every
+    // The request metrics bypass the SDK's instruments (direct-metrics.ts says why) when every
     // reader takes their producer: the push readers are built before this and cannot take it, so
-    // with OTLP they stay on record().
-    const interToken = pushReaders.length === 0 ? new InterTokenHistograms() : undefined;
-    this.reader = new PrometheusReader({ preventServerStart: true, ...(interToken === undefined ? {} : { metricProducers: [interToken] }) });
+    // with OTLP they stay on the SDK's instruments.
+    const direct = pushReaders.length === 0 ? new DirectMetrics() : undefined;
+    this.reader = new PrometheusReader({ preventServerStart: true, ...(direct === undefined ? {} : { metricProducers: [direct] }) });
     this.provider = new metrics.MeterProvider({ readers: [this.reader, ...pushReaders], ...(resource === undefined ? {} : { resource }) });
     this.meter = this.provider.getMeter('tokentap');
-    if (interToken !== undefined) attachInterTokenHistograms(this.meter, interToken);
+    if (direct !== undefined) attachDirectMetrics(this.meter, direct);
     collectDefaultMetrics({ register: this.processRegistry });
   }
 

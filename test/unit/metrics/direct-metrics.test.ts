@@ -1,8 +1,9 @@
 import { metrics } from '@opentelemetry/sdk-node';
 import { afterEach, describe, expect, it } from 'vitest';
 import { loadSettings } from '../../../src/config/load.js';
-import { Recorder } from '../../../src/metrics/recorder.js';
+import { Recorder, type RequestSummary } from '../../../src/metrics/recorder.js';
 import { Telemetry } from '../../../src/metrics/telemetry.js';
+import { parsePrometheusText } from '../../helpers/prometheus-text.js';
 
 const telemetries: Telemetry[] = [];
 afterEach(async () => {
@@ -13,7 +14,7 @@ const ITL_NAMES = ['tokentap.inter_chunk_latency', 'tokentap.inter_token_latency
 
 /**
  * `viaSdk`: a Telemetry with a push reader, on which the Recorder keeps OTel `record()` for the
- * inter-token histograms; otherwise they go through the InterTokenHistograms producer.
+ * inter-token histograms; otherwise they go through the DirectMetrics producer.
  */
 function setup(viaSdk: boolean): { telemetry: Telemetry; recorder: Recorder } {
   const pushReaders = viaSdk
@@ -116,5 +117,87 @@ describe('inter-token histograms outside the SDK', () => {
     expect(text).toContain('tokentap_inter_chunk_latency_seconds_bucket{workload="w",gen_ai_request_model="m",le="0.02"} 1');
     expect(text).toContain('tokentap_inter_token_latency_seconds_count{workload="w",gen_ai_request_model="m"} 1');
     expect(text).not.toContain('gen_ai_request_model="silent"');
+  });
+});
+
+/** Every tokentap metric family of a scrape, series sorted, help text kept: what Prometheus would store. */
+function ourFamilies(text: string) {
+  const ours = [...parsePrometheusText(text).values()].filter((f) => f.name.startsWith('tokentap_') || f.name.startsWith('gen_ai_'));
+  return ours
+    .map((f) => ({ ...f, metrics: [...f.metrics].sort((a, b) => JSON.stringify(a.labels).localeCompare(JSON.stringify(b.labels))) }))
+    .sort((a, b) => a.name.localeCompare(b.name));
+}
+
+describe('request metrics outside the SDK', () => {
+  it('expose exactly what the SDK instruments expose for the same requests', async () => {
+    const summary = (over: Partial<RequestSummary>): RequestSummary => ({
+      outcome: 'completed',
+      statusClass: '2xx',
+      ttfbMs: 12,
+      ttftMs: 150,
+      tpotMs: 20,
+      e2eMs: 1400,
+      inputTokens: 30,
+      outputTokens: 64,
+      tokenSource: 'usage',
+      tokenCountMismatch: false,
+      ...over,
+    });
+    const scrapes: string[] = [];
+    for (const viaSdk of [true, false]) {
+      const { telemetry, recorder } = setup(viaSdk);
+      const chat = recorder.requestAttributes('chat', 'a');
+      const rag = recorder.requestAttributes('rag', 'b');
+      for (const [attributes, s] of [
+        [chat, summary({})],
+        [chat, summary({ ttftMs: 250, e2eMs: 3100, tokenCountMismatch: true })],
+        [chat, summary({ outcome: 'client_cancelled', statusClass: '2xx', tpotMs: Number.NaN, inputTokens: Number.NaN, outputTokens: 3, tokenSource: 'counted' })],
+        [rag, summary({ outcome: 'upstream_error', statusClass: '5xx', ttfbMs: 2, ttftMs: Number.NaN, tpotMs: Number.NaN, e2eMs: 2, inputTokens: Number.NaN, outputTokens: 0, tokenSource: 'counted' })],
+        [rag, summary({ outcome: 'timeout', statusClass: 'none', ttfbMs: Number.NaN, ttftMs: Number.NaN, tpotMs: Number.NaN, e2eMs: 300_000, inputTokens: Number.NaN, outputTokens: 0, tokenSource: 'counted' })],
+      ] as const) {
+        recorder.started(attributes);
+        recorder.interTokenSeries(attributes).record(20, 1);
+        recorder.finished(attributes, s);
+      }
+      recorder.started(rag); // still in flight
+      recorder.tapProblem(chat, 'malformed_event');
+      recorder.tapProblem(chat, 'malformed_event');
+      recorder.tapProblem(rag, 'oversized_event');
+      recorder.sloEvents(chat, 'ttft', 1, 0);
+      recorder.sloEvents(chat, 'itl', 120, 8);
+      recorder.sloEvents(rag, 'e2e', 0, 1);
+      // A scrape in between changes no total.
+      await telemetry.scrape();
+      recorder.sloEvents(chat, 'ttft', 0, 1);
+      scrapes.push(await telemetry.scrape());
+    }
+    const [sdk, ours] = scrapes.map(ourFamilies) as [ReturnType<typeof ourFamilies>, ReturnType<typeof ourFamilies>];
+    expect(ours.map((f) => `${f.name} ${f.type} ${f.help}`)).toEqual(sdk.map((f) => `${f.name} ${f.type} ${f.help}`));
+    for (const [i, family] of ours.entries()) {
+      const expected = sdk[i]!;
+      expect(family.metrics.length, family.name).toBe(expected.metrics.length);
+      for (const [j, sample] of family.metrics.entries()) {
+        const want = expected.metrics[j]!;
+        const { sum, ...rest } = sample;
+        const { sum: wantSum, ...wantRest } = want;
+        expect(rest, `${family.name} ${JSON.stringify(sample.labels)}`).toEqual(wantRest);
+        if (wantSum !== undefined) expect(Number(sum)).toBeCloseTo(Number(wantSum), 9);
+      }
+    }
+    // The fixture's own arithmetic, so a change to both paths cannot pass unnoticed.
+    const requests = ours.find((f) => f.name === 'tokentap_requests_total');
+    expect(requests?.metrics.map((m) => [m.labels['workload'], m.labels['outcome'], m.labels['http_status_class'], m.value])).toEqual([
+      ['chat', 'client_cancelled', '2xx', '1'],
+      ['chat', 'completed', '2xx', '2'],
+      ['rag', 'timeout', 'none', '1'],
+      ['rag', 'upstream_error', '5xx', '1'],
+    ]);
+    const inFlight = ours.find((f) => f.name === 'tokentap_requests_in_flight');
+    expect(inFlight?.metrics.map((m) => [m.labels['workload'], m.value])).toEqual([
+      ['chat', '0'],
+      ['rag', '1'],
+    ]);
+    const slo = ours.find((f) => f.name === 'tokentap_slo_events_total');
+    expect(slo?.metrics.find((m) => m.labels['slo'] === 'ttft' && m.labels['result'] === 'bad')?.value).toBe('1');
   });
 });

@@ -6,35 +6,46 @@ import type { MetricDefinition } from './definitions.js';
 
 type CollectionResult = metrics.CollectionResult;
 type HistogramMetricData = metrics.HistogramMetricData;
+type SumMetricData = metrics.SumMetricData;
 type MetricProducer = metrics.MetricProducer;
 
 /**
- * The two inter-token histograms (per chunk and per token), aggregated here instead of through
- * OpenTelemetry `Histogram.record()`, and handed to the OTel SDK's reader as a MetricProducer, so
- * /metrics shows them under the same names, buckets and attributes as every other instrument.
+ * The metrics tokentap records per request and per chunk, aggregated here instead of through
+ * OpenTelemetry `record()`/`add()`, and handed to the OTel SDK's reader as a MetricProducer, so
+ * /metrics shows them under the same names, buckets and attributes as the SDK would.
  *
- * Why not `record()`: they are the only per-chunk metrics, and the SDK has no bound instruments:
- * every `record()` serialises the attribute set to find its series (`hashAttributes`, a sort and a
- * JSON.stringify), reads the clock and the active context. Measured on the benchmark (64 streams of
- * 64 tokens 20 ms apart, `npm run bench -- --profile`), the SDK took 9 % of the proxy's busy time,
- * about 9 µs per token inside the proxy (2.2 µs in isolation). Here a sample is a binary search and
- * four additions on a series each request looks up once, when it starts (Recorder.interTokenSeries).
+ * Why not the SDK's instruments: it has no bound instruments, so every `record()` or `add()`
+ * serialises the attribute set to find its series (`hashAttributes`: a sort and a JSON.stringify),
+ * reads the clock and the active context. Measured on the benchmark (64 streams of 64 tokens 20 ms
+ * apart, `npm run bench -- --profile`), the inter-token histograms alone took 9 % of the proxy's
+ * busy time through the SDK, about 9 µs per token inside the proxy (2.2 µs in isolation); the ten
+ * calls at a request's end, 6 % of all the proxy's CPU (paired bench, observation on with and
+ * without them). Here a sample is found by the identity of its attribute object (the Recorder
+ * reuses one per attribute set) and is a few additions; a histogram sample a binary search more.
  *
  * The arithmetic is the SDK's own (sdk-metrics 2.12 HistogramAccumulation.record and
- * binarySearchUB: a value goes to the first bucket whose bound is >= it; sum, count, min, max), so
- * an exported histogram has the bucket counts, count, min and max `record()` gave, and the same sum
- * up to float rounding (the SDK adds each collection's partial sum to the previous total, here every
- * sample is added to the total); inter-token-histograms.test.ts checks that against the SDK itself. Temporality is cumulative, which is what the Prometheus reader asks
- * of every histogram. Series are keyed by the attribute values (workload, model): both are bounded
- * (configured workloads; ModelLabels folds models beyond its limit into `other`).
+ * binarySearchUB: a value goes to the first bucket whose bound is >= it; sum, count, min, max;
+ * SumAccumulation: a running total), so an exported metric has the values `record()`/`add()` gave,
+ * histogram sums up to float rounding (the SDK adds each collection's partial sum to the previous
+ * total, here every sample is added to the total); direct-metrics.test.ts checks the whole
+ * exposition against the SDK itself. Temporality is cumulative, which is what the Prometheus reader
+ * asks of every instrument. Series are keyed by attribute values, all bounded (configured workloads,
+ * ModelLabels folds models beyond its limit into `other`, fixed outcome and reason sets).
  */
-export class InterTokenHistograms implements MetricProducer {
-  private readonly histograms: HistogramSeriesSet[] = [];
+export class DirectMetrics implements MetricProducer {
+  private readonly sets: Array<HistogramSeriesSet | SumSeriesSet> = [];
 
   /** One histogram; `definition` gives its OTel name, unit and description. */
   histogram(definition: MetricDefinition, boundaries: readonly number[]): HistogramSeriesSet {
     const set = new HistogramSeriesSet(definition, boundaries);
-    this.histograms.push(set);
+    this.sets.push(set);
+    return set;
+  }
+
+  /** A counter (`monotonic`) or an up-down counter. */
+  sum(definition: MetricDefinition, monotonic: boolean): SumSeriesSet {
+    const set = new SumSeriesSet(definition, monotonic);
+    this.sets.push(set);
     return set;
   }
 
@@ -44,7 +55,7 @@ export class InterTokenHistograms implements MetricProducer {
       resourceMetrics: {
         // The reader keeps the SDK's resource and takes only the scope metrics from a producer.
         resource: emptyResource(),
-        scopeMetrics: [{ scope: { name: 'tokentap' }, metrics: this.histograms.filter((h) => h.recorded).map((h) => h.metricData(endTime)) }],
+        scopeMetrics: [{ scope: { name: 'tokentap' }, metrics: this.sets.filter((set) => set.recorded).map((set) => set.metricData(endTime)) }],
       },
       errors: [],
     };
@@ -62,6 +73,11 @@ export class HistogramSeriesSet {
   constructor(definition: MetricDefinition, boundaries: readonly number[]) {
     this.definition = definition;
     this.boundaries = [...boundaries];
+  }
+
+  /** One sample, as `Histogram.record()` takes it (the Recorder treats both alike). */
+  record(value: number, attributes: Attributes): void {
+    this.series(attributes).record(value);
   }
 
   /** The series of `attributes`, found by identity after the first call with that object. */
@@ -162,6 +178,61 @@ export class HistogramSeries {
   }
 }
 
+/** One counter's or up-down counter's series, one per attribute set. */
+export class SumSeriesSet {
+  private readonly definition: MetricDefinition;
+  private readonly monotonic: boolean;
+  private readonly byKey = new Map<string, SumSeries>();
+  private readonly byIdentity = new WeakMap<Attributes, SumSeries>();
+
+  constructor(definition: MetricDefinition, monotonic: boolean) {
+    this.definition = definition;
+    this.monotonic = monotonic;
+  }
+
+  /** As `Counter.add()` / `UpDownCounter.add()` take it; a series exists from its first add, zero included (as in the SDK). */
+  add(value: number, attributes: Attributes): void {
+    let series = this.byIdentity.get(attributes);
+    if (series === undefined) {
+      const key = attributesKey(attributes);
+      series = this.byKey.get(key);
+      if (series === undefined) {
+        series = new SumSeries({ ...attributes });
+        this.byKey.set(key, series);
+      }
+      this.byIdentity.set(attributes, series);
+    }
+    // The SDK drops a negative value given to a counter (with a warning); so does this.
+    if (this.monotonic && value < 0) return;
+    series.value += value;
+  }
+
+  get recorded(): boolean {
+    return this.byKey.size > 0;
+  }
+
+  metricData(endTime: HrTime): SumMetricData {
+    const def = this.definition;
+    return {
+      descriptor: { name: def.otelName, description: def.description, unit: def.unit, valueType: ValueType.DOUBLE },
+      aggregationTemporality: metrics.AggregationTemporality.CUMULATIVE,
+      dataPointType: metrics.DataPointType.SUM,
+      isMonotonic: this.monotonic,
+      dataPoints: [...this.byKey.values()].map((series) => ({ attributes: series.attributes, startTime: series.startTime, endTime, value: series.value })),
+    };
+  }
+}
+
+class SumSeries {
+  readonly attributes: Attributes;
+  readonly startTime: HrTime = hrTime();
+  value = 0;
+
+  constructor(attributes: Attributes) {
+    this.attributes = attributes;
+  }
+}
+
 /** sdk-metrics binarySearchUB: the first index whose bound is >= value, or boundaries.length. */
 function bucketIndex(boundaries: number[], value: number): number {
   let lo = 0;
@@ -184,16 +255,16 @@ function attributesKey(attributes: Attributes): string {
 }
 
 /**
- * The aggregator each Telemetry put in its Prometheus reader, by meter: the Recorder, which is given
+ * The producer each Telemetry put in its Prometheus reader, by meter: the Recorder, which is given
  * only the meter, finds it here. A meter without one (a Telemetry with OTLP push readers, which are
- * built before it and cannot take a producer afterwards) keeps OTel `record()` for these histograms.
+ * built before it and cannot take a producer afterwards) keeps the SDK's instruments.
  */
-const BY_METER = new WeakMap<Meter, InterTokenHistograms>();
+const BY_METER = new WeakMap<Meter, DirectMetrics>();
 
-export function attachInterTokenHistograms(meter: Meter, histograms: InterTokenHistograms): void {
-  BY_METER.set(meter, histograms);
+export function attachDirectMetrics(meter: Meter, direct: DirectMetrics): void {
+  BY_METER.set(meter, direct);
 }
 
-export function interTokenHistogramsOf(meter: Meter): InterTokenHistograms | undefined {
+export function directMetricsOf(meter: Meter): DirectMetrics | undefined {
   return BY_METER.get(meter);
 }
