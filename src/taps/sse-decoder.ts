@@ -5,9 +5,9 @@ import { createParser, type EventSourceMessage, type EventSourceParser } from 'e
  *
  * Framing is parsed by eventsource-parser 3.1.1 (a well-kept, spec-following parser: `:` comments,
  * multi-line `data`, `event` types, LF line ends); CR and CRLF are turned into LF before it (see
- * feed()). Bytes go through one streaming TextDecoder, so a multi-byte character split across chunks
- * stays whole and a byte-order mark at the start (even split) is dropped; chunks that cannot split a
- * character take Buffer's cheaper conversion instead (write() says when). The library was kept
+ * feed()). Chunks that may end inside a character, or open the body with a byte-order mark, go
+ * through a streaming TextDecoder, so a multi-byte character split across chunks stays whole and
+ * the mark (even split) is dropped; the others take Buffer's cheaper conversion (write() says when). The library was kept
  * because measurement does not call for a hand-written parser: on the 128-event llama.cpp capture
  * (about 240 bytes per event) decoding took 0.5-2 µs per event on the shared 2-core machine,
  * against about 4 µs for the JSON.parse each tap then does; and DESIGN.md section 9 puts the proxy
@@ -23,11 +23,13 @@ import { createParser, type EventSourceMessage, type EventSourceParser } from 'e
  *
  * One shortcut past the library (wholeDataEvent): a chunk that is exactly one `data: …` line and
  * its blank line, arriving when the parser holds nothing, is dispatched straight from the bytes.
- * That is nearly every chunk of a token stream (servers write each event whole), and inside the
- * proxy the library's line handling cost 3-4 µs per chunk of the 7 µs all observation took per
- * chunk (timed in place under the benchmark's 64 streams; 0.2 µs in a tight loop, where its code
- * and data stay in cache). Every other chunk, and every chunk after one that left the parser
- * mid-line or mid-event, goes through the library.
+ * That is nearly every chunk of a token stream (servers write each event whole). In a tight loop
+ * the library costs 0.2 µs per event, but inside the proxy, where each chunk's code and data have
+ * left the cache since the last one, observation's time per chunk went from 5.4 to 4.3 µs with this
+ * shortcut (timed in place around RequestMonitor.body under the benchmark's 64 streams); checking
+ * the bytes with Buffer.compare/indexOf instead of in JS gained nothing, each being a call into C++.
+ * Every other chunk, and every chunk after one that left the parser mid-line or mid-event, goes
+ * through the library.
  */
 
 /** Default event size cap: 1 Mi characters, far above any token event (a few hundred bytes). */
@@ -38,6 +40,8 @@ const BUFFER_SLACK_CHARS = 1024;
 
 const LF = 10;
 const CR = 13;
+/** A UTF-8 byte-order mark is EF BB BF. */
+const BOM_FIRST_BYTE = 0xef;
 /** `data: ` as bytes: the field name, its colon and the one space the spec strips. */
 const DATA_FIELD = Buffer.from('data: ', 'latin1');
 const DATA_FIELD_BYTES = DATA_FIELD.length;
@@ -46,8 +50,13 @@ const CR_OR_CRLF = /\r\n?/g;
 const STREAMING = Object.freeze({ stream: true });
 
 export class SseDecoder {
-  private readonly decoder = new TextDecoder('utf-8');
-  private readonly parser: EventSourceParser;
+  /**
+   * Both made on first need: a stream whose every chunk is a whole `data:` event of complete
+   * characters (an OpenAI-compatible stream, typically) never needs either, and a TextDecoder is a
+   * native converter the GC must finalise.
+   */
+  private decoder: InstanceType<typeof TextDecoder> | undefined;
+  private parser: EventSourceParser | undefined;
   private readonly onEvent: (event: EventSourceMessage) => void;
   private readonly onOversized: () => void;
   private readonly maxEventChars: number;
@@ -57,11 +66,8 @@ export class SseDecoder {
    * (which no tap reads).
    */
   private readonly dataOnlyEvent: EventSourceMessage = { data: '', event: undefined, id: undefined };
-  /**
-   * Everything fed so far ended with a blank line, so the parser holds no partial line or event:
-   * a whole event may skip it. False until the first chunk has been through it (byte-order mark).
-   */
-  private atEventBoundary = false;
+  /** Everything fed so far ended with a blank line (or nothing was), so the parser holds no partial line or event: a whole event may skip it. */
+  private atEventBoundary = true;
   private overflowed = false;
   /** Discarding the rest of an oversized event until its blank line. */
   private skipping = false;
@@ -69,39 +75,39 @@ export class SseDecoder {
   private skipAtLineStart = false;
   /** The last text ended in a CR, handed to the parser as LF: an LF opening the next text is its CRLF pair. */
   private swallowLF = false;
-  /** The TextDecoder may hold bytes of an unfinished character, or has not yet seen whether a byte-order mark opens the body. */
-  private decoderMayHold = true;
+  /** The TextDecoder holds bytes of an unfinished character. */
+  private decoderHolds = false;
+  /** No byte has arrived yet: the body may open with a byte-order mark. */
+  private atBodyStart = true;
 
   constructor(onEvent: (event: EventSourceMessage) => void, onOversized: () => void, maxEventChars = MAX_EVENT_CHARS) {
     this.onEvent = onEvent;
     this.onOversized = onOversized;
     this.maxEventChars = maxEventChars;
-    this.parser = createParser({
-      onEvent: (event) => {
-        if (event.data.length > maxEventChars) onOversized();
-        else onEvent(event);
-      },
-      onError: (error) => {
-        if (error.type === 'max-buffer-size-exceeded') this.overflowed = true;
-      },
-      maxBufferSize: 2 * maxEventChars + BUFFER_SLACK_CHARS,
-    });
   }
 
   write(chunk: Buffer): void {
+    if (chunk.length === 0) return;
     // A chunk ending in an ASCII byte leaves no character unfinished. When the decoder holds nothing
     // either, Buffer's own UTF-8 conversion gives the same text (U+FFFD for invalid bytes alike:
     // checked on 300,000 random byte strings) at a third of the cost: 0.09 against 0.3 µs for a
     // 180-byte token event. SSE servers end their writes with the event's blank line, so this is
-    // nearly every chunk; the rest go through the streaming decoder.
-    const endsInAscii = (chunk[chunk.length - 1] ?? 0x80) < 0x80;
-    if (endsInAscii && !this.decoderMayHold) {
+    // nearly every chunk; the rest go through the streaming decoder, and so does a body's first
+    // chunk when it may open with a byte-order mark (its first byte is the mark's first).
+    const endsInAscii = (chunk[chunk.length - 1] as number) < 0x80;
+    const mayOpenWithMark = this.atBodyStart && chunk[0] === BOM_FIRST_BYTE;
+    const decoderNeeded = this.decoderHolds || mayOpenWithMark || !endsInAscii;
+    if (!decoderNeeded) {
+      this.atBodyStart = false;
       if (this.atEventBoundary && this.wholeDataEvent(chunk)) return;
       this.feed(chunk.toString('utf8'));
       return;
     }
+    // Made at the body's start, it drops a byte-order mark there; made later, a U+FEFF is text.
+    this.decoder ??= new TextDecoder('utf-8', { ignoreBOM: !this.atBodyStart });
+    this.atBodyStart = false;
     this.feed(this.decoder.decode(chunk, STREAMING));
-    this.decoderMayHold = !endsInAscii;
+    this.decoderHolds = !endsInAscii;
   }
 
   /**
@@ -128,7 +134,7 @@ export class SseDecoder {
 
   /** The body ended: flushes a trailing partial character. An unterminated last event is not dispatched (SSE spec). */
   end(): void {
-    this.feed(this.decoder.decode());
+    if (this.decoder !== undefined) this.feed(this.decoder.decode());
   }
 
   private feed(text: string): void {
@@ -152,7 +158,8 @@ export class SseDecoder {
       text = text.slice(resume);
       if (text.length === 0) return;
     }
-    this.parser.feed(text);
+    const parser = (this.parser ??= this.createParser());
+    parser.feed(text);
     // A text ending in a blank line leaves the parser holding nothing (a CR-ended one may still owe
     // its LF, and the overflow below starts skipping: neither is a boundary).
     this.atEventBoundary = !this.swallowLF && text.endsWith('\n\n');
@@ -160,12 +167,26 @@ export class SseDecoder {
       // The parser dropped what it had buffered of this event and stopped; skip the event's rest.
       this.overflowed = false;
       this.onOversized();
-      this.parser.reset();
+      parser.reset();
       this.skipping = true;
       this.atEventBoundary = false;
       const last = text.charCodeAt(text.length - 1);
       this.skipAtLineStart = last === LF;
     }
+  }
+
+  private createParser(): EventSourceParser {
+    const maxEventChars = this.maxEventChars;
+    return createParser({
+      onEvent: (event) => {
+        if (event.data.length > maxEventChars) this.onOversized();
+        else this.onEvent(event);
+      },
+      onError: (error) => {
+        if (error.type === 'max-buffer-size-exceeded') this.overflowed = true;
+      },
+      maxBufferSize: 2 * maxEventChars + BUFFER_SLACK_CHARS,
+    });
   }
 
   /** Index just past the blank line that ends the skipped event, or -1 if `text` does not reach it. */

@@ -62,6 +62,20 @@ describe('SSE decoder', () => {
     expect(expectSplitInvariant(stream).events).toEqual([[undefined, 'x']]);
   });
 
+  it('keeps a U+FEFF after the body start as text, whichever chunk first needs the decoder', () => {
+    const stream = Buffer.from('data: a\n\ndata: \uFEFFx☕\n\n', 'utf8');
+    expect(expectSplitInvariant(stream).events).toEqual([
+      [undefined, 'a'],
+      [undefined, '\uFEFFx☕'],
+    ]);
+    // Between events it opens the next line's field name ("\uFEFFdata"), which the spec ignores: it was not dropped.
+    const mark = Buffer.from('\uFEFF', 'utf8');
+    expect(decode(['data: a\n\n', mark.subarray(0, 1), mark.subarray(1), 'data: b\n\ndata: c\n\n']).events).toEqual([
+      [undefined, 'a'],
+      [undefined, 'c'],
+    ]);
+  });
+
   it('skips comments and keep-alive lines', () => {
     const whole = expectSplitInvariant(Buffer.from(':\n\n: ping\n\ndata: a\n: inside an event\n\n'));
     expect(whole.events).toEqual([[undefined, 'a']]);
