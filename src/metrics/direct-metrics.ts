@@ -19,9 +19,10 @@ type MetricProducer = metrics.MetricProducer;
  * reads the clock and the active context. Measured on the benchmark (64 streams of 64 tokens 20 ms
  * apart, `npm run bench -- --profile`), the inter-token histograms alone took 9 % of the proxy's
  * busy time through the SDK, about 9 µs per token inside the proxy (2.2 µs in isolation); the ten
- * calls at a request's end, 6 % of all the proxy's CPU (paired bench, observation on with and
- * without them). Here a sample is found by the identity of its attribute object (the Recorder
- * reuses one per attribute set) and is a few additions; a histogram sample a binary search more.
+ * calls at a request's end took 100 µs per request in place, and dropping them cut the observing
+ * proxy's CPU from 1.21× to 1.14× of the unobserved one's (paired bench, 4 rounds). Here a sample
+ * is found by the identity of its attribute object (the Recorder reuses one per attribute set) and
+ * is a few additions; a histogram sample a binary search more.
  *
  * The arithmetic is the SDK's own (sdk-metrics 2.12 HistogramAccumulation.record and
  * binarySearchUB: a value goes to the first bucket whose bound is >= it; sum, count, min, max;

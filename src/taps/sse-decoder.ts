@@ -7,11 +7,11 @@ import { createParser, type EventSourceMessage, type EventSourceParser } from 'e
  * multi-line `data`, `event` types, LF line ends); CR and CRLF are turned into LF before it (see
  * feed()). Chunks that may end inside a character, or open the body with a byte-order mark, go
  * through a streaming TextDecoder, so a multi-byte character split across chunks stays whole and
- * the mark (even split) is dropped; the others take Buffer's cheaper conversion (write() says when). The library was kept
- * because measurement does not call for a hand-written parser: on the 128-event llama.cpp capture
- * (about 240 bytes per event) decoding took 0.5-2 µs per event on the shared 2-core machine,
- * against about 4 µs for the JSON.parse each tap then does; and DESIGN.md section 9 puts the proxy
- * path's cost in stream machinery and GC, not in event parsing.
+ * the mark (even split) is dropped; the others take Buffer's cheaper conversion (write() says
+ * when). The library was kept because measurement does not call for a hand-written parser: on the
+ * 128-event llama.cpp capture (about 240 bytes per event) decoding took 0.5-2 µs per event on the
+ * shared 2-core machine, against about 4 µs for the JSON.parse each tap then does; and DESIGN.md
+ * section 9 puts the proxy path's cost in stream machinery and GC, not in event parsing.
  *
  * Size cap: an event whose data is longer than `maxEventChars` (UTF-16 code units, at most the same
  * number of bytes) is reported once through `onOversized` and skipped; the events after it are
