@@ -54,6 +54,8 @@ HEALTHCHECK --interval=30s --timeout=5s --start-period=10s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:9464/healthz').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
 
 # Node runs as PID 1 and handles SIGTERM itself (graceful drain), so no init wrapper is needed:
-# tokentap starts no child processes that would need reaping.
-ENTRYPOINT ["node", "bin/tokentap.js"]
+# tokentap starts no child processes that would need reaping. --max-semi-space-size=2 keeps V8's
+# young generation from growing with the request rate (src/cli/node-flags.ts says why and what it
+# costs; the benchmark runs with the same flags, and a test keeps them equal).
+ENTRYPOINT ["node", "--max-semi-space-size=2", "bin/tokentap.js"]
 CMD ["serve"]

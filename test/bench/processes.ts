@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { NODE_FLAGS } from '../../src/cli/node-flags.js';
 import { freeLoopbackPort } from '../helpers/managed-process.js';
 import { childPids } from './procfs.js';
 
@@ -184,6 +185,8 @@ export interface SidecarProcessOptions {
   readonly logLevel?: 'info' | 'warn';
   /** Directory for `node --cpu-prof`; unset, no profile. */
   readonly cpuProfileDir?: string | undefined;
+  /** V8 flags; unset, the image's (NODE_FLAGS). */
+  readonly nodeFlags?: readonly string[];
 }
 
 export async function startSidecarProcess(options: SidecarProcessOptions): Promise<SidecarProcess> {
@@ -197,7 +200,8 @@ export async function startSidecarProcess(options: SidecarProcessOptions): Promi
   const quiet = (options.logLevel ?? 'info') !== 'info';
   const listen = quiet ? `127.0.0.1:${await freeLoopbackPort()}` : '127.0.0.1:0';
   const adminListen = quiet ? `127.0.0.1:${await freeLoopbackPort()}` : '127.0.0.1:0';
-  const nodeArgs = options.cpuProfileDir === undefined ? [] : ['--cpu-prof', '--cpu-prof-dir', options.cpuProfileDir];
+  // As the container image runs it (src/cli/node-flags.ts), unless the caller says otherwise.
+  const nodeArgs = [...(options.nodeFlags ?? NODE_FLAGS), ...(options.cpuProfileDir === undefined ? [] : ['--cpu-prof', '--cpu-prof-dir', options.cpuProfileDir])];
   const [command, args] = pinned(options.cpu, process.execPath, [
     ...nodeArgs,
     options.bin,
