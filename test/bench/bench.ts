@@ -301,9 +301,14 @@ export async function runBench(plan: BenchPlan): Promise<BenchResult> {
     }
 
     const pairedObservation: PairedObservationRound[] = [];
-    // One unmeasured round first: the cell before may have left a proxy behind (the saturated 2 ms
-    // cells), and the first paired round read 1.54 and 1.58 in two runs whose next rounds read 1.2-1.3.
-    if (!overBudget()) await runPairedObservation(systems, plan);
+    // Fresh processes and one unmeasured round first: the saturated 2 ms cells before leave the
+    // observing process with a larger old generation to collect for the rest of its life (its first
+    // paired round read 1.54 and 1.58 in two runs whose next rounds read 1.2-1.3).
+    if (!overBudget() && plan.pairedObservation.rounds > 0) {
+      await startSystems();
+      await warmUp(systems, plan, stamps);
+      await runPairedObservation(systems, plan);
+    }
     for (let round = 0; round < plan.pairedObservation.rounds; round++) {
       if (overBudget()) {
         notes.push(`time budget reached: paired observation round ${round + 1} and later skipped`);
