@@ -185,8 +185,6 @@ export interface SidecarProcessOptions {
   readonly logLevel?: 'info' | 'warn';
   /** Directory for `node --cpu-prof`; unset, no profile. */
   readonly cpuProfileDir?: string | undefined;
-  /** V8 flags; unset, the image's (NODE_FLAGS). */
-  readonly nodeFlags?: readonly string[];
 }
 
 export async function startSidecarProcess(options: SidecarProcessOptions): Promise<SidecarProcess> {
@@ -200,8 +198,8 @@ export async function startSidecarProcess(options: SidecarProcessOptions): Promi
   const quiet = (options.logLevel ?? 'info') !== 'info';
   const listen = quiet ? `127.0.0.1:${await freeLoopbackPort()}` : '127.0.0.1:0';
   const adminListen = quiet ? `127.0.0.1:${await freeLoopbackPort()}` : '127.0.0.1:0';
-  // As the container image runs it (src/cli/node-flags.ts), unless the caller says otherwise.
-  const nodeArgs = [...(options.nodeFlags ?? NODE_FLAGS), ...(options.cpuProfileDir === undefined ? [] : ['--cpu-prof', '--cpu-prof-dir', options.cpuProfileDir])];
+  // With the V8 flags the container image runs it with (src/cli/node-flags.ts).
+  const nodeArgs = [...NODE_FLAGS, ...(options.cpuProfileDir === undefined ? [] : ['--cpu-prof', '--cpu-prof-dir', options.cpuProfileDir])];
   const [command, args] = pinned(options.cpu, process.execPath, [
     ...nodeArgs,
     options.bin,
