@@ -1,4 +1,4 @@
-import type { Server } from 'node:http';
+import type { Server } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import { createAdminServer } from './admin/admin-server.js';

@@ -1,5 +1,12 @@
-import type { Server } from 'node:http';
 import type { DrainState } from './drain-state.js';
+
+/** The part of the proxy listener the drain uses (node:http's Server has the same methods). */
+export interface DrainableServer {
+  close(callback: (error?: Error) => void): unknown;
+  closeIdleConnections(): void;
+  closeAllConnections(): void;
+  getConnections(callback: (error: Error | null, count: number) => void): unknown;
+}
 
 export interface DrainReport {
   /** True when every in-flight request finished before the deadline. */
@@ -10,10 +17,10 @@ export interface DrainReport {
 }
 
 /**
- * Node's server.close() closes the keep-alive connections idle at that moment only: one whose
+ * The listener's close() closes the keep-alive connections idle at that moment only: one whose
  * stream ends later stays open for keepAliveTimeout and would take the client's next request. The
  * drain sweeps idle connections at this interval until none is left (a bounded loop: it stops at
- * the deadline). Cheap: closeIdleConnections walks Node's own connection list, off the hot path.
+ * the deadline). Cheap: closeIdleConnections walks the listener's connection set, off the hot path.
  */
 const IDLE_SWEEP_MS = 50;
 
@@ -27,7 +34,7 @@ const CUT_SETTLE_MS = 2_000;
  * request monitors to count the cut requests as `shutdown`; it resolves once every request has been
  * recorded (so the metrics flushed after it are complete).
  */
-export async function drainProxy(server: Server, state: DrainState, timeoutMs: number, trigger: string): Promise<DrainReport> {
+export async function drainProxy(server: DrainableServer, state: DrainState, timeoutMs: number, trigger: string): Promise<DrainReport> {
   const startedMs = performance.now();
   state.beginDrain(trigger);
   // The callback runs once the last connection has ended (with an error if the server was already closed).
@@ -56,6 +63,6 @@ export async function drainProxy(server: Server, state: DrainState, timeoutMs: n
   }
 }
 
-function openConnections(server: Server): Promise<number> {
+function openConnections(server: DrainableServer): Promise<number> {
   return new Promise((resolve) => server.getConnections((error, count) => resolve(error ? 0 : count)));
 }

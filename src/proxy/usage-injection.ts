@@ -1,4 +1,3 @@
-import type { ClientRequest } from 'node:http';
 import type { RouteTable } from '../taps/route-table.js';
 
 /**
@@ -14,6 +13,14 @@ import type { RouteTable } from '../taps/route-table.js';
  * its Content-Length) and the response is cut at event boundaries (a partial event waits for its
  * end, which a client could not use anyway). Every other request takes the proxy's plain path.
  */
+
+/** Where a held request goes: the relay's upstream request (exchange.ts). */
+export interface UpstreamRequestBody {
+  /** Sends the request head: with `contentLength` set, in place of the client's framing; else the client's own. */
+  head(contentLength: number | undefined): void;
+  write(chunk: Buffer): void;
+  end(): void;
+}
 
 /** Bodies larger than this are forwarded unchanged: chat requests are far smaller. */
 const MAX_REWRITTEN_BODY_BYTES = 8 << 20;
@@ -44,39 +51,28 @@ export class RequestInjection {
   private rewritten = false;
 
   /**
-   * The upstream request headers (already filtered to end-to-end ones) as an object, not a flat
-   * list: Node sends an object's headers with the first body write, so Content-Length can still be
-   * set once the rewritten body is known.
-   *
-   * `Expect` is dropped: Node sends an object's headers at once when they hold `Expect`, which
-   * would fix the client's Content-Length before the body is rewritten (the upstream would read the
-   * longer body short and take its tail for the next request on the pooled connection). The proxy
-   * has already answered the client's 100-continue, and sends the whole body in one write.
+   * The upstream request headers (already filtered to end-to-end ones) for a request that may be
+   * rewritten. `Expect` is dropped: the upstream must not answer 100-continue to a Content-Length
+   * that the rewrite changes; tokentap answers the client's 100-continue itself.
    */
-  requestHeaders(headers: readonly string[]): Record<string, string | string[]> {
-    const object: Record<string, string | string[]> = {};
-    // Repeated headers (in any case) stay repeated, under the first spelling seen.
-    const spelling = new Map<string, string>();
+  requestHeaders(headers: readonly string[]): string[] {
+    const kept: string[] = [];
     for (let i = 0; i < headers.length; i += 2) {
-      const lower = (headers[i] as string).toLowerCase();
-      if (lower === 'expect') continue;
-      const name = spelling.get(lower) ?? (headers[i] as string);
-      spelling.set(lower, name);
-      const value = headers[i + 1] as string;
-      const before = object[name];
-      object[name] = before === undefined ? value : Array.isArray(before) ? [...before, value] : [before, value];
+      if ((headers[i] as string).toLowerCase() !== 'expect') kept.push(headers[i] as string, headers[i + 1] as string);
     }
-    return object;
+    return kept;
   }
 
   /**
    * Holds a request body chunk. Returns false when the caller must write `chunk` itself: the body
-   * outgrew the cap, so what was held has just been written to `upstream` unchanged.
+   * outgrew the cap, so the request head (with the client's own framing) and what was held have
+   * just been sent to `upstream` unchanged.
    */
-  hold(chunk: Buffer, upstream: ClientRequest): boolean {
+  hold(chunk: Buffer, upstream: UpstreamRequestBody): boolean {
     if (this.passthrough) return false;
     if (this.heldBytes + chunk.length > MAX_REWRITTEN_BODY_BYTES) {
       this.passthrough = true;
+      upstream.head(undefined);
       for (const part of this.held) upstream.write(part);
       this.held = [];
       return false;
@@ -87,7 +83,7 @@ export class RequestInjection {
   }
 
   /** The request body ended: sends the held body, rewritten when it asks for a stream without usage. */
-  send(upstream: ClientRequest): void {
+  send(upstream: UpstreamRequestBody): void {
     if (this.passthrough) {
       upstream.end();
       return;
@@ -96,8 +92,10 @@ export class RequestInjection {
     this.held = [];
     const body = withUsageRequested(original) ?? original;
     this.rewritten = body !== original;
-    if (!upstream.headersSent) upstream.setHeader('content-length', body.length);
-    upstream.end(body);
+    // Sent under its own Content-Length: the rewritten length, or the held body's (the client may have chunked it).
+    upstream.head(body.length);
+    upstream.write(body);
+    upstream.end();
   }
 
   /**

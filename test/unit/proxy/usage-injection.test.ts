@@ -74,8 +74,9 @@ describe('usage-only chunk stripping', () => {
 });
 
 describe('upstream request headers', () => {
-  it('keep repeated headers, in any case, as one repeated header', () => {
+  it('drop Expect and keep every other header as sent: repeats, case and order', () => {
     const injection = new UsageInjector(new RouteTable([])).forRequest('POST', '/v1/chat/completions', 'application/json')!;
-    expect(injection.requestHeaders(['Host', 'h', 'X-Tag', 'a', 'x-tag', 'b', 'Content-Length', '10'])).toEqual({ Host: 'h', 'X-Tag': ['a', 'b'], 'Content-Length': '10' });
+    const sent = ['Host', 'h', 'X-Tag', 'a', 'Expect', '100-continue', 'x-tag', 'b', 'Content-Length', '10'];
+    expect(injection.requestHeaders(sent)).toEqual(['Host', 'h', 'X-Tag', 'a', 'x-tag', 'b', 'Content-Length', '10']);
   });
 });

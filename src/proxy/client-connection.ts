@@ -1,0 +1,201 @@
+import type net from 'node:net';
+import { Exchange, type ExchangeClient, type ExchangeContext, type RequestHead } from './exchange.js';
+import { HTTPParser, isParseError, METHODS, PARSER_RESOURCE, type NativeHttpParser, type ParseError } from './http1/node-http-parser.js';
+import { simpleResponse } from './http1/wire.js';
+
+/** Idle time after which a keep-alive client connection is closed: node:http's keepAliveTimeout. */
+export const KEEP_ALIVE_TIMEOUT_MS = 5_000;
+
+/**
+ * One client connection: parses its requests with Node's parser and relays each as an Exchange, one
+ * at a time. A request pipelined behind another waits (and the connection stops being read) until
+ * the one before it has answered, so responses go out in order.
+ */
+export class ClientConnection implements ExchangeClient {
+  readonly socket: net.Socket;
+  private readonly context: ExchangeContext;
+  private readonly parser: NativeHttpParser = new HTTPParser();
+  private readonly forget: (connection: ClientConnection) => void;
+  /** The exchange being answered, and those pipelined behind it. */
+  private current: Exchange | undefined;
+  private readonly queue: Exchange[] = [];
+  /** The exchange whose request body the parser is reading. */
+  private receiving: Exchange | undefined;
+  /** performance.now() when the head being read began, for the headers timeout; -1 between heads. */
+  headStartedMs = -1;
+  /** Headers and URL parts Node's parser hands over early for long heads. */
+  private flushedHeaders: string[] = [];
+  private flushedUrl = '';
+  /** No more requests are read: the connection ends when the current exchange does. */
+  private closing = false;
+  private readingPausedByUpstream = false;
+  /** tokentap's own error answer, sent when the exchange in flight has ended. */
+  private refusal: string | undefined;
+
+  constructor(context: ExchangeContext, socket: net.Socket, forget: (connection: ClientConnection) => void) {
+    this.context = context;
+    this.socket = socket;
+    this.forget = forget;
+    const parser = this.parser;
+    parser.initialize(HTTPParser.REQUEST, PARSER_RESOURCE, 0, HTTPParser.kLenientNone);
+    parser[HTTPParser.kOnMessageBegin] = () => {
+      this.headStartedMs = performance.now();
+      socket.setTimeout(0);
+    };
+    parser[HTTPParser.kOnHeaders] = (headers: string[], url: string) => {
+      for (const value of headers) this.flushedHeaders.push(value);
+      this.flushedUrl += url;
+    };
+    parser[HTTPParser.kOnHeadersComplete] = this.headComplete.bind(this);
+    parser[HTTPParser.kOnBody] = (chunk: Buffer) => this.receiving?.requestBody(chunk);
+    parser[HTTPParser.kOnMessageComplete] = () => {
+      const exchange = this.receiving;
+      this.receiving = undefined;
+      exchange?.requestEnd();
+    };
+    socket.on('data', (data: Buffer) => {
+      const result = parser.execute(data);
+      if (isParseError(result)) this.malformed(result);
+    });
+    // The client's FIN: with a response in flight it has left (as node:http treats it); idle, it is done.
+    socket.on('end', () => {
+      if (this.current === undefined && this.receiving === undefined) socket.end();
+      else socket.destroy();
+    });
+    socket.on('error', () => {
+      // Followed by 'close', which ends what is in flight.
+    });
+    socket.on('close', () => {
+      this.forget(this);
+      parser.close();
+      this.current?.clientClosed();
+      for (const queued of this.queue.splice(0)) queued.clientClosed();
+      this.current = undefined;
+    });
+    socket.on('drain', () => this.current?.clientDrain());
+    socket.on('timeout', () => {
+      if (this.idle) socket.destroy();
+    });
+    socket.setTimeout(KEEP_ALIVE_TIMEOUT_MS);
+  }
+
+  /** Between requests: nothing in flight and no request head begun. */
+  get idle(): boolean {
+    return this.current === undefined && this.receiving === undefined && this.headStartedMs === -1;
+  }
+
+  private headComplete(
+    _major: number,
+    minor: number,
+    headers: string[] | undefined,
+    method: number,
+    url: string | undefined,
+    _status: unknown,
+    _statusMessage: unknown,
+    upgrade: boolean,
+    keepAlive: boolean,
+  ): number {
+    this.headStartedMs = -1;
+    let rawHeaders = headers ?? [];
+    let target = url ?? '';
+    if (this.flushedHeaders.length > 0 || this.flushedUrl !== '') {
+      rawHeaders = this.flushedHeaders.concat(rawHeaders);
+      target = this.flushedUrl + target;
+      this.flushedHeaders = [];
+      this.flushedUrl = '';
+    }
+    if (upgrade) {
+      // WebSocket and CONNECT tunnels are not inference traffic: refused, not half-relayed.
+      this.refuse(501, 'Not Implemented', 'tokentap: protocol upgrades and CONNECT are not proxied');
+      return 0;
+    }
+    let bodyFraming: RequestHead['bodyFraming'] = 'none';
+    for (let i = 0; i < rawHeaders.length; i += 2) {
+      const name = (rawHeaders[i] as string).toLowerCase();
+      if (name === 'transfer-encoding') bodyFraming = 'chunked';
+      else if (name === 'content-length' && bodyFraming === 'none') bodyFraming = 'length';
+    }
+    const exchange = new Exchange(this.context, this, {
+      method: METHODS[method] as string,
+      url: target,
+      rawHeaders,
+      http11: minor >= 1,
+      keepAlive,
+      bodyFraming,
+    });
+    this.receiving = exchange;
+    if (this.current === undefined) {
+      this.current = exchange;
+      exchange.start();
+    } else {
+      // Pipelined: answered after the one before it; reading stops until then.
+      this.queue.push(exchange);
+      this.socket.pause();
+    }
+    return 0;
+  }
+
+  // ExchangeClient
+
+  exchangeFinished(keepAlive: boolean): void {
+    this.current = undefined;
+    if (!keepAlive || this.closing) {
+      this.closing = true;
+      for (const queued of this.queue.splice(0)) queued.clientClosed();
+      if (this.refusal === undefined) this.socket.end();
+      else this.socket.end(this.refusal);
+      return;
+    }
+    const next = this.queue.shift();
+    if (next !== undefined) {
+      this.current = next;
+      if (this.queue.length === 0) this.socket.resume();
+      next.start();
+    } else if (this.readingPausedByUpstream) {
+      this.resumeReading();
+    } else if (this.idle) {
+      this.socket.setTimeout(KEEP_ALIVE_TIMEOUT_MS);
+    }
+  }
+
+  pauseReading(): void {
+    this.readingPausedByUpstream = true;
+    this.socket.pause();
+  }
+
+  resumeReading(): void {
+    if (!this.readingPausedByUpstream) return;
+    this.readingPausedByUpstream = false;
+    if (this.queue.length === 0) this.socket.resume();
+  }
+
+  /** Ends the connection once what is in flight has been answered (the listener is draining). */
+  closeWhenIdle(): void {
+    if (this.idle) this.socket.end();
+    else this.closing = true;
+  }
+
+  /** The head took longer than the headers timeout to arrive. */
+  headersTimedOut(): void {
+    this.refuse(408, 'Request Timeout', 'tokentap: the request head did not arrive in time');
+  }
+
+  private malformed(error: ParseError): void {
+    const tooLarge = error.code === 'HPE_HEADER_OVERFLOW';
+    const problem = `tokentap: malformed request (${error.code}: ${error.reason ?? error.message})`;
+    this.refuse(tooLarge ? 431 : 400, tooLarge ? 'Request Header Fields Too Large' : 'Bad Request', problem);
+  }
+
+  /**
+   * Answers tokentap's own error and closes: at once when nothing is in flight, else after the
+   * exchange in flight (its response must not be cut by an answer to a later request).
+   */
+  private refuse(status: number, statusMessage: string, message: string): void {
+    if (this.closing && this.refusal !== undefined) return;
+    this.closing = true;
+    this.socket.pause();
+    this.headStartedMs = -1;
+    this.refusal = simpleResponse(status, statusMessage, 'text/plain; charset=utf-8', `${message}\n`, true);
+    if (this.current === undefined && !this.socket.destroyed) this.socket.end(this.refusal);
+  }
+}

@@ -1,0 +1,473 @@
+import type net from 'node:net';
+import { endToEndHeaders } from './hop-by-hop.js';
+import { ChunkedBody, ChunkedBodyError } from './http1/chunked-body.js';
+import { incomingHeaders, rawHeader } from './http1/incoming-headers.js';
+import { bodyFraming, ResponseHeadError, type BodyFraming, type ResponseHead } from './http1/response-head.js';
+import { CHUNK_END, chunkSizeLine, LAST_CHUNK, requestHead, responseHead, simpleResponse } from './http1/wire.js';
+import { RequestBodySniffer } from './request-body-sniffer.js';
+import { RequestMonitor, type MonitorDependencies } from './request-monitor.js';
+import { UnobservedRequest } from './unobserved-request.js';
+import { upstreamErrorBody } from './upstream-error.js';
+import type { UpstreamConnection, UpstreamOwner, UpstreamPool } from './upstream-pool.js';
+import type { RequestInjection, UpstreamRequestBody, UsageChunkStripper, UsageInjector } from './usage-injection.js';
+
+/** What every exchange of one proxy listener shares: built once. */
+export interface ExchangeContext {
+  readonly pool: UpstreamPool;
+  /** host:port, named in every failure the proxy reports (client error body, request log line). */
+  readonly upstreamAddress: string;
+  readonly upstreamIdleTimeoutMs: number;
+  readonly observe: boolean;
+  readonly monitor: MonitorDependencies;
+  readonly usageInjection: UsageInjector | undefined;
+}
+
+/** One parsed client request head. */
+export interface RequestHead {
+  readonly method: string;
+  /** The request target exactly as the client sent it. */
+  readonly url: string;
+  readonly rawHeaders: string[];
+  /** HTTP/1.1 or later: chunked framing and interim (1xx) responses may be sent to this client. */
+  readonly http11: boolean;
+  /** The client may send another request on this connection after this one. */
+  readonly keepAlive: boolean;
+  readonly bodyFraming: 'none' | 'length' | 'chunked';
+}
+
+/** What an exchange needs of the client connection it answers on. */
+export interface ExchangeClient {
+  readonly socket: net.Socket;
+  /** The response ended (or failed); `keepAlive` says whether the connection can carry the next request. */
+  exchangeFinished(keepAlive: boolean): void;
+  /** Stop or restart reading the client (the upstream is not taking the request body fast enough). */
+  pauseReading(): void;
+  resumeReading(): void;
+}
+
+const enum Phase {
+  /** Queued behind an earlier request on the same connection (pipelining). */
+  Waiting,
+  /** Sent (or sending) upstream; no response head yet. */
+  AwaitingHead,
+  Body,
+  /** The response ended or failed: nothing more goes to the client. */
+  Done,
+}
+
+/** How the response body reaches the client. */
+const enum Output {
+  None,
+  /** The upstream's body bytes, framing included, unchanged. */
+  Verbatim,
+  /** The body's data framed as chunks by tokentap (usage chunk stripped). */
+  Chunked,
+  /** The body's data, unframed, until the connection closes (HTTP/1.0 clients). */
+  Raw,
+}
+
+/**
+ * One request and its response, relayed between a client connection and a pooled upstream
+ * connection. The response body is forwarded as the upstream's bytes, unchanged and as they arrive
+ * (one write per upstream read), while its framing is followed to hand the tap the data and to know
+ * where the response ends; the request is observed by a RequestMonitor beside it.
+ *
+ * Forward first, observe second: each upstream read is written to the client before the monitor
+ * sees it, so the client's byte is never behind the tap's work. Every monitor call catches its own
+ * failures: nothing here depends on observation succeeding.
+ */
+export class Exchange implements UpstreamOwner {
+  private readonly context: ExchangeContext;
+  private readonly client: ExchangeClient;
+  private readonly request: RequestHead;
+  private readonly monitor: RequestMonitor | UnobservedRequest;
+  private readonly sniffer: RequestBodySniffer | undefined;
+  private readonly injection: RequestInjection | undefined;
+  private phase = Phase.Waiting;
+  private upstream: UpstreamConnection | undefined;
+  private upstreamHeaders: string[] = [];
+  /** Request body parts that arrived before start() (pipelined), sent when it starts. */
+  private early: Buffer[] | undefined;
+  private requestEnded = false;
+  private requestHeadSent = false;
+  /** The usage injection sent a rewritten body under its own Content-Length: no chunk framing. */
+  private bodyLengthSet = false;
+  private readonly requestBodySink: UpstreamRequestBody;
+  // Response state.
+  private framing: BodyFraming = 'none';
+  private output = Output.None;
+  private remaining = 0;
+  private chunked: ChunkedBody | undefined;
+  private stripper: UsageChunkStripper | undefined;
+  private responseHeadSent = false;
+  private upstreamReusable = false;
+  private clientKeepAlive = false;
+  private upstreamPaused = false;
+
+  constructor(context: ExchangeContext, client: ExchangeClient, request: RequestHead) {
+    this.context = context;
+    this.client = client;
+    this.request = request;
+    const needsHeaders = context.observe || context.usageInjection !== undefined;
+    const headers = needsHeaders ? incomingHeaders(request.rawHeaders) : undefined;
+    if (context.observe) {
+      this.monitor = new RequestMonitor(context.monitor, request.method, request.url, headers!);
+      this.sniffer = new RequestBodySniffer(headers!['content-type']);
+    } else {
+      this.monitor = new UnobservedRequest();
+    }
+    // Undefined for every request unless inject_usage is on and this one is an OpenAI JSON POST.
+    this.injection = context.usageInjection?.forRequest(request.method, request.url, headers?.['content-type']);
+    this.requestBodySink = {
+      head: (contentLength) => this.sendRequestHead(contentLength),
+      write: (chunk) => this.writeRequestBody(chunk),
+      end: () => this.endRequestBody(),
+    };
+  }
+
+  /** Connects (or takes a pooled connection) and sends the request head and what body has come. */
+  start(): void {
+    this.phase = Phase.AwaitingHead;
+    this.upstream = this.context.pool.acquire(this, this.context.upstreamIdleTimeoutMs);
+    this.upstream.head.begin();
+    this.upstreamHeaders = endToEndHeaders(this.request.rawHeaders);
+    this.monitor.trace(this.upstreamHeaders);
+    if (this.injection === undefined) {
+      this.sendRequestHead(undefined);
+    } else {
+      this.upstreamHeaders = this.injection.requestHeaders(this.upstreamHeaders);
+      // The upstream is not asked to continue (the body is rewritten first), so tokentap answers.
+      if (this.request.http11 && /^100-continue$/i.test(rawHeader(this.request.rawHeaders, 'expect') ?? '')) this.client.socket.write('HTTP/1.1 100 Continue\r\n\r\n');
+    }
+    const early = this.early;
+    this.early = undefined;
+    if (early !== undefined) for (const chunk of early) this.forwardRequestBody(chunk);
+    if (this.requestEnded) this.finishRequestBody();
+  }
+
+  // From the client connection's parser.
+
+  requestBody(chunk: Buffer): void {
+    this.sniffer?.push(chunk);
+    if (this.phase === Phase.Waiting) (this.early ??= []).push(chunk);
+    else this.forwardRequestBody(chunk);
+  }
+
+  requestEnd(): void {
+    this.requestEnded = true;
+    this.monitor.requestBody(this.sniffer?.model());
+    if (this.phase !== Phase.Waiting) this.finishRequestBody();
+  }
+
+  /** The client connection closed (or sent FIN) while this exchange was open. */
+  clientClosed(): void {
+    if (this.phase === Phase.Done && this.monitor.finished) return;
+    // The client went away before the last byte: stop the upstream at once so the GPU stops too.
+    if (!this.monitor.finished) this.monitor.fail('client_cancelled');
+    this.phase = Phase.Done;
+    this.upstream?.discard();
+    this.upstream = undefined;
+  }
+
+  clientDrain(): void {
+    if (!this.upstreamPaused) return;
+    this.upstreamPaused = false;
+    this.upstream?.socket.resume();
+  }
+
+  // UpstreamOwner
+
+  upstreamData(buffer: Buffer): void {
+    if (this.phase === Phase.Body) this.responseBody(buffer, 0);
+    else if (this.phase === Phase.AwaitingHead) this.responseHead(buffer);
+    else this.upstream?.discard();
+  }
+
+  upstreamEnd(): void {
+    // A body delimited by the connection's close ends here; any other end is reported on close.
+    if (this.phase === Phase.Body && this.framing === 'close') this.responseEnded(false);
+  }
+
+  upstreamClosed(error: NodeJS.ErrnoException | undefined): void {
+    this.upstream = undefined;
+    if (this.phase === Phase.Done) return;
+    const cause = error === undefined ? '' : ` (${error.code ?? error.message})`;
+    if (this.responseHeadSent) {
+      // The upstream connection broke mid-body: the client must see a broken stream too, never a
+      // clean end it would take for a complete answer.
+      const detail = error === undefined ? 'closed the connection mid-body' : `connection broke mid-body${cause}`;
+      this.failMidBody('upstream_error', `upstream ${this.context.upstreamAddress} ${detail}`);
+    } else {
+      const detail = error === undefined ? 'closed the connection before answering' : `connection failed${cause}`;
+      this.failBeforeHead('upstream_error', 502, `upstream ${this.context.upstreamAddress} ${detail}`);
+    }
+  }
+
+  upstreamTimeout(): void {
+    if (this.phase === Phase.Done) return;
+    const detail = `upstream ${this.context.upstreamAddress} sent nothing for ${this.context.upstreamIdleTimeoutMs} ms (upstream_idle_timeout)`;
+    this.upstream?.discard();
+    this.upstream = undefined;
+    if (this.responseHeadSent) this.failMidBody('timeout', detail);
+    else this.failBeforeHead('timeout', 504, detail);
+  }
+
+  upstreamDrain(): void {
+    this.client.resumeReading();
+  }
+
+  // Request: client to upstream.
+
+  /** Writes the request head: with `contentLength`, for a body tokentap rewrote; else the client's framing. */
+  private sendRequestHead(contentLength: number | undefined): void {
+    if (this.requestHeadSent || this.upstream === undefined) return;
+    this.requestHeadSent = true;
+    let headers = this.upstreamHeaders;
+    let framing = '';
+    if (contentLength !== undefined) {
+      headers = withoutHeader(headers, 'content-length');
+      this.bodyLengthSet = true;
+      framing = `Content-Length: ${contentLength}\r\n`;
+    } else if (this.request.bodyFraming === 'chunked') {
+      framing = 'Transfer-Encoding: chunked\r\n';
+    }
+    this.upstream.socket.write(requestHead(this.request.method, this.request.url, headers, framing), 'latin1');
+  }
+
+  private forwardRequestBody(chunk: Buffer): void {
+    if (this.injection !== undefined && this.injection.hold(chunk, this.requestBodySink)) return;
+    this.writeRequestBody(chunk);
+  }
+
+  private writeRequestBody(chunk: Buffer): void {
+    const socket = this.upstream?.socket;
+    if (socket === undefined || chunk.length === 0) return;
+    let writable: boolean;
+    if (this.request.bodyFraming === 'chunked' && !this.bodyLengthSet) {
+      socket.cork();
+      socket.write(chunkSizeLine(chunk.length));
+      socket.write(chunk);
+      writable = socket.write(CHUNK_END);
+      socket.uncork();
+    } else {
+      writable = socket.write(chunk);
+    }
+    if (!writable) this.client.pauseReading();
+  }
+
+  private finishRequestBody(): void {
+    if (this.injection !== undefined) this.injection.send(this.requestBodySink);
+    else this.endRequestBody();
+  }
+
+  private endRequestBody(): void {
+    if (this.request.bodyFraming === 'chunked' && !this.bodyLengthSet) this.upstream?.socket.write(LAST_CHUNK);
+  }
+
+  // Response: upstream to client.
+
+  private responseHead(buffer: Buffer): void {
+    const upstream = this.upstream as UpstreamConnection;
+    let read;
+    try {
+      read = upstream.head.feed(buffer);
+    } catch (error) {
+      this.unforwardable((error as ResponseHeadError).message);
+      return;
+    }
+    if (read === undefined) return;
+    const { head, headBytes } = read;
+    const rest = headBytes < buffer.length ? buffer.subarray(headBytes) : undefined;
+    if (head.status < 100) {
+      this.unforwardable(`status ${head.status} is below 100`);
+      return;
+    }
+    if (head.status < 200) {
+      if (head.status === 101) {
+        this.unforwardable('101 Switching Protocols to a request that did not ask to upgrade');
+        return;
+      }
+      // An interim response (100 Continue, 103 Early Hints): passed on to HTTP/1.1 clients, then
+      // the final head is read.
+      if (this.request.http11) this.client.socket.write(responseHead(head.status, head.statusMessage, endToEndHeaders(head.rawHeaders), ''), 'latin1');
+      upstream.head.begin();
+      if (rest !== undefined) this.responseHead(rest);
+      return;
+    }
+    this.startResponse(head);
+    if (this.framing === 'none') this.responseEnded(rest !== undefined);
+    else if (rest !== undefined) this.responseBody(rest, 0);
+  }
+
+  private startResponse(head: ResponseHead): void {
+    const request = this.request;
+    this.monitor.response(head.status, head.contentType);
+    this.stripper = this.injection?.responseStripper(head.status, head.contentType);
+    const framing = bodyFraming(head, request.method);
+    this.framing = framing;
+    this.upstreamReusable = head.keepAlive && framing !== 'close';
+    let headers = endToEndHeaders(head.rawHeaders);
+    let extra = '';
+    let closeDelimited = framing === 'close';
+    if (framing === 'none') {
+      this.output = Output.None;
+    } else if (this.stripper === undefined && (framing !== 'chunked' || request.http11)) {
+      this.output = Output.Verbatim;
+      // Transfer-Encoding is hop-by-hop, but the bytes are forwarded framed as they came.
+      if (head.transferEncoded) extra = `Transfer-Encoding: ${head.transferEncoding}\r\n`;
+    } else {
+      if (this.stripper !== undefined) headers = this.stripper.responseHeaders(headers);
+      if (request.http11) {
+        this.output = Output.Chunked;
+        extra = 'Transfer-Encoding: chunked\r\n';
+      } else {
+        this.output = Output.Raw;
+        closeDelimited = true;
+      }
+    }
+    if (framing === 'chunked') this.chunked = new ChunkedBody();
+    else if (framing === 'length') this.remaining = head.contentLength;
+    this.clientKeepAlive = request.keepAlive && !closeDelimited;
+    if (!this.clientKeepAlive) extra += 'Connection: close\r\n';
+    else if (!request.http11) extra += 'Connection: keep-alive\r\n';
+    this.phase = Phase.Body;
+    this.responseHeadSent = true;
+    // The head goes out when the upstream's does, not with the first body byte.
+    this.writeClient(responseHead(head.status, head.statusMessage, headers, extra), 'latin1');
+  }
+
+  /** Relays `buffer` from `start`: forwarded first, then its data handed to the monitor. */
+  private responseBody(buffer: Buffer, start: number): void {
+    let end = -1;
+    let dataStart = start;
+    let dataEnd = buffer.length;
+    if (this.framing === 'chunked') {
+      try {
+        end = (this.chunked as ChunkedBody).feed(buffer, start);
+      } catch (error) {
+        this.failMidBody('upstream_error', `upstream ${this.context.upstreamAddress} sent a malformed chunked body (${(error as ChunkedBodyError).message})`);
+        return;
+      }
+    } else if (this.framing === 'length') {
+      const take = Math.min(this.remaining, buffer.length - start);
+      this.remaining -= take;
+      dataEnd = start + take;
+      if (this.remaining === 0) end = dataEnd;
+    }
+    const stop = end === -1 ? buffer.length : end;
+    if (this.output === Output.Verbatim) {
+      const wire = start === 0 && stop === buffer.length ? buffer : buffer.subarray(start, stop);
+      this.writeClient(wire, undefined);
+    }
+    if (this.framing === 'chunked') {
+      const chunked = this.chunked as ChunkedBody;
+      // The pieces are read before any call below can feed the reader again.
+      const pieces = chunked.pieces;
+      for (let k = 0; k < pieces; k++) {
+        const pieceStart = chunked.pieceStarts[k] as number;
+        const pieceEnd = chunked.pieceEnds[k] as number;
+        this.responseData(pieceStart === 0 && pieceEnd === buffer.length ? buffer : buffer.subarray(pieceStart, pieceEnd));
+      }
+    } else {
+      this.responseData(dataStart === 0 && dataEnd === buffer.length ? buffer : buffer.subarray(dataStart, dataEnd));
+    }
+    if (end !== -1) this.responseEnded(end < buffer.length);
+  }
+
+  /** One piece of the body's data: framed for the client unless forwarded verbatim, then observed. */
+  private responseData(data: Buffer): void {
+    if (this.output === Output.Chunked || this.output === Output.Raw) {
+      const forwarded = this.stripper === undefined ? data : this.stripper.write(data);
+      this.writeData(forwarded);
+    }
+    this.monitor.body(data);
+  }
+
+  private writeData(data: Buffer): void {
+    if (data.length === 0) return;
+    if (this.output === Output.Chunked) {
+      const socket = this.client.socket;
+      socket.cork();
+      socket.write(chunkSizeLine(data.length));
+      socket.write(data);
+      this.writeClient(CHUNK_END, undefined);
+      socket.uncork();
+    } else {
+      this.writeClient(data, undefined);
+    }
+  }
+
+  private writeClient(data: Buffer | string, encoding: BufferEncoding | undefined): void {
+    const socket = this.client.socket;
+    const writable = encoding === undefined ? socket.write(data) : socket.write(data, encoding);
+    if (!writable && !this.upstreamPaused && this.upstream !== undefined) {
+      this.upstreamPaused = true;
+      this.upstream.socket.pause();
+    }
+  }
+
+  /** The upstream's response ended cleanly; `trailingBytes` when the upstream sent bytes past its end. */
+  private responseEnded(trailingBytes: boolean): void {
+    this.phase = Phase.Done;
+    this.monitor.bodyEnd();
+    if (this.output === Output.Chunked || this.output === Output.Raw) {
+      const rest = this.stripper?.end();
+      if (rest !== undefined) this.writeData(rest);
+    }
+    const socket = this.client.socket;
+    const delivered = (error?: Error | null) => {
+      if (error) this.monitor.fail('client_cancelled');
+      else this.monitor.delivered();
+    };
+    if (this.output === Output.Chunked) socket.write(LAST_CHUNK, delivered);
+    else socket.write('', delivered);
+    const upstream = this.upstream;
+    this.upstream = undefined;
+    if (upstream !== undefined) {
+      if (this.upstreamPaused) upstream.socket.resume();
+      // A connection whose request is still being sent, or that sent more than its response, is not reused.
+      if (this.upstreamReusable && this.requestEnded && !trailingBytes) this.context.pool.release(upstream);
+      else upstream.discard();
+    }
+    this.client.exchangeFinished(this.clientKeepAlive && this.requestEnded);
+  }
+
+  // Failures.
+
+  /** The upstream's head cannot be relayed: the client gets a 502 naming it. */
+  private unforwardable(problem: string): void {
+    this.upstream?.discard();
+    this.upstream = undefined;
+    this.failBeforeHead('upstream_error', 502, `upstream ${this.context.upstreamAddress} sent a response that cannot be forwarded (${problem})`);
+  }
+
+  /** Before the response head: the client gets tokentap's own error answer. */
+  private failBeforeHead(outcome: 'upstream_error' | 'timeout', status: 502 | 504, detail: string): void {
+    this.phase = Phase.Done;
+    this.monitor.fail(outcome, status, detail);
+    this.upstream?.discard();
+    this.upstream = undefined;
+    // The rest of an unread request body would be taken for the next request: the connection closes.
+    const keepAlive = this.request.keepAlive && this.requestEnded;
+    const socket = this.client.socket;
+    if (!socket.destroyed) socket.write(simpleResponse(status, status === 502 ? 'Bad Gateway' : 'Gateway Timeout', 'application/json', upstreamErrorBody(status, detail), !keepAlive));
+    this.client.exchangeFinished(keepAlive);
+  }
+
+  /** After the response head: the client's stream is broken, never ended cleanly. */
+  private failMidBody(outcome: 'upstream_error' | 'timeout', detail: string): void {
+    this.phase = Phase.Done;
+    this.monitor.fail(outcome, undefined, detail);
+    this.upstream?.discard();
+    this.upstream = undefined;
+    this.client.socket.destroy();
+  }
+}
+
+function withoutHeader(headers: readonly string[], lowerCaseName: string): string[] {
+  const kept: string[] = [];
+  for (let i = 0; i < headers.length; i += 2) {
+    if ((headers[i] as string).toLowerCase() !== lowerCaseName) kept.push(headers[i] as string, headers[i + 1] as string);
+  }
+  return kept;
+}

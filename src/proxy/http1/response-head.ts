@@ -1,0 +1,113 @@
+import { HTTPParser, PARSER_RESOURCE, STOP_AFTER_HEAD, isParseError, type NativeHttpParser } from './node-http-parser.js';
+
+/** How a response's body is delimited on the wire (RFC 9112 section 6.3). */
+export type BodyFraming = 'none' | 'chunked' | 'length' | 'close';
+
+export interface ResponseHead {
+  readonly status: number;
+  readonly statusMessage: string;
+  /** Flat [name, value, ...] as received, original case and order. */
+  readonly rawHeaders: string[];
+  /** HTTP/1.1 without `Connection: close`: the connection may carry the next request. */
+  readonly keepAlive: boolean;
+  readonly contentType: string | undefined;
+  /** The Content-Length value (validated by the parser), or -1. */
+  readonly contentLength: number;
+  readonly chunked: boolean;
+  /** A Transfer-Encoding header is present (chunked or not). */
+  readonly transferEncoded: boolean;
+  /** Its value (repeats joined), forwarded with a body relayed as framed. */
+  readonly transferEncoding: string;
+}
+
+export class ResponseHeadError extends Error {
+  constructor(readonly code: string, message: string) {
+    super(message);
+  }
+}
+
+/**
+ * Reads an upstream response head with Node's parser and stops right after it, leaving the body's
+ * bytes to the caller. One reader per upstream connection, begun again for each response.
+ */
+export class ResponseHeadReader {
+  private readonly parser: NativeHttpParser = new HTTPParser();
+  private flushedHeaders: string[] = [];
+  private head: ResponseHead | undefined;
+
+  constructor() {
+    this.parser[HTTPParser.kOnHeaders] = (headers: string[]) => {
+      // Heads with many fields reach JavaScript in parts: kept until the head completes.
+      for (const value of headers) this.flushedHeaders.push(value);
+    };
+    this.parser[HTTPParser.kOnHeadersComplete] = (
+      _major: number,
+      minor: number,
+      headers: string[] | undefined,
+      _method: unknown,
+      _url: unknown,
+      status: number,
+      statusMessage: string,
+      _upgrade: boolean,
+      keepAlive: boolean,
+    ) => {
+      let rawHeaders = headers ?? [];
+      if (this.flushedHeaders.length > 0) {
+        rawHeaders = this.flushedHeaders.concat(rawHeaders);
+        this.flushedHeaders = [];
+      }
+      this.head = describe(status, statusMessage, rawHeaders, keepAlive && minor >= 1);
+      return STOP_AFTER_HEAD;
+    };
+    this.parser[HTTPParser.kOnBody] = () => {};
+    this.parser[HTTPParser.kOnMessageComplete] = () => {};
+  }
+
+  /** Starts reading a new head (each response, and again after an interim 1xx one). */
+  begin(): void {
+    this.parser.initialize(HTTPParser.RESPONSE, PARSER_RESOURCE, 0, HTTPParser.kLenientNone);
+    this.flushedHeaders = [];
+    this.head = undefined;
+  }
+
+  /**
+   * Feeds bytes of the head. Returns the head and how many of `buffer`'s bytes it took, or
+   * undefined when the head continues in the next buffer. Throws ResponseHeadError on a malformed head.
+   */
+  feed(buffer: Buffer): { head: ResponseHead; headBytes: number } | undefined {
+    const result = this.parser.execute(buffer);
+    if (isParseError(result)) throw new ResponseHeadError(result.code, `${result.code}: ${result.reason ?? result.message}`);
+    if (this.head === undefined) return undefined;
+    return { head: this.head, headBytes: result };
+  }
+
+  close(): void {
+    this.parser.close();
+  }
+}
+
+function describe(status: number, statusMessage: string, rawHeaders: string[], keepAlive: boolean): ResponseHead {
+  let contentType: string | undefined;
+  let contentLength = -1;
+  let transferEncoding: string | undefined;
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    const name = (rawHeaders[i] as string).toLowerCase();
+    if (name === 'content-type') contentType ??= rawHeaders[i + 1];
+    else if (name === 'content-length') contentLength = Number(rawHeaders[i + 1]);
+    else if (name === 'transfer-encoding') transferEncoding = transferEncoding === undefined ? rawHeaders[i + 1] : `${transferEncoding}, ${rawHeaders[i + 1]}`;
+  }
+  const codings = transferEncoding?.toLowerCase().split(',');
+  const chunked = codings !== undefined && codings[codings.length - 1]?.trim() === 'chunked';
+  return { status, statusMessage, rawHeaders, keepAlive, contentType, contentLength, chunked, transferEncoded: transferEncoding !== undefined, transferEncoding: transferEncoding ?? '' };
+}
+
+/** How the body of `head`, answering a `method` request, is delimited. */
+export function bodyFraming(head: ResponseHead, method: string): BodyFraming {
+  const status = head.status;
+  if (method === 'HEAD' || (status >= 100 && status < 200) || status === 204 || status === 304) return 'none';
+  if (head.chunked) return 'chunked';
+  // A transfer coding other than chunked last: the body runs until the connection closes.
+  if (head.transferEncoded) return 'close';
+  if (head.contentLength >= 0) return head.contentLength === 0 ? 'none' : 'length';
+  return 'close';
+}

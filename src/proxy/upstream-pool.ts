@@ -1,0 +1,115 @@
+import net from 'node:net';
+import { ResponseHeadReader } from './http1/response-head.js';
+
+/** What an exchange hears from the upstream connection it holds. */
+export interface UpstreamOwner {
+  upstreamData(buffer: Buffer): void;
+  /** The upstream sent FIN. */
+  upstreamEnd(): void;
+  /** The connection closed; `error` when a socket error (refused, reset) closed it. */
+  upstreamClosed(error: NodeJS.ErrnoException | undefined): void;
+  /** Nothing was read or written for the exchange's idle timeout. */
+  upstreamTimeout(): void;
+  /** The request bytes written earlier have left, after a write reported backpressure. */
+  upstreamDrain(): void;
+}
+
+/**
+ * How long a pooled connection may sit idle before tokentap closes it. Below the 5 s keep-alive
+ * timeout of uvicorn (vLLM, TGI's router) and Node servers, so tokentap, not the upstream, closes
+ * idle connections, and a request is rarely sent on one the upstream is closing at that moment.
+ */
+const POOL_IDLE_MS = 4_000;
+
+/**
+ * One connection to the upstream. Its socket listeners are set once, for its whole life, and pass
+ * each event to the exchange that holds it (or close it, when an idle connection hears anything):
+ * no listener is added or removed per request.
+ */
+export class UpstreamConnection {
+  readonly socket: net.Socket;
+  /** Reads each response's head; begun again per response. */
+  readonly head = new ResponseHeadReader();
+  owner: UpstreamOwner | undefined;
+  private error: NodeJS.ErrnoException | undefined;
+
+  constructor(pool: UpstreamPool, socket: net.Socket) {
+    this.socket = socket;
+    socket.on('data', (buffer: Buffer) => {
+      if (this.owner === undefined) socket.destroy();
+      else this.owner.upstreamData(buffer);
+    });
+    socket.on('end', () => {
+      if (this.owner === undefined) socket.destroy();
+      else this.owner.upstreamEnd();
+    });
+    socket.on('error', (error: NodeJS.ErrnoException) => {
+      this.error = error;
+    });
+    socket.on('close', () => {
+      pool.forget(this);
+      this.head.close();
+      const owner = this.owner;
+      this.owner = undefined;
+      owner?.upstreamClosed(this.error);
+    });
+    socket.on('timeout', () => {
+      if (this.owner === undefined) socket.destroy();
+      else this.owner.upstreamTimeout();
+    });
+    socket.on('drain', () => this.owner?.upstreamDrain());
+  }
+
+  /** Ends the holder's use without telling it: the socket is closed and its events go nowhere. */
+  discard(): void {
+    this.owner = undefined;
+    this.socket.destroy();
+  }
+}
+
+/**
+ * Keep-alive connections to the upstream, unbounded: every concurrent stream gets its own connection
+ * at once (a bounded pool would queue stream N+1 behind N, inflating its TTFT). The most recently
+ * used idle connection is taken first, so the idle ones age out.
+ */
+export class UpstreamPool {
+  private readonly idle: UpstreamConnection[] = [];
+  private readonly host: string;
+  private readonly port: number;
+  private closed = false;
+
+  constructor(host: string, port: number) {
+    this.host = host;
+    this.port = port;
+  }
+
+  acquire(owner: UpstreamOwner, idleTimeoutMs: number): UpstreamConnection {
+    const connection = this.idle.pop() ?? new UpstreamConnection(this, net.connect({ host: this.host, port: this.port, noDelay: true }));
+    connection.owner = owner;
+    connection.socket.setTimeout(idleTimeoutMs);
+    return connection;
+  }
+
+  /** Takes back a connection whose response ended cleanly and that may carry another request. */
+  release(connection: UpstreamConnection): void {
+    connection.owner = undefined;
+    if (this.closed || connection.socket.destroyed) {
+      connection.socket.destroy();
+      return;
+    }
+    connection.socket.setTimeout(POOL_IDLE_MS);
+    this.idle.push(connection);
+  }
+
+  /** The connection closed: it must not be handed out again. */
+  forget(connection: UpstreamConnection): void {
+    const index = this.idle.indexOf(connection);
+    if (index !== -1) this.idle.splice(index, 1);
+  }
+
+  /** Closes the idle connections; connections in use close when their exchanges end. */
+  close(): void {
+    this.closed = true;
+    for (const connection of this.idle.splice(0)) connection.socket.destroy();
+  }
+}
