@@ -1,0 +1,69 @@
+import { describe, expect, it } from 'vitest';
+import { ChunkedBody, ChunkedBodyError } from '../../../src/proxy/http1/chunked-body.js';
+import { llamacppStream, randomChunks, splitEvents } from '../../helpers/fixtures.js';
+
+/** Frames `parts` as a chunked body, as an upstream would (with optional extensions and trailers). */
+function frame(parts: readonly Buffer[], trailer = ''): Buffer {
+  const pieces: Buffer[] = [];
+  parts.forEach((part, i) => pieces.push(Buffer.from(`${part.length.toString(16)}${i % 3 === 1 ? ';ext=1' : ''}\r\n`), part, Buffer.from('\r\n')));
+  pieces.push(Buffer.from(`0\r\n${trailer}\r\n`));
+  return Buffer.concat(pieces);
+}
+
+/** Feeds `wire` in the given pieces; returns the data found and where the message ended. */
+function follow(wire: readonly Buffer[]): { data: Buffer; endedAt: number | undefined; reads: number } {
+  const reader = new ChunkedBody();
+  const data: Buffer[] = [];
+  let endedAt: number | undefined;
+  wire.forEach((buffer, index) => {
+    const end = reader.feed(buffer, 0);
+    for (let k = 0; k < reader.pieces; k++) data.push(buffer.subarray(reader.pieceStarts[k], reader.pieceEnds[k]));
+    if (end !== -1) endedAt = index;
+  });
+  return { data: Buffer.concat(data), endedAt, reads: wire.length };
+}
+
+describe('chunked body framing', () => {
+  const stream = llamacppStream('chat-completions.sse');
+  const wire = frame(splitEvents(stream), 'X-Trailer: 1\r\n');
+
+  it('finds exactly the data of a real stream, cut at every kind of boundary, and its end in the last read', () => {
+    for (let seed = 1; seed <= 200; seed++) {
+      const reads = randomChunks(wire, seed, 1 + (seed % 40));
+      const result = follow(reads);
+      expect(result.data.equals(stream), `seed ${seed}`).toBe(true);
+      expect(result.endedAt, `seed ${seed}`).toBe(reads.length - 1);
+    }
+  });
+
+  it('reads byte by byte', () => {
+    const result = follow([...wire].map((b) => Buffer.of(b)));
+    expect(result.data.equals(stream)).toBe(true);
+    expect(result.endedAt).toBe(wire.length - 1);
+  });
+
+  it('returns the offset just past the end, leaving bytes after it to the caller', () => {
+    const reader = new ChunkedBody();
+    const buffer = Buffer.from('2\r\nok\r\n0\r\n\r\nHTTP/1.1 200');
+    expect(reader.feed(buffer, 0)).toBe(12);
+    expect(reader.done).toBe(true);
+    expect(() => reader.feed(Buffer.from('x'), 0)).toThrow(ChunkedBodyError);
+  });
+
+  it('starts at the given offset (the body after the head, in the same read)', () => {
+    const reader = new ChunkedBody();
+    const buffer = Buffer.from('HEAD\r\n\r\n3\r\nabc\r\n');
+    expect(reader.feed(buffer, 8)).toBe(-1);
+    expect([reader.pieces, reader.pieceStarts[0], reader.pieceEnds[0]]).toEqual([1, 11, 14]);
+  });
+
+  it.each([
+    ['a size that is not hex', 'zz\r\n', /chunk size expected/],
+    ['data longer than its size', '2\r\nabc\r\n', /not followed by CRLF/],
+    ['a size line ended by LF alone', '2\nab\r\n', /invalid byte 0xa/],
+    ['a size beyond 2^52', 'fffffffffffffff\r\n', /too many digits/],
+    ['an endless extension', `1;${'x'.repeat(17_000)}`, /extension too long/],
+  ])('refuses %s', (_what, body, message) => {
+    expect(() => new ChunkedBody().feed(Buffer.from(body), 0)).toThrow(message);
+  });
+});
