@@ -59,7 +59,7 @@ export class ClientConnection implements ExchangeClient {
     });
     // The client's FIN: with a response in flight it has left (as node:http treats it); idle, it is done.
     socket.on('end', () => {
-      if (this.current === undefined && this.receiving === undefined) socket.end();
+      if (this.current === undefined && this.receiving === undefined) this.end();
       else socket.destroy();
     });
     socket.on('error', () => {
@@ -142,8 +142,7 @@ export class ClientConnection implements ExchangeClient {
     if (!keepAlive || this.closing) {
       this.closing = true;
       for (const queued of this.queue.splice(0)) queued.clientClosed();
-      if (this.refusal === undefined) this.socket.end();
-      else this.socket.end(this.refusal);
+      this.end(this.refusal);
       return;
     }
     const next = this.queue.shift();
@@ -171,8 +170,21 @@ export class ClientConnection implements ExchangeClient {
 
   /** Ends the connection once what is in flight has been answered (the listener is draining). */
   closeWhenIdle(): void {
-    if (this.idle) this.socket.end();
+    if (this.idle) this.socket.destroy();
     else this.closing = true;
+  }
+
+  /**
+   * Sends what is left (`last`, if any), then closes: the connection is half-open (the listener
+   * allows it, to answer a client that sent FIN), so it is destroyed once the bytes are out rather
+   * than left waiting for the client's FIN, as node:http does.
+   */
+  private end(last?: string): void {
+    const socket = this.socket;
+    if (socket.destroyed) return;
+    const destroy = () => socket.destroy();
+    if (last === undefined) socket.end(destroy);
+    else socket.end(last, destroy);
   }
 
   /** The head took longer than the headers timeout to arrive. */
@@ -196,6 +208,6 @@ export class ClientConnection implements ExchangeClient {
     this.socket.pause();
     this.headStartedMs = -1;
     this.refusal = simpleResponse(status, statusMessage, 'text/plain; charset=utf-8', `${message}\n`, true);
-    if (this.current === undefined && !this.socket.destroyed) this.socket.end(this.refusal);
+    if (this.current === undefined) this.end(this.refusal);
   }
 }

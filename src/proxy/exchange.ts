@@ -92,7 +92,8 @@ export class Exchange implements UpstreamOwner {
   private requestHeadSent = false;
   /** The usage injection sent a rewritten body under its own Content-Length: no chunk framing. */
   private bodyLengthSet = false;
-  private readonly requestBodySink: UpstreamRequestBody;
+  /** Where the usage injection sends the held request: made only for requests it applies to. */
+  private readonly requestBodySink: UpstreamRequestBody | undefined;
   // Response state.
   private framing: BodyFraming = 'none';
   private output = Output.None;
@@ -103,6 +104,10 @@ export class Exchange implements UpstreamOwner {
   private upstreamReusable = false;
   private clientKeepAlive = false;
   private upstreamPaused = false;
+  /** The monitor's data: every piece when observing, or when tokentap frames the data itself. */
+  private dataWanted = false;
+  /** The response's last write carries the delivered callback. */
+  private deliveryTracked = false;
 
   constructor(context: ExchangeContext, client: ExchangeClient, request: RequestHead) {
     this.context = context;
@@ -118,11 +123,10 @@ export class Exchange implements UpstreamOwner {
     }
     // Undefined for every request unless inject_usage is on and this one is an OpenAI JSON POST.
     this.injection = context.usageInjection?.forRequest(request.method, request.url, headers?.['content-type']);
-    this.requestBodySink = {
-      head: (contentLength) => this.sendRequestHead(contentLength),
-      write: (chunk) => this.writeRequestBody(chunk),
-      end: () => this.endRequestBody(),
-    };
+    this.requestBodySink =
+      this.injection === undefined
+        ? undefined
+        : { head: (contentLength) => this.sendRequestHead(contentLength), write: (chunk) => this.writeRequestBody(chunk), end: () => this.endRequestBody() };
   }
 
   /** Connects (or takes a pooled connection) and sends the request head and what body has come. */
@@ -235,7 +239,7 @@ export class Exchange implements UpstreamOwner {
   }
 
   private forwardRequestBody(chunk: Buffer): void {
-    if (this.injection !== undefined && this.injection.hold(chunk, this.requestBodySink)) return;
+    if (this.injection !== undefined && this.injection.hold(chunk, this.requestBodySink as UpstreamRequestBody)) return;
     this.writeRequestBody(chunk);
   }
 
@@ -256,7 +260,7 @@ export class Exchange implements UpstreamOwner {
   }
 
   private finishRequestBody(): void {
-    if (this.injection !== undefined) this.injection.send(this.requestBodySink);
+    if (this.injection !== undefined) this.injection.send(this.requestBodySink as UpstreamRequestBody);
     else this.endRequestBody();
   }
 
@@ -327,19 +331,19 @@ export class Exchange implements UpstreamOwner {
     }
     if (framing === 'chunked') this.chunked = new ChunkedBody();
     else if (framing === 'length') this.remaining = head.contentLength;
+    this.dataWanted = this.context.observe || this.output === Output.Chunked || this.output === Output.Raw;
     this.clientKeepAlive = request.keepAlive && !closeDelimited;
     if (!this.clientKeepAlive) extra += 'Connection: close\r\n';
     else if (!request.http11) extra += 'Connection: keep-alive\r\n';
     this.phase = Phase.Body;
     this.responseHeadSent = true;
     // The head goes out when the upstream's does, not with the first body byte.
-    this.writeClient(responseHead(head.status, head.statusMessage, headers, extra), 'latin1');
+    this.writeClient(responseHead(head.status, head.statusMessage, headers, extra), 'latin1', framing === 'none' ? this.deliveredCallback() : undefined);
   }
 
   /** Relays `buffer` from `start`: forwarded first, then its data handed to the monitor. */
   private responseBody(buffer: Buffer, start: number): void {
     let end = -1;
-    let dataStart = start;
     let dataEnd = buffer.length;
     if (this.framing === 'chunked') {
       try {
@@ -354,22 +358,25 @@ export class Exchange implements UpstreamOwner {
       dataEnd = start + take;
       if (this.remaining === 0) end = dataEnd;
     }
-    const stop = end === -1 ? buffer.length : end;
     if (this.output === Output.Verbatim) {
+      const stop = end === -1 ? buffer.length : end;
       const wire = start === 0 && stop === buffer.length ? buffer : buffer.subarray(start, stop);
-      this.writeClient(wire, undefined);
+      // The write that ends the response says when the last byte has been handed to the client.
+      this.writeClient(wire, undefined, end === -1 ? undefined : this.deliveredCallback());
     }
-    if (this.framing === 'chunked') {
-      const chunked = this.chunked as ChunkedBody;
-      // The pieces are read before any call below can feed the reader again.
-      const pieces = chunked.pieces;
-      for (let k = 0; k < pieces; k++) {
-        const pieceStart = chunked.pieceStarts[k] as number;
-        const pieceEnd = chunked.pieceEnds[k] as number;
-        this.responseData(pieceStart === 0 && pieceEnd === buffer.length ? buffer : buffer.subarray(pieceStart, pieceEnd));
+    if (this.dataWanted) {
+      if (this.framing === 'chunked') {
+        const chunked = this.chunked as ChunkedBody;
+        // The pieces are read before any call below can feed the reader again.
+        const pieces = chunked.pieces;
+        for (let k = 0; k < pieces; k++) {
+          const pieceStart = chunked.pieceStarts[k] as number;
+          const pieceEnd = chunked.pieceEnds[k] as number;
+          this.responseData(pieceStart === 0 && pieceEnd === buffer.length ? buffer : buffer.subarray(pieceStart, pieceEnd));
+        }
+      } else {
+        this.responseData(start === 0 && dataEnd === buffer.length ? buffer : buffer.subarray(start, dataEnd));
       }
-    } else {
-      this.responseData(dataStart === 0 && dataEnd === buffer.length ? buffer : buffer.subarray(dataStart, dataEnd));
     }
     if (end !== -1) this.responseEnded(end < buffer.length);
   }
@@ -397,9 +404,9 @@ export class Exchange implements UpstreamOwner {
     }
   }
 
-  private writeClient(data: Buffer | string, encoding: BufferEncoding | undefined): void {
+  private writeClient(data: Buffer | string, encoding: BufferEncoding | undefined, written?: (error?: Error | null) => void): void {
     const socket = this.client.socket;
-    const writable = encoding === undefined ? socket.write(data) : socket.write(data, encoding);
+    const writable = encoding === undefined ? socket.write(data, written) : socket.write(data, encoding, written);
     if (!writable && !this.upstreamPaused && this.upstream !== undefined) {
       this.upstreamPaused = true;
       this.upstream.socket.pause();
@@ -414,13 +421,9 @@ export class Exchange implements UpstreamOwner {
       const rest = this.stripper?.end();
       if (rest !== undefined) this.writeData(rest);
     }
-    const socket = this.client.socket;
-    const delivered = (error?: Error | null) => {
-      if (error) this.monitor.fail('client_cancelled');
-      else this.monitor.delivered();
-    };
-    if (this.output === Output.Chunked) socket.write(LAST_CHUNK, delivered);
-    else socket.write('', delivered);
+    if (this.output === Output.Chunked) this.writeClient(LAST_CHUNK, 'latin1', this.deliveredCallback());
+    // A body ended by the upstream's close (its last bytes already written), or no body at all.
+    else if (!this.deliveryTracked) this.writeClient('', 'latin1', this.deliveredCallback());
     const upstream = this.upstream;
     this.upstream = undefined;
     if (upstream !== undefined) {
@@ -430,6 +433,16 @@ export class Exchange implements UpstreamOwner {
       else upstream.discard();
     }
     this.client.exchangeFinished(this.clientKeepAlive && this.requestEnded);
+  }
+
+  /** For the response's last write: the monitor hears when it reached the client, or that it did not. */
+  private deliveredCallback(): (error?: Error | null) => void {
+    this.deliveryTracked = true;
+    const monitor = this.monitor;
+    return (error) => {
+      if (error) monitor.fail('client_cancelled');
+      else monitor.delivered();
+    };
   }
 
   // Failures.

@@ -73,10 +73,13 @@ export class ProxyServer extends net.Server {
     return this;
   }
 
-  /** Ends connections with nothing in flight; the others end after their current response. */
+  /** Closes connections with nothing in flight; once the listener is closed, the others close after their current response. */
   closeIdleConnections(): void {
-    for (const connection of this.clients) if (connection.idle) connection.socket.end();
-    if (!this.listening) for (const connection of this.clients) connection.closeWhenIdle();
+    if (!this.listening) {
+      for (const connection of this.clients) connection.closeWhenIdle();
+      return;
+    }
+    for (const connection of this.clients) if (connection.idle) connection.socket.destroy();
   }
 
   /** Cuts every connection at once, streams included. */
