@@ -54,7 +54,16 @@ export class ClientConnection implements ExchangeClient {
       exchange?.requestEnd();
     };
     socket.on('data', (data: Buffer) => {
-      const result = parser.execute(data);
+      let result;
+      try {
+        result = parser.execute(data);
+      } catch (error) {
+        // A bug in the relay's own code, thrown from a parser callback: this connection ends,
+        // the sidecar and every other stream go on.
+        context.monitor.logger.error({ err: error }, 'proxy failed on a client connection; the connection is closed');
+        socket.destroy();
+        return;
+      }
       if (isParseError(result)) this.malformed(result);
     });
     // The client's FIN: with a response in flight it has left (as node:http treats it); idle, it is done.

@@ -78,7 +78,14 @@ export class UpstreamConnection {
     }
     const data = Buffer.allocUnsafe(bytes);
     (buffer as Buffer).copy(data, 0, 0, bytes);
-    owner.upstreamData(data);
+    try {
+      owner.upstreamData(data);
+    } catch (error) {
+      // A bug in the relay's own code: this exchange ends as a broken upstream connection, the
+      // sidecar and every other stream go on.
+      this.socket.destroy(error as Error);
+      return false;
+    }
     return true;
   }
 

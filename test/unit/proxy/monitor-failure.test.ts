@@ -1,6 +1,6 @@
 import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { systemClock } from '../../../src/clock/clock.js';
 import { loadSettings } from '../../../src/config/load.js';
 import { DrainState } from '../../../src/lifecycle/drain-state.js';
@@ -8,6 +8,7 @@ import { createLogger } from '../../../src/log/logger.js';
 import { ModelLabels } from '../../../src/metrics/model-labels.js';
 import { Recorder } from '../../../src/metrics/recorder.js';
 import { Telemetry } from '../../../src/metrics/telemetry.js';
+import { Exchange } from '../../../src/proxy/exchange.js';
 import { createProxyServer } from '../../../src/proxy/proxy-server.js';
 import { WorkloadMatcher } from '../../../src/slo/workload-matcher.js';
 import type { RequestTracer } from '../../../src/tracing/request-span.js';
@@ -23,6 +24,7 @@ import { exchange, startReplayUpstream } from '../../helpers/replay-upstream.js'
 
 const closers: Array<() => Promise<void>> = [];
 afterEach(async () => {
+  vi.restoreAllMocks();
   for (const close of closers.splice(0)) await close();
 });
 
@@ -107,5 +109,38 @@ describe('observation failures', () => {
     const next = await post('{}');
     expect(next.ended).toBe('clean');
     expect(next.body.toString()).toContain('[DONE]');
+  });
+});
+
+describe("a bug in the relay's own code", () => {
+  const post = (url: string) => exchange(`${url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"model":"m","stream":true}' });
+
+  it('thrown while reading the upstream: that request fails with a 502 naming it, the next is served', async () => {
+    const chunks = sse(chatChunk({ content: 'a' }), '[DONE]');
+    const upstream = await startReplayUpstream(() => ({ chunks }));
+    closers.push(() => upstream.close());
+    const proxy = await proxyWithBrokenObservation(upstream.url);
+    vi.spyOn(Exchange.prototype, 'upstreamData').mockImplementationOnce(() => {
+      throw new Error('relay bug');
+    });
+    const failed = await post(proxy.url);
+    expect(failed.status).toBe(502);
+    expect(JSON.parse(failed.body.toString()).error.message).toMatch(/connection failed \(relay bug\)$/);
+    const next = await post(proxy.url);
+    expect(next.body.equals(Buffer.concat(chunks))).toBe(true);
+  });
+
+  it('thrown while reading a request: that connection closes, the sidecar logs it and serves the next', async () => {
+    const chunks = sse(chatChunk({ content: 'a' }), '[DONE]');
+    const upstream = await startReplayUpstream(() => ({ chunks }));
+    closers.push(() => upstream.close());
+    const proxy = await proxyWithBrokenObservation(upstream.url);
+    vi.spyOn(Exchange.prototype, 'start').mockImplementationOnce(() => {
+      throw new Error('relay bug');
+    });
+    await expect(post(proxy.url)).rejects.toThrow(/socket hang up/);
+    expect(proxy.logs.find((l) => l.msg === 'proxy failed on a client connection; the connection is closed')).toMatchObject({ level: 50, err: { message: 'relay bug' } });
+    const next = await post(proxy.url);
+    expect(next.body.equals(Buffer.concat(chunks))).toBe(true);
   });
 });
