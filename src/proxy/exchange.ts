@@ -8,6 +8,7 @@ import { RequestBodySniffer } from './request-body-sniffer.js';
 import { RequestMonitor, type MonitorDependencies } from './request-monitor.js';
 import { UnobservedRequest } from './unobserved-request.js';
 import { upstreamErrorBody } from './upstream-error.js';
+import type { IdleSweep, IdleWatched } from './idle-sweep.js';
 import type { UpstreamConnection, UpstreamOwner, UpstreamPool } from './upstream-pool.js';
 import type { RequestInjection, UpstreamRequestBody, UsageChunkStripper, UsageInjector } from './usage-injection.js';
 
@@ -17,6 +18,8 @@ export interface ExchangeContext {
   /** host:port, named in every failure the proxy reports (client error body, request log line). */
   readonly upstreamAddress: string;
   readonly upstreamIdleTimeoutMs: number;
+  /** Cuts exchanges whose upstream has been silent for upstreamIdleTimeoutMs. */
+  readonly idleSweep: IdleSweep;
   readonly observe: boolean;
   readonly monitor: MonitorDependencies;
   readonly usageInjection: UsageInjector | undefined;
@@ -76,7 +79,8 @@ const enum Output {
  * sees it, so the client's byte is never behind the tap's work. Every monitor call catches its own
  * failures: nothing here depends on observation succeeding.
  */
-export class Exchange implements UpstreamOwner {
+export class Exchange implements UpstreamOwner, IdleWatched {
+  upstreamActivity = 0;
   private readonly context: ExchangeContext;
   private readonly client: ExchangeClient;
   private readonly request: RequestHead;
@@ -132,7 +136,8 @@ export class Exchange implements UpstreamOwner {
   /** Connects (or takes a pooled connection) and sends the request head and what body has come. */
   start(): void {
     this.phase = Phase.AwaitingHead;
-    this.upstream = this.context.pool.acquire(this, this.context.upstreamIdleTimeoutMs);
+    this.upstream = this.context.pool.acquire(this);
+    this.context.idleSweep.watch(this);
     this.upstream.head.begin();
     this.upstreamHeaders = endToEndHeaders(this.request.rawHeaders);
     this.monitor.trace(this.upstreamHeaders);
@@ -168,7 +173,7 @@ export class Exchange implements UpstreamOwner {
     if (this.phase === Phase.Done && this.monitor.finished) return;
     // The client went away before the last byte: stop the upstream at once so the GPU stops too.
     if (!this.monitor.finished) this.monitor.fail('client_cancelled');
-    this.phase = Phase.Done;
+    this.settle();
     this.upstream?.discard();
     this.upstream = undefined;
   }
@@ -182,6 +187,7 @@ export class Exchange implements UpstreamOwner {
   // UpstreamOwner
 
   upstreamData(buffer: Buffer): void {
+    this.upstreamActivity++;
     if (this.phase === Phase.Body) this.responseBody(buffer, 0);
     else if (this.phase === Phase.AwaitingHead) this.responseHead(buffer);
     else this.upstream?.discard();
@@ -415,7 +421,7 @@ export class Exchange implements UpstreamOwner {
 
   /** The upstream's response ended cleanly; `trailingBytes` when the upstream sent bytes past its end. */
   private responseEnded(trailingBytes: boolean): void {
-    this.phase = Phase.Done;
+    this.settle();
     this.monitor.bodyEnd();
     if (this.output === Output.Chunked || this.output === Output.Raw) {
       const rest = this.stripper?.end();
@@ -445,6 +451,12 @@ export class Exchange implements UpstreamOwner {
     };
   }
 
+  /** Nothing more goes to the client: the idle sweep lets go of it. */
+  private settle(): void {
+    this.phase = Phase.Done;
+    this.context.idleSweep.unwatch(this);
+  }
+
   // Failures.
 
   /** The upstream's head cannot be relayed: the client gets a 502 naming it. */
@@ -456,7 +468,7 @@ export class Exchange implements UpstreamOwner {
 
   /** Before the response head: the client gets tokentap's own error answer. */
   private failBeforeHead(outcome: 'upstream_error' | 'timeout', status: 502 | 504, detail: string): void {
-    this.phase = Phase.Done;
+    this.settle();
     this.monitor.fail(outcome, status, detail);
     this.upstream?.discard();
     this.upstream = undefined;
@@ -469,7 +481,7 @@ export class Exchange implements UpstreamOwner {
 
   /** After the response head: the client's stream is broken, never ended cleanly. */
   private failMidBody(outcome: 'upstream_error' | 'timeout', detail: string): void {
-    this.phase = Phase.Done;
+    this.settle();
     this.monitor.fail(outcome, undefined, detail);
     this.upstream?.discard();
     this.upstream = undefined;

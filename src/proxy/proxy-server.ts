@@ -1,6 +1,7 @@
 import net from 'node:net';
 import { ClientConnection } from './client-connection.js';
 import type { ExchangeContext } from './exchange.js';
+import { IdleSweep } from './idle-sweep.js';
 import type { MonitorDependencies } from './request-monitor.js';
 import { UpstreamPool } from './upstream-pool.js';
 import type { UsageInjector } from './usage-injection.js';
@@ -51,6 +52,7 @@ export class ProxyServer extends net.Server {
       pool: this.pool,
       upstreamAddress: `${hostname}:${upstreamPort}`,
       upstreamIdleTimeoutMs: options.upstreamIdleTimeoutMs,
+      idleSweep: new IdleSweep(options.upstreamIdleTimeoutMs),
       observe: options.observe !== false,
       monitor: options.monitor,
       usageInjection: options.usageInjection,

@@ -8,8 +8,6 @@ export interface UpstreamOwner {
   upstreamEnd(): void;
   /** The connection closed; `error` when a socket error (refused, reset) closed it. */
   upstreamClosed(error: NodeJS.ErrnoException | undefined): void;
-  /** Nothing was read or written for the exchange's idle timeout. */
-  upstreamTimeout(): void;
   /** The request bytes written earlier have left, after a write reported backpressure. */
   upstreamDrain(): void;
 }
@@ -58,9 +56,9 @@ export class UpstreamConnection {
       this.owner = undefined;
       owner?.upstreamClosed(this.error);
     });
+    // Only idle pooled connections have a socket timeout; an exchange's silence is the IdleSweep's.
     socket.on('timeout', () => {
       if (this.owner === undefined) socket.destroy();
-      else this.owner.upstreamTimeout();
     });
     socket.on('drain', () => this.owner?.upstreamDrain());
   }
@@ -112,13 +110,13 @@ export class UpstreamPool {
     this.port = port;
   }
 
-  acquire(owner: UpstreamOwner, idleTimeoutMs: number): UpstreamConnection {
+  acquire(owner: UpstreamOwner): UpstreamConnection {
     let connection = this.idle.pop();
     // One destroyed a moment ago whose 'close' has not yet removed it.
     while (connection !== undefined && connection.socket.destroyed) connection = this.idle.pop();
     connection ??= new UpstreamConnection(this, { host: this.host, port: this.port, noDelay: true });
     connection.owner = owner;
-    connection.socket.setTimeout(idleTimeoutMs);
+    connection.socket.setTimeout(0);
     return connection;
   }
 

@@ -1,0 +1,64 @@
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { IdleSweep, type IdleWatched } from '../../../src/proxy/idle-sweep.js';
+
+function watched(): IdleWatched & { timedOutAtMs: number[] } {
+  const item = {
+    upstreamActivity: 0,
+    timedOutAtMs: [] as number[],
+    upstreamTimeout: () => item.timedOutAtMs.push(performance.now()),
+  };
+  return item;
+}
+
+describe('upstream idle sweep', () => {
+  beforeEach(() => {
+    vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval', 'performance'] });
+  });
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it('cuts an exchange silent for the timeout, within one interval after it, once', () => {
+    const sweep = new IdleSweep(400);
+    const exchange = watched();
+    const start = performance.now();
+    sweep.watch(exchange);
+    vi.advanceTimersByTime(399);
+    expect(exchange.timedOutAtMs).toEqual([]);
+    vi.advanceTimersByTime(101);
+    expect(exchange.timedOutAtMs).toHaveLength(1);
+    const after = exchange.timedOutAtMs[0]! - start;
+    expect(after).toBeGreaterThanOrEqual(400);
+    expect(after).toBeLessThanOrEqual(500);
+    vi.advanceTimersByTime(5_000);
+    expect(exchange.timedOutAtMs).toHaveLength(1);
+  });
+
+  it('keeps an exchange whose upstream keeps sending, and counts silence from its last read', () => {
+    const sweep = new IdleSweep(400);
+    const exchange = watched();
+    sweep.watch(exchange);
+    for (let i = 0; i < 20; i++) {
+      vi.advanceTimersByTime(300);
+      exchange.upstreamActivity++;
+    }
+    expect(exchange.timedOutAtMs).toEqual([]);
+    const lastRead = performance.now();
+    vi.advanceTimersByTime(1_000);
+    expect(exchange.timedOutAtMs).toHaveLength(1);
+    // The read is noticed at the next sweep, so the cut comes at most two intervals past the timeout.
+    expect(exchange.timedOutAtMs[0]! - lastRead).toBeGreaterThanOrEqual(400);
+    expect(exchange.timedOutAtMs[0]! - lastRead).toBeLessThanOrEqual(600);
+  });
+
+  it('runs no timer once nothing is watched', () => {
+    const sweep = new IdleSweep(400);
+    const exchange = watched();
+    sweep.watch(exchange);
+    expect(vi.getTimerCount()).toBe(1);
+    sweep.unwatch(exchange);
+    expect(vi.getTimerCount()).toBe(0);
+    vi.advanceTimersByTime(1_000);
+    expect(exchange.timedOutAtMs).toEqual([]);
+  });
+});
