@@ -1,9 +1,12 @@
 import type { DrainState } from './drain-state.js';
 
-/** The part of the proxy listener the drain uses (node:http's Server has the same methods). */
+/**
+ * The part of the proxy listener the drain uses. Its close() stops accepting, closes idle
+ * keep-alive connections at once and each busy one as soon as its response ends (proxy-server.ts),
+ * so no connection waits out its keep-alive timeout to take a client's next request.
+ */
 export interface DrainableServer {
   close(callback: (error?: Error) => void): unknown;
-  closeIdleConnections(): void;
   closeAllConnections(): void;
   getConnections(callback: (error: Error | null, count: number) => void): unknown;
 }
@@ -15,14 +18,6 @@ export interface DrainReport {
   readonly cutConnections: number;
   readonly durationMs: number;
 }
-
-/**
- * The listener's close() closes the keep-alive connections idle at that moment only: one whose
- * stream ends later stays open for keepAliveTimeout and would take the client's next request. The
- * drain sweeps idle connections at this interval until none is left (a bounded loop: it stops at
- * the deadline). Cheap: closeIdleConnections walks the listener's connection set, off the hot path.
- */
-const IDLE_SWEEP_MS = 50;
 
 /** After the cut, how long the cut requests' monitors may take to record them. */
 const CUT_SETTLE_MS = 2_000;
@@ -39,7 +34,6 @@ export async function drainProxy(server: DrainableServer, state: DrainState, tim
   state.beginDrain(trigger);
   // The callback runs once the last connection has ended (with an error if the server was already closed).
   const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-  const sweep = setInterval(() => server.closeIdleConnections(), IDLE_SWEEP_MS);
   let deadlineTimer: NodeJS.Timeout | undefined;
   let settleTimer: NodeJS.Timeout | undefined;
   const deadline = new Promise<'deadline'>((resolve) => {
@@ -57,7 +51,6 @@ export async function drainProxy(server: DrainableServer, state: DrainState, tim
     await Promise.race([finished, new Promise((resolve) => (settleTimer = setTimeout(resolve, CUT_SETTLE_MS)))]);
     return { drained: false, cutConnections, durationMs: performance.now() - startedMs };
   } finally {
-    clearInterval(sweep);
     clearTimeout(deadlineTimer);
     clearTimeout(settleTimer);
   }
