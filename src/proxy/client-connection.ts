@@ -3,7 +3,7 @@ import { Exchange, type ExchangeClient, type ExchangeContext, type RequestHead }
 import { HTTPParser, isParseError, METHODS, PARSER_RESOURCE, type NativeHttpParser, type ParseError } from './http1/node-http-parser.js';
 import { simpleResponse } from './http1/wire.js';
 
-/** Idle time after which a keep-alive client connection is closed: node:http's keepAliveTimeout. */
+/** Idle time after which a keep-alive client connection is closed by default: node:http's keepAliveTimeout. */
 export const KEEP_ALIVE_TIMEOUT_MS = 5_000;
 
 /**
@@ -85,7 +85,7 @@ export class ClientConnection implements ExchangeClient {
     socket.on('timeout', () => {
       if (this.idle) socket.destroy();
     });
-    socket.setTimeout(KEEP_ALIVE_TIMEOUT_MS);
+    socket.setTimeout(context.clientKeepAliveMs);
   }
 
   /** Between requests: nothing in flight and no request head begun. */
@@ -162,7 +162,7 @@ export class ClientConnection implements ExchangeClient {
     } else if (this.readingPausedByUpstream) {
       this.resumeReading();
     } else if (this.idle) {
-      this.socket.setTimeout(KEEP_ALIVE_TIMEOUT_MS);
+      this.socket.setTimeout(this.context.clientKeepAliveMs);
     }
   }
 

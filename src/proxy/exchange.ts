@@ -23,6 +23,8 @@ export interface ExchangeContext {
   readonly observe: boolean;
   readonly monitor: MonitorDependencies;
   readonly usageInjection: UsageInjector | undefined;
+  /** Idle time after which a client's keep-alive connection is closed. */
+  readonly clientKeepAliveMs: number;
 }
 
 /** One parsed client request head. */

@@ -1,5 +1,5 @@
 import net from 'node:net';
-import { ClientConnection } from './client-connection.js';
+import { ClientConnection, KEEP_ALIVE_TIMEOUT_MS } from './client-connection.js';
 import type { ExchangeContext } from './exchange.js';
 import { IdleSweep } from './idle-sweep.js';
 import type { MonitorDependencies } from './request-monitor.js';
@@ -15,12 +15,14 @@ export interface ProxyOptions {
   readonly observe?: boolean;
   /** `inject_usage: true`: asks OpenAI streams for usage and hides the extra chunk (usage-injection.ts). */
   readonly usageInjection?: UsageInjector | undefined;
+  /** Idle time after which a client's keep-alive connection is closed; default KEEP_ALIVE_TIMEOUT_MS. */
+  readonly clientKeepAliveMs?: number;
+  /** Time a request head may take to arrive; default HEADERS_TIMEOUT_MS. */
+  readonly headersTimeoutMs?: number;
 }
 
 /** How long a request head may take to arrive: node:http's headersTimeout default. */
 export const HEADERS_TIMEOUT_MS = 60_000;
-/** How often connections are checked against the headers timeout (node:http checks every 30 s). */
-const HEADERS_CHECK_INTERVAL_MS = 1_000;
 
 /**
  * The proxy listener: an HTTP/1.1 relay on plain TCP sockets. Requests are parsed with Node's own
@@ -29,9 +31,10 @@ const HEADERS_CHECK_INTERVAL_MS = 1_000;
  *
  * Not node:http, and not fastify + @fastify/http-proxy (the product design's first choice): DESIGN.md
  * section 9 measured that path at 70 ms of CPU per 1,000 streamed tokens without any tap, against
- * 20-24 ms for nginx; node:http alone still cost 2.3-3.1 times nginx here, and a relay prototype
- * measured 0.68 times node:http's CPU on the same load (README, Benchmark). The cost was node:http's
- * per-chunk stream objects and re-framing on both sides; here each upstream read is one write.
+ * 20-24 ms for nginx, and node:http alone still cost 2.3-3.1 times nginx here: two stream objects
+ * and a re-framing per body chunk on each side. Side by side on the same load, this relay takes
+ * 0.63 times node:http's CPU per token without observation and 0.77 times with it (README,
+ * Benchmark); here each upstream read is one write to the client.
  *
  * The interface is node:http's Server where the sidecar needs it (listen, close, closeIdleConnections,
  * closeAllConnections, getConnections), so the drain treats it the same way.
@@ -40,6 +43,7 @@ export class ProxyServer extends net.Server {
   private readonly clients = new Set<ClientConnection>();
   private readonly pool: UpstreamPool;
   private readonly headersCheck: NodeJS.Timeout;
+  private readonly headersTimeoutMs: number;
 
   constructor(options: ProxyOptions) {
     super({ noDelay: true, allowHalfOpen: true });
@@ -56,12 +60,15 @@ export class ProxyServer extends net.Server {
       observe: options.observe !== false,
       monitor: options.monitor,
       usageInjection: options.usageInjection,
+      clientKeepAliveMs: options.clientKeepAliveMs ?? KEEP_ALIVE_TIMEOUT_MS,
     };
     const forget = (connection: ClientConnection) => this.clients.delete(connection);
     this.on('connection', (socket: net.Socket) => {
       this.clients.add(new ClientConnection(context, socket, forget));
     });
-    this.headersCheck = setInterval(() => this.checkHeadersTimeout(), HEADERS_CHECK_INTERVAL_MS).unref();
+    this.headersTimeoutMs = options.headersTimeoutMs ?? HEADERS_TIMEOUT_MS;
+    // node:http checks every 30 s; a quarter of the timeout (at most 1 s) keeps a cut close to it.
+    this.headersCheck = setInterval(() => this.checkHeadersTimeout(), Math.min(1_000, Math.max(10, this.headersTimeoutMs / 4))).unref();
     this.on('close', () => {
       clearInterval(this.headersCheck);
       this.pool.close();
@@ -92,7 +99,7 @@ export class ProxyServer extends net.Server {
   private checkHeadersTimeout(): void {
     const now = performance.now();
     for (const connection of this.clients) {
-      if (connection.headStartedMs !== -1 && now - connection.headStartedMs > HEADERS_TIMEOUT_MS) connection.headersTimedOut();
+      if (connection.headStartedMs !== -1 && now - connection.headStartedMs > this.headersTimeoutMs) connection.headersTimedOut();
     }
   }
 }
