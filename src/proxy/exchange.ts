@@ -1,5 +1,5 @@
 import type net from 'node:net';
-import { endToEndHeaders } from './hop-by-hop.js';
+import { endToEndHeaders, withoutHeader } from './hop-by-hop.js';
 import { ChunkedBody, ChunkedBodyError } from './http1/chunked-body.js';
 import { incomingHeaders, rawHeader } from './http1/incoming-headers.js';
 import { bodyFraming, ResponseHeadError, type BodyFraming, type ResponseHead } from './http1/response-head.js';
@@ -489,12 +489,4 @@ export class Exchange implements UpstreamOwner, IdleWatched {
     this.upstream = undefined;
     this.client.socket.destroy();
   }
-}
-
-function withoutHeader(headers: readonly string[], lowerCaseName: string): string[] {
-  const kept: string[] = [];
-  for (let i = 0; i < headers.length; i += 2) {
-    if ((headers[i] as string).toLowerCase() !== lowerCaseName) kept.push(headers[i] as string, headers[i + 1] as string);
-  }
-  return kept;
 }

@@ -22,3 +22,12 @@ export function endToEndHeaders(rawHeaders: readonly string[]): string[] {
   }
   return kept;
 }
+
+/** A flat header list without the fields named `lowerCaseName` (any case), everything else in order. */
+export function withoutHeader(headers: readonly string[], lowerCaseName: string): string[] {
+  const kept: string[] = [];
+  for (let i = 0; i < headers.length; i += 2) {
+    if ((headers[i] as string).toLowerCase() !== lowerCaseName) kept.push(headers[i] as string, headers[i + 1] as string);
+  }
+  return kept;
+}

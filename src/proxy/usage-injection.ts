@@ -1,4 +1,5 @@
 import type { RouteTable } from '../taps/route-table.js';
+import { withoutHeader } from './hop-by-hop.js';
 
 /**
  * Opt-in usage injection (`inject_usage: true`, DESIGN.md section 4): OpenAI-style streams report
@@ -56,11 +57,7 @@ export class RequestInjection {
    * that the rewrite changes; tokentap answers the client's 100-continue itself.
    */
   requestHeaders(headers: readonly string[]): string[] {
-    const kept: string[] = [];
-    for (let i = 0; i < headers.length; i += 2) {
-      if ((headers[i] as string).toLowerCase() !== 'expect') kept.push(headers[i] as string, headers[i + 1] as string);
-    }
-    return kept;
+    return withoutHeader(headers, 'expect');
   }
 
   /**
@@ -153,11 +150,7 @@ export class UsageChunkStripper {
 
   /** Response headers without Content-Length, which no longer holds once a chunk is removed. */
   responseHeaders(headers: string[]): string[] {
-    const kept: string[] = [];
-    for (let i = 0; i < headers.length; i += 2) {
-      if ((headers[i] as string).toLowerCase() !== 'content-length') kept.push(headers[i] as string, headers[i + 1] as string);
-    }
-    return kept;
+    return withoutHeader(headers, 'content-length');
   }
 
   /** The bytes of `chunk` to forward now (possibly none). */
