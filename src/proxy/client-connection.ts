@@ -23,6 +23,12 @@ export class ClientConnection implements ExchangeClient {
   private receiving: Exchange | undefined;
   /** performance.now() when the head being read began, for the headers timeout; -1 between heads. */
   headStartedMs = -1;
+  /**
+   * performance.now() since when nothing has been in flight, for the keep-alive timeout; -1 while
+   * a request is. Both are checked by the listener's sweep (proxy-server.ts): a socket timer would
+   * be re-armed twice per request.
+   */
+  idleSinceMs: number;
   /** Headers and URL parts Node's parser hands over early for long heads. */
   private flushedHeaders: string[] = [];
   private flushedUrl = '';
@@ -40,7 +46,7 @@ export class ClientConnection implements ExchangeClient {
     parser.initialize(HTTPParser.REQUEST, PARSER_RESOURCE, 0, HTTPParser.kLenientNone);
     parser[HTTPParser.kOnMessageBegin] = () => {
       this.headStartedMs = performance.now();
-      socket.setTimeout(0);
+      this.idleSinceMs = -1;
     };
     parser[HTTPParser.kOnHeaders] = (headers: string[], url: string) => {
       for (const value of headers) this.flushedHeaders.push(value);
@@ -82,10 +88,7 @@ export class ClientConnection implements ExchangeClient {
       this.current = undefined;
     });
     socket.on('drain', () => this.current?.clientDrain());
-    socket.on('timeout', () => {
-      if (this.idle) socket.destroy();
-    });
-    socket.setTimeout(context.clientKeepAliveMs);
+    this.idleSinceMs = performance.now();
   }
 
   /** Between requests: nothing in flight and no request head begun. */
@@ -162,7 +165,7 @@ export class ClientConnection implements ExchangeClient {
     } else if (this.readingPausedByUpstream) {
       this.resumeReading();
     } else if (this.idle) {
-      this.socket.setTimeout(this.context.clientKeepAliveMs);
+      this.idleSinceMs = performance.now();
     }
   }
 

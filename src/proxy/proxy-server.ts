@@ -42,8 +42,9 @@ export const HEADERS_TIMEOUT_MS = 60_000;
 export class ProxyServer extends net.Server {
   private readonly clients = new Set<ClientConnection>();
   private readonly pool: UpstreamPool;
-  private readonly headersCheck: NodeJS.Timeout;
+  private readonly timersCheck: NodeJS.Timeout;
   private readonly headersTimeoutMs: number;
+  private readonly clientKeepAliveMs: number;
 
   constructor(options: ProxyOptions) {
     super({ noDelay: true, allowHalfOpen: true });
@@ -67,10 +68,13 @@ export class ProxyServer extends net.Server {
       this.clients.add(new ClientConnection(context, socket, forget));
     });
     this.headersTimeoutMs = options.headersTimeoutMs ?? HEADERS_TIMEOUT_MS;
-    // node:http checks every 30 s; a quarter of the timeout (at most 1 s) keeps a cut close to it.
-    this.headersCheck = setInterval(() => this.checkHeadersTimeout(), Math.min(1_000, Math.max(10, this.headersTimeoutMs / 4))).unref();
+    this.clientKeepAliveMs = context.clientKeepAliveMs;
+    // node:http checks heads every 30 s; a quarter of the shorter timeout (at most 1 s) keeps each
+    // cut close to its time.
+    const checkEveryMs = Math.min(1_000, Math.max(10, Math.min(this.headersTimeoutMs, this.clientKeepAliveMs) / 4));
+    this.timersCheck = setInterval(() => this.checkTimers(), checkEveryMs).unref();
     this.on('close', () => {
-      clearInterval(this.headersCheck);
+      clearInterval(this.timersCheck);
       this.pool.close();
     });
   }
@@ -96,10 +100,12 @@ export class ProxyServer extends net.Server {
     for (const connection of this.clients) connection.socket.destroy();
   }
 
-  private checkHeadersTimeout(): void {
+  /** Head timeout and keep-alive idle close for every client connection, in one pass. */
+  private checkTimers(): void {
     const now = performance.now();
     for (const connection of this.clients) {
       if (connection.headStartedMs !== -1 && now - connection.headStartedMs > this.headersTimeoutMs) connection.headersTimedOut();
+      else if (connection.idleSinceMs !== -1 && now - connection.idleSinceMs > this.clientKeepAliveMs && connection.idle) connection.socket.destroy();
     }
   }
 }

@@ -13,11 +13,14 @@ export interface UpstreamOwner {
 }
 
 /**
- * How long a pooled connection may sit idle before tokentap closes it. Below the 5 s keep-alive
- * timeout of uvicorn (vLLM, TGI's router) and Node servers, so tokentap, not the upstream, closes
- * idle connections, and a request is rarely sent on one the upstream is closing at that moment.
+ * How long a pooled connection may sit idle before tokentap closes it, and how often that is
+ * checked: closed 3-4 s after its last response, below the 5 s keep-alive timeout of uvicorn (vLLM,
+ * TGI's router) and Node servers, so tokentap, not the upstream, closes idle connections, and a
+ * request is rarely sent on one the upstream is closing at that moment. One check for the pool,
+ * not a socket timer armed and cleared per request.
  */
-const POOL_IDLE_MS = 4_000;
+const POOL_IDLE_MS = 3_000;
+const POOL_CHECK_MS = 1_000;
 
 /**
  * Every upstream socket reads into this one buffer (net's `onread`): each read reaches the exchange
@@ -37,6 +40,8 @@ export class UpstreamConnection {
   /** Reads each response's head; begun again per response. */
   readonly head = new ResponseHeadReader();
   owner: UpstreamOwner | undefined;
+  /** performance.now() when it went back to the pool. */
+  idleSinceMs = 0;
   private error: NodeJS.ErrnoException | undefined;
 
   constructor(pool: UpstreamPool, options: net.NetConnectOpts) {
@@ -55,10 +60,6 @@ export class UpstreamConnection {
       const owner = this.owner;
       this.owner = undefined;
       owner?.upstreamClosed(this.error);
-    });
-    // Only idle pooled connections have a socket timeout; an exchange's silence is the IdleSweep's.
-    socket.on('timeout', () => {
-      if (this.owner === undefined) socket.destroy();
     });
     socket.on('drain', () => this.owner?.upstreamDrain());
   }
@@ -104,6 +105,7 @@ export class UpstreamPool {
   private readonly host: string;
   private readonly port: number;
   private closed = false;
+  private idleCheck: NodeJS.Timeout | undefined;
 
   constructor(host: string, port: number) {
     this.host = host;
@@ -116,7 +118,6 @@ export class UpstreamPool {
     while (connection !== undefined && connection.socket.destroyed) connection = this.idle.pop();
     connection ??= new UpstreamConnection(this, { host: this.host, port: this.port, noDelay: true });
     connection.owner = owner;
-    connection.socket.setTimeout(0);
     return connection;
   }
 
@@ -127,8 +128,21 @@ export class UpstreamPool {
       connection.socket.destroy();
       return;
     }
-    connection.socket.setTimeout(POOL_IDLE_MS);
+    connection.idleSinceMs = performance.now();
     this.idle.push(connection);
+    this.idleCheck ??= setInterval(() => this.closeStale(), POOL_CHECK_MS).unref();
+  }
+
+  /** Closes connections idle for POOL_IDLE_MS: the oldest are first in the list. */
+  private closeStale(): void {
+    const cutoff = performance.now() - POOL_IDLE_MS;
+    while (this.idle.length > 0 && (this.idle[0] as UpstreamConnection).idleSinceMs < cutoff) (this.idle.shift() as UpstreamConnection).socket.destroy();
+    if (this.idle.length === 0) this.stopIdleCheck();
+  }
+
+  private stopIdleCheck(): void {
+    clearInterval(this.idleCheck);
+    this.idleCheck = undefined;
   }
 
   /** The connection closed: it must not be handed out again. */
@@ -140,6 +154,7 @@ export class UpstreamPool {
   /** Closes the idle connections; connections in use close when their exchanges end. */
   close(): void {
     this.closed = true;
+    this.stopIdleCheck();
     for (const connection of this.idle.splice(0)) connection.socket.destroy();
   }
 }
