@@ -25,6 +25,8 @@ export interface ExchangeContext {
   readonly usageInjection: UsageInjector | undefined;
   /** Idle time after which a client's keep-alive connection is closed. */
   readonly clientKeepAliveMs: number;
+  /** `Connection: keep-alive` and `Keep-Alive: timeout=N` lines, for responses that keep the connection. */
+  readonly keepAliveHeaders: string;
 }
 
 /** One parsed client request head. */
@@ -341,8 +343,10 @@ export class Exchange implements UpstreamOwner, IdleWatched {
     else if (framing === 'length') this.remaining = head.contentLength;
     this.dataWanted = this.context.observe || this.output === Output.Chunked || this.output === Output.Raw;
     this.clientKeepAlive = request.keepAlive && !closeDelimited;
+    // As node:http does: clients that read the hint (undici, fetch) stop reusing the connection
+    // before tokentap closes it, instead of sending a request into the close.
     if (!this.clientKeepAlive) extra += 'Connection: close\r\n';
-    else if (!request.http11) extra += 'Connection: keep-alive\r\n';
+    else extra += this.context.keepAliveHeaders;
     this.phase = Phase.Body;
     this.responseHeadSent = true;
     // The head goes out when the upstream's does, not with the first body byte.

@@ -62,6 +62,8 @@ export class ProxyServer extends net.Server {
       monitor: options.monitor,
       usageInjection: options.usageInjection,
       clientKeepAliveMs: options.clientKeepAliveMs ?? KEEP_ALIVE_TIMEOUT_MS,
+      // Whole seconds, rounded down: the connection is never closed before the time it announces.
+      keepAliveHeaders: `Connection: keep-alive\r\nKeep-Alive: timeout=${Math.floor((options.clientKeepAliveMs ?? KEEP_ALIVE_TIMEOUT_MS) / 1000)}\r\n`,
     };
     const forget = (connection: ClientConnection) => this.clients.delete(connection);
     this.on('connection', (socket: net.Socket) => {

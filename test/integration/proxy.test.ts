@@ -134,7 +134,10 @@ describe('outcomes', () => {
     expect(result.ended).toBe('error');
     await eventually('upstream_error', outcomes, (o) => o.upstream_error === before.upstream_error + 1);
     const logged = sidecar.logs.filter((l) => l.msg === 'request' && l.outcome === 'upstream_error').at(-1);
-    expect(logged?.error).toBe(`upstream ${new URL(upstream.url).host} connection broke mid-body (ECONNRESET)`);
+    // Under load (test files running in parallel) the reset has reached the proxy as a plain close,
+    // with no socket error, and the proxy says so; the stream is broken and counted either way.
+    const host = new URL(upstream.url).host;
+    expect([`upstream ${host} connection broke mid-body (ECONNRESET)`, `upstream ${host} closed the connection mid-body`]).toContain(logged?.error);
   });
 
   it('counts a non-2xx answer as upstream_error and forwards it as is', async () => {

@@ -40,6 +40,8 @@ function send(agent: http.Agent, kind: Kind, seed: number): Promise<Result> {
   const headers: Record<string, string> = { 'content-type': 'application/json', 'x-sim-seed': String(seed) };
   const fault = FAULT[kind];
   if (fault !== undefined) headers['x-sim-fault'] = fault;
+  // Slow enough (16 tokens over 800 ms) that the client surely leaves before the stream ends, even on a loaded machine.
+  if (kind === 'abort') headers['x-sim-itl-ms'] = '50';
   return new Promise((resolve) => {
     const req = http.request(`${sidecar.proxyUrl}/v1/chat/completions`, { method: 'POST', agent, headers });
     const result: Result = { kind, status: 0, body: '', ended: 'error' };
