@@ -56,6 +56,8 @@ export async function startRawUpstream(respond: (request: RawRequest, socket: ne
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     seen,
     connections: () => connections,
+    /** The upstream's side of each open connection. */
+    openSockets: () => [...sockets],
     async close() {
       for (const socket of sockets) socket.destroy();
       await new Promise((resolve) => server.close(resolve));

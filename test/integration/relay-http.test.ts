@@ -1,4 +1,5 @@
-import type net from 'node:net';
+import { createHash, randomBytes } from 'node:crypto';
+import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { scrape, sumValues } from '../helpers/prometheus-text.js';
 import { RawClient, responseHeads, startRawUpstream, type RawRequest } from '../helpers/raw-http.js';
@@ -200,6 +201,47 @@ describe('requests', () => {
     c.write(get('/ws', 'Connection: Upgrade\r\nUpgrade: websocket\r\n'));
     const text = await c.readToClose();
     expect(text).toMatch(/^HTTP\/1\.1 501 Not Implemented\r\n/);
+  });
+});
+
+describe('backpressure', () => {
+  const sha = (data: Buffer) => createHash('sha256').update(data).digest('hex');
+
+  it('carries a large upload to an upstream that stops reading for a while, byte for byte', async () => {
+    const body = randomBytes(8 << 20);
+    scripts['/big-upload'] = (request, socket) => socket.write(`HTTP/1.1 200 OK\r\nContent-Length: 64\r\n\r\n${sha(request.body)}`);
+    const readBefore = new Map(upstream.openSockets().map((s) => [s, s.bytesRead]));
+    const c = await client();
+    c.write(`POST /big-upload HTTP/1.1\r\nHost: test\r\nContent-Length: ${body.length}\r\n\r\n`);
+    // The upstream connection that got the head stops reading, so the relay's writes back up to the client.
+    const carrying = () => upstream.openSockets().find((s) => s.bytesRead > (readBefore.get(s) ?? 0));
+    const upstreamSide = (await eventually('the head upstream', carrying, (s) => s !== undefined))!;
+    upstreamSide.pause();
+    c.write(body);
+    await new Promise((r) => setTimeout(r, 300));
+    upstreamSide.resume();
+    const text = await c.read((t) => t.endsWith(sha(body)), 15_000);
+    expect(text).toMatch(/^HTTP\/1\.1 200 OK\r\n/);
+  });
+
+  it('carries a large answer to a client that stops reading for a while, byte for byte', async () => {
+    // Larger than the kernel buffers on both sides of loopback, so the relay must hold the upstream back.
+    const answer = randomBytes(24 << 20);
+    scripts['/big-answer'] = (_r, socket) => {
+      socket.write(`HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Length: ${answer.length}\r\n\r\n`);
+      socket.write(answer);
+    };
+    const { hostname, port } = new URL(sidecar.proxyUrl);
+    const socket = net.connect({ host: hostname, port: Number(port) });
+    const parts: Buffer[] = [];
+    socket.on('data', (d: Buffer) => parts.push(d));
+    // The client reads nothing for half a second from the start.
+    socket.pause();
+    socket.write('GET /big-answer HTTP/1.1\r\nHost: test\r\n\r\n');
+    await new Promise((r) => setTimeout(r, 500));
+    socket.resume();
+    await eventually('the whole answer', () => Buffer.concat(parts), (b) => b.length >= answer.length + 100 && b.subarray(b.length - answer.length).equals(answer), 15_000);
+    socket.destroy();
   });
 });
 
