@@ -190,11 +190,11 @@ export class Exchange implements UpstreamOwner, IdleWatched {
 
   // UpstreamOwner
 
+  /** Only while this exchange holds the connection: at Done it has been released or discarded. */
   upstreamData(buffer: Buffer): void {
     this.upstreamActivity++;
     if (this.phase === Phase.Body) this.responseBody(buffer, 0);
-    else if (this.phase === Phase.AwaitingHead) this.responseHead(buffer);
-    else this.upstream?.discard();
+    else this.responseHead(buffer);
   }
 
   upstreamEnd(): void {
