@@ -8,7 +8,11 @@ import { directMetricsOf, type HistogramSeries, type HistogramSeriesSet } from '
  * How a request ended; the `outcome` label. `shutdown`: still in flight when the drain deadline
  * after SIGTERM cut it (lifecycle/drain-proxy.ts), neither the client's doing nor the upstream's.
  */
-export type Outcome = 'completed' | 'client_cancelled' | 'upstream_error' | 'truncated' | 'timeout' | 'shutdown';
+/**
+ * One per finished request. `client_error`: the request was refused for what it asked (an HTTP 4xx
+ * other than 408 and 429, or a request tokentap could not parse): the client's fault, which burns no SLO.
+ */
+export type Outcome = 'completed' | 'client_cancelled' | 'client_error' | 'upstream_error' | 'truncated' | 'timeout' | 'shutdown';
 
 /** Everything measured about one finished request; NaN where a quantity does not apply. */
 export interface RequestSummary {

@@ -7,7 +7,7 @@ import type { Workload } from '../config/load.js';
 import { TokenTimeline, type InterTokenSink } from '../clock/token-timeline.js';
 import type { ModelLabels } from '../metrics/model-labels.js';
 import type { InterTokenSeries, Outcome, Recorder, RequestSummary } from '../metrics/recorder.js';
-import { interTokenIsBad, recordSloEvents } from '../slo/slo-events.js';
+import { interTokenIsBad, isClientErrorStatus, recordSloEvents } from '../slo/slo-events.js';
 import type { WorkloadMatcher } from '../slo/workload-matcher.js';
 import { DEFAULT_TAP_SELECTOR, type TapSelector } from '../taps/select.js';
 import type { Tap, TapContext, TapProblemReason } from '../taps/tap.js';
@@ -142,7 +142,8 @@ export class RequestMonitor implements InterTokenSink, TapContext {
       this.observationFailed('bodyEnd', error);
     }
     const timeline = this.timeline;
-    if (this.status < 200 || this.status >= 300 || timeline.errorEvent) this.endedOutcome = 'upstream_error';
+    if (isClientErrorStatus(this.status)) this.endedOutcome = 'client_error';
+    else if (this.status < 200 || this.status >= 300 || timeline.errorEvent) this.endedOutcome = 'upstream_error';
     else if (this.streaming && !timeline.terminal) this.endedOutcome = 'truncated';
     else this.endedOutcome = 'completed';
   }

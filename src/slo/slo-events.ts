@@ -11,8 +11,9 @@ import type { Outcome, Recorder } from '../metrics/recorder.js';
  * and Prometheus alike, and every threshold is a bucket boundary (config/load.ts inserts it).
  *
  * Rules (also in the README):
- * - Client errors (HTTP 4xx other than 429) produce no TTFT or e2e event: the request was refused for
- *   what it asked, not served slowly. 429 (overloaded) counts like any failure.
+ * - Client errors (outcome `client_error`: HTTP 4xx other than 408, 429 and 499, or a request tokentap
+ *   could not parse) produce no TTFT or e2e event: the request was refused for what it asked, not
+ *   served slowly. 408, 429 (overloaded) and 499 count like any failure.
  * - TTFT, one event per request at most:
  *   - a first token arrived: good when it came within the threshold, bad otherwise, whatever happened later;
  *   - no first token because the server side failed (upstream_error, truncated, timeout, shutdown):
@@ -49,12 +50,16 @@ export interface FinishedRequestFacts {
 
 const MS_PER_S = 1000;
 
-function isClientError(status: number): boolean {
-  return status >= 400 && status < 500 && status !== 429;
+/**
+ * HTTP 4xx other than 408 (the server timed the request out), 429 (overloaded) and 499 (nginx's and
+ * some servers' "client closed"): refused for what the request asked, the client's fault.
+ */
+export function isClientErrorStatus(status: number): boolean {
+  return status >= 400 && status < 500 && status !== 408 && status !== 429 && status !== 499;
 }
 
 export function ttftResult(thresholdS: number, facts: FinishedRequestFacts): SloResult | undefined {
-  if (isClientError(facts.status)) return undefined;
+  if (facts.outcome === 'client_error' || isClientErrorStatus(facts.status)) return undefined;
   if (!Number.isNaN(facts.ttftMs)) return facts.ttftMs / MS_PER_S <= thresholdS ? 'good' : 'bad';
   if (facts.outcome === 'completed' || facts.nonStreamedAnswer) return undefined;
   if (facts.outcome !== 'client_cancelled') return 'bad';
@@ -62,7 +67,7 @@ export function ttftResult(thresholdS: number, facts: FinishedRequestFacts): Slo
 }
 
 export function e2eResult(thresholdS: number, facts: FinishedRequestFacts): SloResult | undefined {
-  if (isClientError(facts.status)) return undefined;
+  if (facts.outcome === 'client_error' || isClientErrorStatus(facts.status)) return undefined;
   const withinS = facts.e2eMs / MS_PER_S <= thresholdS;
   switch (facts.outcome) {
     case 'completed':

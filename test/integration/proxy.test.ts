@@ -109,7 +109,7 @@ describe('outcomes', () => {
   const outcomes = async () => {
     const m = await scrape(sidecar.adminUrl);
     const of = (outcome: string) => sumValues(m, 'tokentap_requests_total', { outcome });
-    return { completed: of('completed'), client_cancelled: of('client_cancelled'), upstream_error: of('upstream_error'), truncated: of('truncated'), timeout: of('timeout') };
+    return { completed: of('completed'), client_cancelled: of('client_cancelled'), client_error: of('client_error'), upstream_error: of('upstream_error'), truncated: of('truncated'), timeout: of('timeout') };
   };
 
   it('counts a stream that ends with [DONE] as completed', async () => {
@@ -117,6 +117,24 @@ describe('outcomes', () => {
     const before = await outcomes();
     await post('done');
     await eventually('completed', outcomes, (o) => o.completed === before.completed + 1);
+  });
+
+  it.each([
+    [400, 'client_error'],
+    [404, 'client_error'],
+    [408, 'upstream_error'],
+    [429, 'upstream_error'],
+    [503, 'upstream_error'],
+  ] as const)('counts an upstream answer of %i as %s, forwarded as is', async (status, outcome) => {
+    const answer = JSON.stringify({ error: { message: 'no', code: status } });
+    scripts[`status-${status}`] = () => ({ status, headers: { 'content-type': 'application/json' }, chunks: [Buffer.from(answer)] });
+    const before = await outcomes();
+    const result = await post(`status-${status}`);
+    expect(result.status).toBe(status);
+    expect(result.body.toString()).toBe(answer);
+    const after = await eventually(outcome, outcomes, (o) => o[outcome] === before[outcome] + 1);
+    const other = outcome === 'client_error' ? 'upstream_error' : 'client_error';
+    expect(after[other]).toBe(before[other]);
   });
 
   it('counts a stream that stops without a terminal event as truncated, and ends it cleanly for the client', async () => {

@@ -29,7 +29,8 @@ describe('TTFT SLO events (threshold 0.2 s)', () => {
     ['no token, stream truncated early', facts('truncated', 200, NO_TOKEN, 30), 'bad'],
     ['no token, connection refused at once', facts('upstream_error', 0, NO_TOKEN, 2), 'bad'],
     ['no token, 429 after longer than the threshold', facts('upstream_error', 429, NO_TOKEN, 400), 'bad'],
-    ['client error (400), however slow', facts('upstream_error', 400, NO_TOKEN, 5000), undefined],
+    ['client error (400), however slow', facts('client_error', 400, NO_TOKEN, 5000), undefined],
+    ['408 from the server, after longer than the threshold', facts('upstream_error', 408, NO_TOKEN, 400), 'bad'],
     ['a stream that completed without any token', facts('completed', 200, NO_TOKEN, 900), undefined],
     ['a non-streamed answer', facts('completed', 200, NO_TOKEN, 900, true), undefined],
   ];
@@ -48,7 +49,8 @@ describe('e2e SLO events (threshold 3 s)', () => {
     ['timeout', facts('timeout', 504, NO_TOKEN, 300_000), 'bad'],
     ['cut at the sidecar\'s shutdown', facts('shutdown', 200, 100, 900), 'bad'],
     ['429', facts('upstream_error', 429, NO_TOKEN, 10), 'bad'],
-    ['client error (404)', facts('upstream_error', 404, NO_TOKEN, 10), undefined],
+    ['client error (404)', facts('client_error', 404, NO_TOKEN, 10), undefined],
+    ['499', facts('upstream_error', 499, NO_TOKEN, 10), 'bad'],
     ['client left before the threshold', facts('client_cancelled', 200, 100, 1000), undefined],
     ['client left after the threshold', facts('client_cancelled', 200, 100, 3500), 'bad'],
   ];
