@@ -98,51 +98,49 @@ export function markdownLinks(markdown: string): { line: number; target: string 
 
 /** Problems with every relative link and anchor in the given Markdown files (paths relative to root). */
 export function checkMarkdownLinks(root: string, files: string[]): LinkProblem[] {
-  const anchorCache = new Map<string, Set<string>>();
-  const anchorsOf = (path: string): Set<string> => {
-    let anchors = anchorCache.get(path);
+  const anchors = new AnchorCache();
+  return files.flatMap((file) =>
+    markdownLinks(readFileSync(resolve(root, file), 'utf8')).flatMap(({ line, target }) =>
+      checkLink(root, file, target, `${file}:${line}`, anchors),
+    ),
+  );
+}
+
+/** Markdown files' anchors, each file read once per check. */
+export class AnchorCache {
+  private readonly byPath = new Map<string, Set<string>>();
+
+  of(path: string): Set<string> {
+    let anchors = this.byPath.get(path);
     if (!anchors) {
       anchors = markdownAnchors(readFileSync(path, 'utf8'));
-      anchorCache.set(path, anchors);
+      this.byPath.set(path, anchors);
     }
     return anchors;
-  };
-  const problems: LinkProblem[] = [];
-  for (const file of files) {
-    const source = resolve(root, file);
-    for (const { line, target } of markdownLinks(readFileSync(source, 'utf8'))) {
-      const where = `${file}:${line}`;
-      if (target === '') {
-        problems.push({ where, target, problem: 'empty link target' });
-        continue;
-      }
-      // Absolute URLs (http:, https:, mailto:...) and protocol-relative ones are not this repository's.
-      if (/^[a-z][a-z0-9+.-]*:/i.test(target) || target.startsWith('//')) continue;
-      const hash = target.indexOf('#');
-      const pathPart = hash === -1 ? target : target.slice(0, hash);
-      const anchor = hash === -1 ? undefined : percentDecoded(target.slice(hash + 1));
-      const decodedPath = percentDecoded(pathPart);
-      if (anchor === null || decodedPath === null) {
-        problems.push({ where, target, problem: 'malformed percent-encoding' });
-        continue;
-      }
-      const linked =
-        decodedPath === ''
-          ? source
-          : decodedPath.startsWith('/')
-            ? join(root, decodedPath)
-            : resolve(dirname(source), decodedPath);
-      if (!existsSync(linked)) {
-        problems.push({ where, target, problem: `no such file: ${relative(root, linked)}` });
-        continue;
-      }
-      if (anchor === undefined || !linked.endsWith('.md') || statSync(linked).isDirectory()) continue;
-      if (!anchorsOf(linked).has(anchor)) {
-        problems.push({ where, target, problem: `no heading with anchor #${anchor} in ${relative(root, linked)}` });
-      }
-    }
   }
-  return problems;
+}
+
+/** The problem (none, or one) with a link target written in `file` (relative to root). */
+export function checkLink(
+  root: string,
+  file: string,
+  target: string,
+  where: string,
+  anchors = new AnchorCache(),
+): LinkProblem[] {
+  if (target === '') return [{ where, target, problem: 'empty link target' }];
+  // Absolute URLs (http:, https:, mailto:...) and protocol-relative ones are not this repository's.
+  if (/^[a-z][a-z0-9+.-]*:/i.test(target) || target.startsWith('//')) return [];
+  const hash = target.indexOf('#');
+  const anchor = hash === -1 ? undefined : percentDecoded(target.slice(hash + 1));
+  const path = percentDecoded(hash === -1 ? target : target.slice(0, hash));
+  if (anchor === null || path === null) return [{ where, target, problem: 'malformed percent-encoding' }];
+  const source = resolve(root, file);
+  const linked = path === '' ? source : path.startsWith('/') ? join(root, path) : resolve(dirname(source), path);
+  if (!existsSync(linked)) return [{ where, target, problem: `no such file: ${relative(root, linked)}` }];
+  if (anchor === undefined || !linked.endsWith('.md') || statSync(linked).isDirectory()) return [];
+  if (anchors.of(linked).has(anchor)) return [];
+  return [{ where, target, problem: `no heading with anchor #${anchor} in ${relative(root, linked)}` }];
 }
 
 function percentDecoded(text: string): string | null {

@@ -1,9 +1,10 @@
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
+  checkLink,
   checkMarkdownLinks,
   documentationFiles,
   headingSlugBase,
@@ -23,6 +24,20 @@ describe('links in README.md and docs/', () => {
 
   it('every relative link names an existing file and every anchor a heading of its target', () => {
     expect(checkMarkdownLinks(REPO, documentationFiles(REPO))).toEqual([]);
+  });
+
+  it('every runbook_url of the committed rules that points into this repository lands on a heading or anchor', () => {
+    // The rendered alerts link https://github.com/tokentap/tokentap/blob/main/<file>#<alert name>: check
+    // them as the relative links they are, so moving documentation cannot strand an on-call engineer.
+    const rules = readFileSync(join(REPO, 'deploy', 'prometheus', 'rules.yaml'), 'utf8');
+    const targets = [...rules.matchAll(/runbook_url: https:\/\/github\.com\/tokentap\/tokentap\/blob\/main\/(\S+)/g)].map(
+      (m) => m[1] ?? '',
+    );
+    expect(targets.length).toBeGreaterThan(0);
+    const problems = [...new Set(targets)].flatMap((target) =>
+      checkLink(REPO, 'README.md', target, 'deploy/prometheus/rules.yaml'),
+    );
+    expect(problems).toEqual([]);
   });
 });
 
