@@ -57,7 +57,12 @@ export const STATUS_PAGE_SCRIPT = String.raw`
     return (n < 10 ? n.toFixed(2) : n < 100 ? n.toFixed(1) : n.toFixed(0)) + '/s';
   }
   function burn(b) {
-    return b === null ? '\u2013' : '\u00D7' + (b < 10 ? b.toFixed(2) : b.toFixed(1));
+    if (b === null) return '\u2013';
+    return '\u00D7' + (b === 0 ? '0' : b < 10 ? b.toFixed(2) : b.toFixed(1));
+  }
+  /** Budget left; below zero the budget is spent, and how far beyond is what the burn rate says. */
+  function budget(r) {
+    return r !== null && r < 0 ? 'overspent' : percent(r);
   }
   function span(s) {
     s = Math.floor(s);
@@ -147,14 +152,13 @@ export const STATUS_PAGE_SCRIPT = String.raw`
       objective: el('span', { 'class': 'muted' }),
       stats: el('dl', { 'class': 'stats' }),
       slos: el('tbody'),
+      head: el('tr'),
       charts: {},
     };
     var sloTable = el('div', { 'class': 'scroll', role: 'region', tabindex: '0', 'aria-label': 'SLOs of ' + w.name }, [
       el('table', { 'class': 'slos' }, [
         el('caption', { 'class': 'sr-only' }, ['SLOs of ' + w.name + ': latency against budget, share of good events and error budget']),
-        el('thead', {}, [el('tr', {}, ['SLO', 'p50 / p99', 'Budget', 'Good 5 min / life', 'Budget left 5 min / life', 'Burn 5 min'].map(function (h) {
-          return el('th', { scope: 'col' }, [h]);
-        }))]),
+        el('thead', {}, [parts.head]),
         parts.slos,
       ]),
     ]);
@@ -164,7 +168,7 @@ export const STATUS_PAGE_SCRIPT = String.raw`
       var caption = el('figcaption');
       var buckets = el('tbody');
       var details = el('details', {}, [
-        el('summary', {}, [SLO_NAME[key] + ' buckets as a table']),
+        el('summary', {}, [SLO_NAME[key] + ' buckets as a table', el('span', { 'class': 'sr-only' }, [' (' + w.name + ')'])]),
         el('div', { 'class': 'scroll' }, [el('table', { 'class': 'buckets' }, [
           el('thead', {}, [el('tr', {}, [el('th', { scope: 'col' }, ['Latency up to']), el('th', { scope: 'col' }, ['Samples, last 5 min'])])]),
           buckets,
@@ -220,8 +224,8 @@ export const STATUS_PAGE_SCRIPT = String.raw`
         el('td', {}, [num(duration(slo.threshold_s), slo.threshold_s, 'threshold')]),
         el('td', {}, [num(percent(slo.window.attainment), slo.window.attainment, 'attainment-window'), ' / ',
           num(percent(slo.lifetime.attainment), slo.lifetime.attainment, 'attainment-lifetime')]),
-        el('td', {}, [num(percent(slo.window.error_budget_remaining), slo.window.error_budget_remaining, 'budget-window'), ' / ',
-          num(percent(slo.lifetime.error_budget_remaining), slo.lifetime.error_budget_remaining, 'budget-lifetime')]),
+        el('td', {}, [num(budget(slo.window.error_budget_remaining), slo.window.error_budget_remaining, 'budget-window'), ' / ',
+          num(budget(slo.lifetime.error_budget_remaining), slo.lifetime.error_budget_remaining, 'budget-lifetime')]),
         el('td', {}, [num(burn(slo.window.burn_rate), slo.window.burn_rate, 'burn-window')]),
       ]));
     });
@@ -231,9 +235,12 @@ export const STATUS_PAGE_SCRIPT = String.raw`
         sloRows.push(el('tr', { 'data-slo': key }, [
           el('th', { scope: 'row' }, [SLO_NAME[key]]),
           el('td', {}, [num(duration(lat.p50_s), lat.p50_s, 'p50'), ' / ', num(duration(lat.p99_s), lat.p99_s, 'p99')]),
-          el('td', { colspan: '4', 'class': 'muted' }, ['no SLO']),
         ]));
       });
+    }
+    var heads = w.slos.length > 0 ? ['SLO', 'p50 / p99', 'Budget', 'Good 5 min / life', 'Budget left 5 min / life', 'Burn 5 min'] : ['Latency', 'p50 / p99'];
+    if (parts.head.childElementCount !== heads.length) {
+      parts.head.replaceChildren.apply(parts.head, heads.map(function (h) { return el('th', { scope: 'col' }, [h]); }));
     }
     parts.slos.replaceChildren.apply(parts.slos, sloRows);
     ['ttft', 'itl'].forEach(function (key) { renderChart(parts.charts[key], key, w.latency[key], w.name); });
@@ -252,7 +259,7 @@ export const STATUS_PAGE_SCRIPT = String.raw`
     var label = name + ' histogram of ' + workload + ': ' + lat.samples + ' samples in the last 5 minutes';
     if (lat.samples > 0) label += ', p50 ' + duration(lat.p50_s) + ', p99 ' + duration(lat.p99_s);
     if (thresholdIndex >= 0 && lat.samples > 0) label += ', ' + percent(1 - over / lat.samples) + ' within the ' + duration(lat.threshold_s) + ' budget';
-    var W = 320, H = 132, top = 14, bottom = 104, left = 4, right = 316;
+    var W = 320, H = 142, top = 22, bottom = 106, left = 4, right = 316;
     var svg = svgEl('svg', { viewBox: '0 0 ' + W + ' ' + H, role: 'img', 'aria-label': label, 'data-samples': lat.samples });
     if (lat.samples === 0) {
       svg.append(svgEl('text', { x: W / 2, y: H / 2, 'text-anchor': 'middle', 'class': 'axis' }, 'no samples in the last 5 minutes'));
@@ -277,11 +284,11 @@ export const STATUS_PAGE_SCRIPT = String.raw`
       }
       if (thresholdIndex >= lo && thresholdIndex <= hi) {
         var tx = left + (thresholdIndex - lo + 1) * step;
-        svg.append(svgEl('line', { x1: tx.toFixed(1), x2: tx.toFixed(1), y1: top - 6, y2: bottom, 'class': 'threshold' }));
-        svg.append(svgEl('text', { x: (tx + (tx > W - 90 ? -4 : 4)).toFixed(1), y: top, 'text-anchor': tx > W - 90 ? 'end' : 'start', 'class': 'threshold-label' },
+        svg.append(svgEl('line', { x1: tx.toFixed(1), x2: tx.toFixed(1), y1: top - 8, y2: bottom, 'class': 'threshold' }));
+        svg.append(svgEl('text', { x: (tx + (tx > W - 90 ? -4 : 4)).toFixed(1), 'text-anchor': tx > W - 90 ? 'end' : 'start', 'class': 'threshold-label', y: 11 },
           'budget ' + duration(lat.threshold_s)));
       }
-      svg.append(svgEl('text', { x: left, y: H - 4, 'class': 'axis' }, 'max ' + max + ' per bucket'));
+      svg.append(svgEl('text', { x: left, y: H - 2, 'class': 'axis' }, 'tallest bar: ' + max + ' samples'));
     }
     chart.holder.replaceChildren(svg);
     var bucketRows = [];

@@ -34,27 +34,28 @@ h2 { font-size: 1.1rem; margin: 0.5rem 0; }
 .state-no_data, .state-no_slo { color: #57606a; background: #f6f8fa; border-color: #d0d7de; }
 table { border-collapse: collapse; width: 100%; }
 th, td { text-align: left; padding: 0.3rem 0.5rem; border-bottom: 1px solid var(--line); vertical-align: top; }
-thead th { font-size: 0.85rem; color: var(--muted); font-weight: 600; }
-td { font-variant-numeric: tabular-nums; }
+thead th { font-size: 0.85rem; color: var(--muted); font-weight: 600; white-space: nowrap; }
+td { font-variant-numeric: tabular-nums; white-space: nowrap; }
 .overview { max-width: 48rem; margin-bottom: 1.25rem; }
-.cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(min(100%, 40rem), 1fr)); gap: 1rem; }
+.cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(min(100%, 36rem), 1fr)); gap: 1rem; }
 .card { border: 1px solid var(--line); border-left: 6px solid #d0d7de; border-radius: 8px; padding: 0.75rem 1rem; min-width: 0; }
 .state-card-ok { border-left-color: #1a7f37; }
 .state-card-burning { border-left-color: #bf8700; }
 .state-card-fast_burn { border-left-color: #cf222e; background: #fffafa; }
 .card > header { display: flex; flex-wrap: wrap; gap: 0.5rem 0.75rem; align-items: baseline; }
 .card h3 { margin: 0; font-size: 1.15rem; }
-.stats { display: grid; grid-template-columns: repeat(auto-fit, minmax(9rem, 1fr)); gap: 0.5rem 1rem; margin: 0.75rem 0; }
+.stats { display: flex; flex-wrap: wrap; gap: 0.5rem 2rem; margin: 0.75rem 0; }
 .stats dt { color: var(--muted); font-size: 0.85rem; }
-.stats dd { margin: 0; font-variant-numeric: tabular-nums; }
-.stats div:first-child { grid-column: 1 / -1; }
+.stats dd { margin: 0; font-variant-numeric: tabular-nums; white-space: nowrap; }
+.stats div:first-child { flex-basis: 100%; }
+.stats div:first-child dd { white-space: normal; }
 .outcomes { list-style: none; margin: 0; padding: 0; display: flex; flex-wrap: wrap; gap: 0.1rem 1rem; }
 .scroll { overflow-x: auto; }
 .slos th[scope=row] { white-space: nowrap; }
 .charts { display: grid; grid-template-columns: repeat(auto-fit, minmax(16rem, 1fr)); gap: 0.5rem 1rem; margin-top: 0.75rem; }
 figure { margin: 0; }
 figcaption { font-size: 0.9rem; font-weight: 600; }
-svg { width: 100%; height: auto; display: block; }
+svg { width: 100%; max-width: 30rem; height: auto; display: block; }
 .bar { fill: #0969da; }
 .bar.over { fill: #cf222e; }
 .baseline { stroke: #8c959f; stroke-width: 1; }
@@ -86,6 +87,7 @@ export function statusPageHtml(report: StatusReport): string {
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>tokentap status</title>
+<link rel="icon" href="data:,">
 <style>${STYLE}</style>
 </head>
 <body>

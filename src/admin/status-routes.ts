@@ -15,7 +15,7 @@ export function registerStatusRoutes(app: FastifyInstance, source: StatusSource)
         .header('content-type', 'text/html; charset=utf-8')
         .header('cache-control', 'no-store')
         // Nothing but this document's own inline style and script, and fetches to its own origin.
-        .header('content-security-policy', "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+        .header('content-security-policy', "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
         .header('x-content-type-options', 'nosniff')
         .send(await page()),
     );
