@@ -209,6 +209,32 @@ export const METRICS = {
     description: 'Streams whose counted output tokens differ from the usage the server reported.',
     extraLabels: [],
   },
+  /**
+   * Requests sent a second time, on a fresh upstream connection, because the reused connection they
+   * were written on closed before any response byte (the server closed the kept-alive connection as
+   * the request crossed it). One per retried request; a request is retried at most once.
+   */
+  upstreamRetries: {
+    kind: 'counter',
+    otelName: 'tokentap.upstream.retries',
+    promName: 'tokentap_upstream_retries_total',
+    unit: '{request}',
+    description: 'Requests retried once on a fresh upstream connection after their reused connection closed before any response byte.',
+    extraLabels: [],
+  },
+  /**
+   * Upstream connections closed by tokentap after a clean response instead of pooled, by reason:
+   * `upstream_closes_after_response` when the pool has learnt that the upstream closes every
+   * connection right after its response (llama-server does, without `Connection: close`).
+   */
+  upstreamNotReused: {
+    kind: 'counter',
+    otelName: 'tokentap.upstream.connections.not_reused',
+    promName: 'tokentap_upstream_connections_not_reused_total',
+    unit: '{connection}',
+    description: 'Upstream connections closed after a clean response instead of being kept for the next request, by reason.',
+    extraLabels: [ATTR.reason],
+  },
   /** A tap that threw: counted, disabled for that request, the stream itself untouched. */
   tapErrors: {
     kind: 'counter',

@@ -57,6 +57,8 @@ export class Recorder {
   private readonly tapErrors: SumSink;
   private readonly tokenCountMismatches: SumSink;
   private readonly sloEventCounter: SumSink;
+  private readonly upstreamRetries: SumSink;
+  private readonly upstreamNotReused: SumSink;
   /** The inter-token histograms outside the SDK (direct-metrics.ts), when the meter's Telemetry has them. */
   private readonly itlChunkSeries: HistogramSeriesSet | undefined;
   private readonly itlTokenSeries: HistogramSeriesSet | undefined;
@@ -95,6 +97,8 @@ export class Recorder {
     this.tapErrors = counter(tapErrors);
     this.tokenCountMismatches = counter(tokenCountMismatches);
     this.sloEventCounter = counter(sloEvents);
+    this.upstreamRetries = counter(METRICS.upstreamRetries);
+    this.upstreamNotReused = counter(METRICS.upstreamNotReused);
   }
 
   /** The base attributes of every series of one request: one object per (workload, model), shared. */
@@ -141,6 +145,14 @@ export class Recorder {
       this.tokens.add(summary.outputTokens, v.of(attributes, ATTR.tokenType, 'output', ATTR.tokenSource, summary.tokenSource));
     }
     if (summary.tokenCountMismatch) this.tokenCountMismatches.add(1, attributes);
+  }
+
+  upstreamRetry(attributes: Attributes): void {
+    this.upstreamRetries.add(1, attributes);
+  }
+
+  upstreamConnectionNotReused(attributes: Attributes, reason: string): void {
+    this.upstreamNotReused.add(1, this.variants.of(attributes, ATTR.reason, reason));
   }
 
   tapProblem(attributes: Attributes, reason: string): void {

@@ -11,6 +11,7 @@ import { interTokenIsBad, isClientErrorStatus, recordSloEvents } from '../slo/sl
 import type { WorkloadMatcher } from '../slo/workload-matcher.js';
 import { DEFAULT_TAP_SELECTOR, type TapSelector } from '../taps/select.js';
 import type { Tap, TapContext, TapProblemReason } from '../taps/tap.js';
+import type { NotReusedReason } from './upstream-pool.js';
 import { NULL_SPAN, NULL_TRACER, type RequestSpan, type RequestTracer } from '../tracing/request-span.js';
 
 /** What every request's monitor shares: built once at start-up. */
@@ -63,6 +64,8 @@ export class RequestMonitor implements InterTokenSink, TapContext {
   private failureLogged = false;
   /** Why the request failed, for its log line: the upstream address and the socket error, or what went silent. */
   private failureDetail: string | undefined;
+  /** Sent a second time on a fresh upstream connection (exchange.ts retry()): logged as `retried: true`. */
+  private wasRetried = false;
   /** As the body named it, for the span only (a span is not a series, so no folding into `other`). */
   private requestedModel: string | undefined;
 
@@ -164,6 +167,30 @@ export class RequestMonitor implements InterTokenSink, TapContext {
 
   get finished(): boolean {
     return this.done;
+  }
+
+  /** The tap has seen the protocol's terminal event ([DONE], finish_reason, message_stop...). */
+  get terminalSeen(): boolean {
+    return this.timeline.terminal;
+  }
+
+  /** The request is being sent again on a fresh upstream connection. */
+  retried(): void {
+    this.wasRetried = true;
+    try {
+      this.deps.recorder.upstreamRetry(this.labels(undefined));
+    } catch (error) {
+      this.observationFailed('retried', error);
+    }
+  }
+
+  /** The upstream connection of this request's clean response was closed rather than pooled. */
+  upstreamNotReused(reason: NotReusedReason): void {
+    try {
+      this.deps.recorder.upstreamConnectionNotReused(this.labels(undefined), reason);
+    } catch (error) {
+      this.observationFailed('upstreamNotReused', error);
+    }
   }
 
   // InterTokenSink
@@ -274,6 +301,7 @@ export class RequestMonitor implements InterTokenSink, TapContext {
         counted_tokens: timeline.countedTokens,
         server_timings: timeline.serverTimings ?? null,
         ...(this.failureDetail === undefined ? {} : { error: this.failureDetail }),
+        ...(this.wasRetried ? { retried: true } : {}),
         // The last scraped value (no I/O here); null while the DCGM reading is unknown.
         ...(this.deps.gpuMemory === undefined ? {} : { gpu_memory_used_bytes: this.deps.gpuMemory.memoryUsedBytes() ?? null }),
       },
