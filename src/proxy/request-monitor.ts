@@ -5,6 +5,7 @@ import type { Clock } from '../clock/clock.js';
 import type { DrainState } from '../lifecycle/drain-state.js';
 import type { Workload } from '../config/load.js';
 import { TokenTimeline, type InterTokenSink } from '../clock/token-timeline.js';
+import type { Operation } from '../metrics/definitions.js';
 import type { ModelLabels } from '../metrics/model-labels.js';
 import type { InterTokenSeries, Outcome, Recorder, RequestSummary } from '../metrics/recorder.js';
 import { interTokenIsBad, isClientErrorStatus, recordSloEvents } from '../slo/slo-events.js';
@@ -246,6 +247,17 @@ export class RequestMonitor implements InterTokenSink, TapContext {
     return this.attributes;
   }
 
+  /**
+   * A generation: on an inference route, or, off the routes, answered with what a tap reads as a
+   * completion (a content event, a terminal event or a usage report). Anything else (a health check,
+   * `/v1/models`, a tokenizer's JSON) is `other`.
+   */
+  private operation(): Operation {
+    if ((this.deps.taps ?? DEFAULT_TAP_SELECTOR).routed(this.method, this.path)) return 'generation';
+    const timeline = this.timeline;
+    return timeline.contentEvents > 0 || timeline.terminal || !Number.isNaN(timeline.reportedOutputTokens) ? 'generation' : 'other';
+  }
+
   private finish(outcome: Outcome): void {
     if (this.done) return;
     this.done = true;
@@ -262,7 +274,9 @@ export class RequestMonitor implements InterTokenSink, TapContext {
   private record(outcome: Outcome): void {
     const attributes = this.labels(undefined);
     const timeline = this.timeline;
+    const operation = this.operation();
     const summary: RequestSummary = {
+      operation,
       outcome,
       statusClass: this.status === 0 ? 'none' : `${Math.floor(this.status / 100)}xx`,
       ttfbMs: timeline.ttfbMs,
@@ -276,7 +290,7 @@ export class RequestMonitor implements InterTokenSink, TapContext {
     };
     this.deps.recorder.finished(attributes, summary);
     const workload = this.workload as Workload;
-    if (workload.slo !== undefined) {
+    if (workload.slo !== undefined && operation === 'generation') {
       const nonStreamedAnswer = this.status >= 200 && this.status < 300 && !this.streaming;
       const facts = { outcome, status: this.status, nonStreamedAnswer, ttftMs: summary.ttftMs, e2eMs: summary.e2eMs };
       recordSloEvents(this.deps.recorder, attributes, workload, facts, this.itlTokens, this.itlBadTokens);
@@ -302,6 +316,7 @@ export class RequestMonitor implements InterTokenSink, TapContext {
         server_timings: timeline.serverTimings ?? null,
         ...(this.failureDetail === undefined ? {} : { error: this.failureDetail }),
         ...(this.wasRetried ? { retried: true } : {}),
+        ...(operation === 'other' ? { operation } : {}),
         // The last scraped value (no I/O here); null while the DCGM reading is unknown.
         ...(this.deps.gpuMemory === undefined ? {} : { gpu_memory_used_bytes: this.deps.gpuMemory.memoryUsedBytes() ?? null }),
       },
