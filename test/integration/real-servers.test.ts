@@ -195,3 +195,25 @@ describe('uvicorn writes [DONE] and the chunked terminator apart', () => {
     expect(sumValues(await scrape(sidecar.adminUrl), 'tokentap_requests_total', { outcome: 'client_cancelled' })).toBe(1);
   });
 });
+
+describe('the simulator imitating llama-server (--close-after-stream) behind tokentap', () => {
+  it('200 back-to-back streamed requests: 0 failures', async () => {
+    const { startSimulator } = await import('../../src/simulator/index.js');
+    const sim = await startSimulator({ port: 0, ttftMs: 1, itlMs: 0, outputTokens: 4, closeAfterStream: true });
+    cleanups.push(() => sim.close());
+    const sidecar = await startTestSidecar(sim.url);
+    cleanups.push(() => sidecar.close());
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    cleanups.push(async () => agent.destroy());
+    const failures: string[] = [];
+    const deadline = performance.now() + 30_000;
+    let sent = 0;
+    for (; sent < 200 && performance.now() < deadline; sent++) {
+      const result = await post(sidecar.proxyUrl, agent);
+      if ('error' in result) failures.push(`#${sent}: ${result.error}`);
+      else if (result.status !== 200 || !result.body.toString('utf8').endsWith('data: [DONE]\n\n')) failures.push(`#${sent}: status ${result.status}`);
+    }
+    expect(sent).toBe(200);
+    expect(failures).toEqual([]);
+  }, 60_000);
+});
