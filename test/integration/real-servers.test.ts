@@ -85,6 +85,29 @@ describe('llama-server closes after every stream without Connection: close', () 
     expect(upstream.seen.length).toBeLessThanOrEqual(800 + retries);
     expect(sumValues(metrics, 'tokentap_requests_total', { outcome: 'completed' })).toBe(800);
   }, 90_000);
+
+  it('8 clients at once, 100 back-to-back requests each (GuideLLM at 8 streams): 0 failures', async () => {
+    const { sidecar } = await setUp(replayResponder(llama, { timeScale: 0 }));
+    const expected = dechunk(llama[0]!.wire);
+    const failures: string[] = [];
+    const deadline = performance.now() + 60_000;
+    const stream = async (client: number) => {
+      const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+      try {
+        for (let i = 0; i < 100 && performance.now() < deadline; i++) {
+          const result = await post(sidecar.proxyUrl, agent);
+          if ('error' in result) failures.push(`${client}#${i}: ${result.error}`);
+          else if (result.status !== 200 || !result.body.equals(expected)) failures.push(`${client}#${i}: status ${result.status}`);
+        }
+      } finally {
+        agent.destroy();
+      }
+    };
+    await Promise.all(Array.from({ length: 8 }, (_, client) => stream(client)));
+    expect(failures).toEqual([]);
+    const lines = await eventually('800 request lines', () => sidecar.logs.filter((l) => l.msg === 'request'), (l) => l.length === 800);
+    expect(lines.filter((l) => l.outcome !== 'completed')).toEqual([]);
+  }, 90_000);
 });
 
 describe('retrying a request whose reused connection closed before answering', () => {
