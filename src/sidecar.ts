@@ -51,6 +51,7 @@ export async function startSidecar(
   const proxy = createProxyServer({
     upstream: settings.upstream,
     upstreamIdleTimeoutMs: settings.upstreamIdleTimeoutMs,
+    upstreamRetryBodyLimitBytes: settings.upstreamRetryBodyLimitBytes,
     observe: settings.observe,
     usageInjection: settings.injectUsage ? new UsageInjector(routes) : undefined,
     monitor: { clock, recorder, models: new ModelLabels(settings.maxModels), logger, workloads: new WorkloadMatcher(settings.workloads), tracer: otlp.tracer, drain, taps: new TapSelector(routes), gpuMemory: gpus },
