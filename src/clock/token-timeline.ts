@@ -18,13 +18,19 @@ export type TokenSource = 'usage' | 'counted';
 
 /**
  * Durations the server measured itself and reported at the end of the stream (Ollama's
- * `*_duration` in nanoseconds, llama.cpp's `timings` in milliseconds), in milliseconds. Logged
- * beside tokentap's own measurements: a gap between the two is time spent outside the engine.
+ * `*_duration` in nanoseconds, llama.cpp's `timings` and vLLM's per-request `metrics` in
+ * milliseconds), in milliseconds. Logged beside tokentap's own measurements, and split out of the
+ * wire TTFT by engine-timings.ts: a gap between the two is time spent outside the engine.
  */
 export interface ServerTimings {
+  /** Waiting in the engine's queue before it was scheduled (vLLM `queue_time_ms`). */
+  queueMs?: number;
   /** Loading the model before the request could run (Ollama `load_duration`). */
   loadMs?: number;
-  /** Prompt processing (prefill). */
+  /**
+   * Prompt processing (prefill) up to the first token: llama.cpp `prompt_ms`, Ollama
+   * `prompt_eval_duration`, vLLM `time_to_first_token_ms` (scheduled to first token, so without the queue).
+   */
   promptMs?: number;
   /** Token generation (decode). */
   generationMs?: number;
@@ -37,6 +43,8 @@ export class TokenTimeline {
   /** NaN until it happened. */
   firstByteMs = Number.NaN;
   firstTokenMs = Number.NaN;
+  /** The first answer token: content that is not reasoning (text, tool call). NaN until it happened. */
+  firstAnswerMs = Number.NaN;
   lastTokenMs = Number.NaN;
   contentEvents = 0;
   countedTokens = 0;
@@ -60,8 +68,12 @@ export class TokenTimeline {
     if (Number.isNaN(this.firstByteMs)) this.firstByteMs = nowMs;
   }
 
-  /** A content-bearing event (text, reasoning or tool-call delta) carrying `tokens` tokens (>= 1). */
-  content(nowMs: number, tokens: number): void {
+  /**
+   * A content-bearing event (text, reasoning or tool-call delta) carrying `tokens` tokens (>= 1);
+   * `reasoning` when all it carries is reasoning (thinking) text, which is not yet the answer.
+   */
+  content(nowMs: number, tokens: number, reasoning = false): void {
+    if (!reasoning && Number.isNaN(this.firstAnswerMs)) this.firstAnswerMs = nowMs;
     if (this.contentEvents === 0) {
       this.firstTokenMs = nowMs;
     } else {
@@ -92,6 +104,11 @@ export class TokenTimeline {
 
   get ttftMs(): number {
     return this.firstTokenMs - this.startMs;
+  }
+
+  /** Time to the first answer token (reasoning excluded); NaN when no answer token was streamed. */
+  get ttftAnswerMs(): number {
+    return this.firstAnswerMs - this.startMs;
   }
 
   get outputTokenSource(): TokenSource {

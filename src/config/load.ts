@@ -12,6 +12,9 @@ import { configFileSchema, parseListenAddress, type ConfigFile, type ListenAddre
 export const SLO_KINDS = ['ttft', 'itl', 'e2e'] as const;
 export type SloKind = (typeof SLO_KINDS)[number];
 
+/** `first_token`: the first token of any kind, reasoning included; `first_answer`: the first non-reasoning token. */
+export type TtftOn = 'first_token' | 'first_answer';
+
 export interface MatchConditions {
   readonly headers: readonly (readonly [name: string, value: string])[];
   readonly path: string | undefined;
@@ -31,6 +34,10 @@ export interface Workload {
     | {
         readonly objective: number;
         readonly thresholdsS: Readonly<Partial<Record<SloKind, number>>>;
+        /** `ttft_on`: which token the TTFT threshold is measured to (default first_token). */
+        readonly ttftOn: TtftOn;
+        /** `itl_percentile`: for goodput, the share of a request's ITL tokens that must be within `itl` (default 0.99). */
+        readonly itlPercentile: number;
       }
     | undefined;
 }
@@ -114,6 +121,9 @@ const FILE_KEY = { upstream: 'upstream', listen: 'listen', adminListen: 'admin_l
 
 export const DEFAULTS = {
   upstream: 'http://127.0.0.1:8000',
+  ttftOn: 'first_token' as TtftOn,
+  /** A request of fewer than 100 ITL tokens then counts as goodput only when every one was within `itl`. */
+  itlPercentile: 0.99,
   listen: '0.0.0.0:8080',
   adminListen: '0.0.0.0:9464',
   upstreamIdleTimeout: '5m',
@@ -140,6 +150,11 @@ export const DEFAULTS = {
 const BUCKET_KEYS: Record<HistogramKey, keyof NonNullable<NonNullable<ConfigFile['metrics']>['buckets']>> = {
   ttfb: 'ttfb',
   ttft: 'ttft',
+  ttftAnswer: 'ttft',
+  engineTtft: 'ttft',
+  outsideEngineTtft: 'ttft',
+  engineQueue: 'ttft',
+  enginePrefill: 'ttft',
   itlToken: 'itl',
   itlChunk: 'itl',
   tpot: 'tpot',
@@ -198,7 +213,7 @@ export function loadSettings({ flags, env, readFile = (p) => readFileSync(p, 'ut
  * counts exactly the good events (DESIGN.md section 3).
  */
 const THRESHOLD_BUCKETS: Record<SloKind, readonly HistogramKey[]> = {
-  ttft: ['ttft'],
+  ttft: ['ttft', 'ttftAnswer'],
   itl: ['itlToken', 'itlChunk'],
   e2e: ['e2e'],
 };
@@ -297,7 +312,15 @@ function freezeWorkload(config: WorkloadConfig): Workload {
               }),
             ),
           ),
-    slo: slo === undefined ? undefined : Object.freeze({ objective: slo.objective, thresholdsS: Object.freeze(thresholdsS) }),
+    slo:
+      slo === undefined
+        ? undefined
+        : Object.freeze({
+            objective: slo.objective,
+            thresholdsS: Object.freeze(thresholdsS),
+            ttftOn: slo.ttft_on ?? DEFAULTS.ttftOn,
+            itlPercentile: slo.itl_percentile ?? DEFAULTS.itlPercentile,
+          }),
   });
 }
 

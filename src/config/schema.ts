@@ -110,6 +110,10 @@ const sloObjectives = z
     itl: duration.optional(),
     /** A request is good for e2e when it finished within this time. */
     e2e: duration.optional(),
+    /** What the TTFT threshold applies to: the first token of any kind (default) or the first answer token (reasoning excluded). */
+    ttft_on: z.enum(['first_token', 'first_answer'], { error: 'expected "first_token" or "first_answer"' }).optional(),
+    /** Goodput: the share of a request's per-token gaps that must be within `itl` for the request to count (default 0.99). */
+    itl_percentile: z.number({ error: 'expected a ratio above 0 and at most 1, e.g. 0.99' }).gt(0, { error: 'expected a ratio above 0 and at most 1, e.g. 0.99' }).lte(1, { error: 'expected a ratio above 0 and at most 1, e.g. 0.99' }).optional(),
   })
   .superRefine((slo, ctx) => {
     if (slo.ttft === undefined && slo.itl === undefined && slo.e2e === undefined) {

@@ -114,6 +114,73 @@ export const METRICS = {
     defaultBuckets: TTFT_BUCKETS,
   },
   /**
+   * Time to first answer token: request received by the proxy -> first content-bearing event that
+   * is not reasoning (text, refusal or tool-call delta; not `reasoning_content`/`reasoning`,
+   * Responses reasoning deltas, Anthropic `thinking_delta` or Ollama `thinking`). One sample per
+   * streamed request that produced an answer token; equal to TTFT for a stream without reasoning.
+   */
+  ttftAnswer: {
+    kind: 'histogram',
+    otelName: 'tokentap.time_to_first_answer_token',
+    promName: 'tokentap_time_to_first_answer_token_seconds',
+    unit: 's',
+    description: 'Time from the request reaching the proxy to the first streamed answer event (reasoning excluded).',
+    extraLabels: [],
+    defaultBuckets: TTFT_BUCKETS,
+  },
+  /**
+   * Engine TTFT: the engine's own queue + model load + prefill for the request, each where the
+   * engine reports it at the end of the stream (vLLM `metrics.queue_time_ms` +
+   * `metrics.time_to_first_token_ms`; llama.cpp `timings.prompt_ms`; Ollama `load_duration` +
+   * `prompt_eval_duration`). One sample per request whose engine reported its prefill; none otherwise.
+   */
+  engineTtft: {
+    kind: 'histogram',
+    otelName: 'tokentap.engine.time_to_first_token',
+    promName: 'tokentap_engine_time_to_first_token_seconds',
+    unit: 's',
+    description: "The engine's own time to first token (queue + model load + prefill, each where reported), from the timings it put in the stream.",
+    extraLabels: [],
+    defaultBuckets: TTFT_BUCKETS,
+  },
+  /**
+   * Outside-engine TTFT: wire TTFT (gen_ai.server.time_to_first_token) - engine TTFT, for the same
+   * request: tokenisation, the engine's HTTP server, anything between it and tokentap. One sample
+   * per request with both; none when the difference is negative (see clock/engine-timings.ts).
+   */
+  outsideEngineTtft: {
+    kind: 'histogram',
+    otelName: 'tokentap.outside_engine.time_to_first_token',
+    promName: 'tokentap_outside_engine_time_to_first_token_seconds',
+    unit: 's',
+    description: 'Wire TTFT minus the engine-reported TTFT of the same request: time to first token spent outside the engine.',
+    extraLabels: [],
+    defaultBuckets: TTFT_BUCKETS,
+  },
+  /** The engine's queue time as it reported it (vLLM `metrics.queue_time_ms`). One sample per request that reported it. */
+  engineQueue: {
+    kind: 'histogram',
+    otelName: 'tokentap.engine.queue_time',
+    promName: 'tokentap_engine_queue_time_seconds',
+    unit: 's',
+    description: "The engine's own queue time for the request (vLLM queue_time_ms), from the stream.",
+    extraLabels: [],
+    defaultBuckets: TTFT_BUCKETS,
+  },
+  /**
+   * The engine's prefill up to its first token as it reported it (vLLM `time_to_first_token_ms`,
+   * llama.cpp `prompt_ms`, Ollama `prompt_eval_duration`). One sample per request that reported it.
+   */
+  enginePrefill: {
+    kind: 'histogram',
+    otelName: 'tokentap.engine.prefill_time',
+    promName: 'tokentap_engine_prefill_time_seconds',
+    unit: 's',
+    description: "The engine's own prefill time up to its first token (vLLM time_to_first_token_ms, llama.cpp prompt_ms, Ollama prompt_eval_duration), from the stream.",
+    extraLabels: [],
+    defaultBuckets: TTFT_BUCKETS,
+  },
+  /**
    * ITL per token: gap between consecutive content events divided by the tokens in the later one;
    * an n-token chunk yields n equal samples.
    */
@@ -212,6 +279,20 @@ export const METRICS = {
     unit: '{event}',
     description: 'Good and bad events per workload SLO (ttft, itl, e2e) against the configured thresholds.',
     extraLabels: [ATTR.slo, ATTR.sloResult],
+  },
+  /**
+   * Goodput: one per finished generation request of a workload with an SLO that met every SLO the
+   * workload defines (slo/goodput.ts: completed; TTFT good or not applicable; e2e good; ITL at the
+   * workload's `itl_percentile` within the threshold). Every such request adds 0 or 1, so the series
+   * exists from the first request and `rate()` is requests per second served within SLO.
+   */
+  goodput: {
+    kind: 'counter',
+    otelName: 'tokentap.goodput.requests',
+    promName: 'tokentap_goodput_requests_total',
+    unit: '{request}',
+    description: 'Finished requests that met every SLO of their workload (TTFT, ITL at the configured percentile, e2e); rate() is goodput in requests per second.',
+    extraLabels: [],
   },
   /**
    * Streams whose tokens counted from content events (one per delta, or per-chunk usage deltas)

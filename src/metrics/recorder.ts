@@ -30,6 +30,13 @@ export interface RequestSummary {
   readonly tokenCountMismatch: boolean;
   /** `other`: not a generation (health check, model listing): counted in tokentap_requests_total only. Absent: generation. */
   readonly operation?: Operation;
+  /** Time to the first answer (non-reasoning) token; NaN or absent when none was streamed. */
+  readonly ttftAnswerMs?: number;
+  /** What the engine reported of its TTFT, and the rest (clock/engine-timings.ts); NaN or absent when not reported. */
+  readonly engineTtftMs?: number;
+  readonly engineQueueMs?: number;
+  readonly enginePrefillMs?: number;
+  readonly outsideEngineTtftMs?: number;
 }
 
 const MS_PER_S = 1000;
@@ -61,6 +68,7 @@ export class Recorder {
   private readonly sloEventCounter: SumSink;
   private readonly upstreamRetries: SumSink;
   private readonly upstreamNotReused: SumSink;
+  private readonly goodputCounter: SumSink;
   /** The inter-token histograms outside the SDK (direct-metrics.ts), when the meter's Telemetry has them. */
   private readonly itlChunkSeries: HistogramSeriesSet | undefined;
   private readonly itlTokenSeries: HistogramSeriesSet | undefined;
@@ -88,6 +96,11 @@ export class Recorder {
     this.histograms = {
       ttfb: histogram('ttfb'),
       ttft: histogram('ttft'),
+      ttftAnswer: histogram('ttftAnswer'),
+      engineTtft: histogram('engineTtft'),
+      outsideEngineTtft: histogram('outsideEngineTtft'),
+      engineQueue: histogram('engineQueue'),
+      enginePrefill: histogram('enginePrefill'),
       tpot: histogram('tpot'),
       e2e: histogram('e2e'),
       tokenUsage: histogram('tokenUsage'),
@@ -101,6 +114,7 @@ export class Recorder {
     this.sloEventCounter = counter(sloEvents);
     this.upstreamRetries = counter(METRICS.upstreamRetries);
     this.upstreamNotReused = counter(METRICS.upstreamNotReused);
+    this.goodputCounter = counter(METRICS.goodput);
   }
 
   /** The base attributes of every series of one request: one object per (workload, model), shared. */
@@ -141,6 +155,11 @@ export class Recorder {
     if (!Number.isNaN(summary.ttfbMs)) h.ttfb.record(summary.ttfbMs / MS_PER_S, attributes);
     if (!Number.isNaN(summary.ttftMs)) h.ttft.record(summary.ttftMs / MS_PER_S, attributes);
     if (!Number.isNaN(summary.tpotMs)) h.tpot.record(summary.tpotMs / MS_PER_S, attributes);
+    recordIfKnown(h.ttftAnswer, summary.ttftAnswerMs, attributes);
+    recordIfKnown(h.engineTtft, summary.engineTtftMs, attributes);
+    recordIfKnown(h.outsideEngineTtft, summary.outsideEngineTtftMs, attributes);
+    recordIfKnown(h.engineQueue, summary.engineQueueMs, attributes);
+    recordIfKnown(h.enginePrefill, summary.enginePrefillMs, attributes);
     h.e2e.record(summary.e2eMs / MS_PER_S, v.of(attributes, ATTR.outcome, summary.outcome));
     this.requests.add(1, v.of(attributes, ATTR.outcome, summary.outcome, ATTR.statusClass, summary.statusClass, ATTR.operation, 'generation'));
     if (!Number.isNaN(summary.inputTokens)) {
@@ -175,6 +194,16 @@ export class Recorder {
     this.sloEventCounter.add(good, this.variants.of(attributes, ATTR.slo, slo, ATTR.sloResult, 'good'));
     this.sloEventCounter.add(bad, this.variants.of(attributes, ATTR.slo, slo, ATTR.sloResult, 'bad'));
   }
+
+  /** One request of a workload with an SLO: 1 when it met every SLO (slo/goodput.ts), else 0, so the series exists. */
+  goodput(attributes: Attributes, met: boolean): void {
+    this.goodputCounter.add(met ? 1 : 0, attributes);
+  }
+}
+
+/** A sample in milliseconds, recorded in seconds unless it is unknown (absent or NaN). */
+function recordIfKnown(sink: HistogramSink, ms: number | undefined, attributes: Attributes): void {
+  if (ms !== undefined && !Number.isNaN(ms)) sink.record(ms / MS_PER_S, attributes);
 }
 
 /**

@@ -5,9 +5,11 @@ import type { Clock } from '../clock/clock.js';
 import type { DrainState } from '../lifecycle/drain-state.js';
 import type { Workload } from '../config/load.js';
 import { TokenTimeline, type InterTokenSink } from '../clock/token-timeline.js';
+import { engineSplit } from '../clock/engine-timings.js';
 import type { Operation } from '../metrics/definitions.js';
 import type { ModelLabels } from '../metrics/model-labels.js';
 import type { InterTokenSeries, Outcome, Recorder, RequestSummary } from '../metrics/recorder.js';
+import { metEverySlo } from '../slo/goodput.js';
 import { interTokenIsBad, isClientErrorStatus, recordSloEvents } from '../slo/slo-events.js';
 import type { WorkloadMatcher } from '../slo/workload-matcher.js';
 import { DEFAULT_TAP_SELECTOR, type TapSelector } from '../taps/select.js';
@@ -275,6 +277,8 @@ export class RequestMonitor implements InterTokenSink, TapContext {
     const attributes = this.labels(undefined);
     const timeline = this.timeline;
     const operation = this.operation();
+    // Read once, from what the final events reported: nothing of this is done per chunk.
+    const split = engineSplit(timeline.serverTimings, timeline.ttftMs);
     const summary: RequestSummary = {
       operation,
       outcome,
@@ -287,13 +291,27 @@ export class RequestMonitor implements InterTokenSink, TapContext {
       outputTokens: timeline.outputTokens,
       tokenSource: timeline.outputTokenSource,
       tokenCountMismatch: timeline.tokenCountMismatch,
+      ttftAnswerMs: timeline.ttftAnswerMs,
+      engineTtftMs: split.engineTtftMs,
+      engineQueueMs: split.queueMs,
+      enginePrefillMs: split.prefillMs,
+      outsideEngineTtftMs: split.outsideEngineTtftMs,
     };
     this.deps.recorder.finished(attributes, summary);
     const workload = this.workload as Workload;
     if (workload.slo !== undefined && operation === 'generation') {
       const nonStreamedAnswer = this.status >= 200 && this.status < 300 && !this.streaming;
-      const facts = { outcome, status: this.status, nonStreamedAnswer, ttftMs: summary.ttftMs, e2eMs: summary.e2eMs };
+      const onAnswer = workload.slo.ttftOn === 'first_answer';
+      const facts = {
+        outcome,
+        status: this.status,
+        nonStreamedAnswer,
+        ttftMs: onAnswer ? timeline.ttftAnswerMs : summary.ttftMs,
+        unanswered: onAnswer && timeline.contentEvents > 0 && Number.isNaN(timeline.firstAnswerMs),
+        e2eMs: summary.e2eMs,
+      };
       recordSloEvents(this.deps.recorder, attributes, workload, facts, this.itlTokens, this.itlBadTokens);
+      this.deps.recorder.goodput(attributes, metEverySlo(workload.slo, facts, this.itlTokens, this.itlBadTokens));
     }
     this.span.end(summary, this.status, workload.name, this.requestedModel);
     this.deps.logger.info(
@@ -306,6 +324,8 @@ export class RequestMonitor implements InterTokenSink, TapContext {
         model: this.model,
         ttfb_ms: round(summary.ttfbMs),
         ttft_ms: round(summary.ttftMs),
+        ...(Number.isNaN(timeline.firstAnswerMs) || timeline.firstAnswerMs === timeline.firstTokenMs ? {} : { ttft_answer_ms: round(timeline.ttftAnswerMs) }),
+        ...(Number.isNaN(split.outsideEngineTtftMs) ? {} : { outside_engine_ttft_ms: round(split.outsideEngineTtftMs) }),
         tpot_ms: round(summary.tpotMs),
         e2e_ms: round(summary.e2eMs),
         input_tokens: Number.isNaN(summary.inputTokens) ? null : summary.inputTokens,

@@ -14,7 +14,8 @@ import type { Outcome, Recorder } from '../metrics/recorder.js';
  * - Client errors (outcome `client_error`: HTTP 4xx other than 408, 429 and 499, or a request tokentap
  *   could not parse) produce no TTFT or e2e event: the request was refused for what it asked, not
  *   served slowly. 408, 429 (overloaded) and 499 count like any failure.
- * - TTFT, one event per request at most:
+ * - TTFT, one event per request at most, measured to the first token of any kind, or with the
+ *   workload's `ttft_on: first_answer` to the first answer token (reasoning excluded):
  *   - a first token arrived: good when it came within the threshold, bad otherwise, whatever happened later;
  *   - no first token because the server side failed (upstream_error, truncated, timeout, shutdown):
  *     bad at any duration. The user got nothing; a server that fails fast (a 503 in 10 ms) must burn
@@ -23,7 +24,9 @@ import type { Outcome, Recorder } from '../metrics/recorder.js';
  *     bad. The user gave up because it was slow; dropping these would hide the worst requests
  *     (DESIGN.md section 2). Sooner than the threshold: no event (it was not yet late);
  *   - a successful response that is not a stream (JSON), or a stream that completed without any
- *     token: no event, since TTFT does not apply.
+ *     token: no event, since TTFT does not apply;
+ *   - with `first_answer`, a stream that completed with reasoning tokens but no answer token: bad
+ *     (the user waited and got no answer).
  * - e2e, one event per request: completed is good within the threshold and bad beyond it;
  *   upstream_error, truncated, timeout and shutdown (cut by the sidecar's own drain deadline) are
  *   bad at any duration (the user got no full answer);
@@ -43,8 +46,10 @@ export interface FinishedRequestFacts {
   readonly status: number;
   /** A 2xx response the proxy recognised as not a stream (TTFT does not apply). */
   readonly nonStreamedAnswer: boolean;
-  /** NaN when no token arrived. */
+  /** To the token the workload's `ttft_on` names; NaN when no such token arrived. */
   readonly ttftMs: number;
+  /** With `ttft_on: first_answer`: tokens (reasoning) arrived but no answer token did. */
+  readonly unanswered?: boolean;
   readonly e2eMs: number;
 }
 
@@ -61,6 +66,7 @@ export function isClientErrorStatus(status: number): boolean {
 export function ttftResult(thresholdS: number, facts: FinishedRequestFacts): SloResult | undefined {
   if (facts.outcome === 'client_error' || isClientErrorStatus(facts.status)) return undefined;
   if (!Number.isNaN(facts.ttftMs)) return facts.ttftMs / MS_PER_S <= thresholdS ? 'good' : 'bad';
+  if (facts.outcome === 'completed' && facts.unanswered === true) return 'bad';
   if (facts.outcome === 'completed' || facts.nonStreamedAnswer) return undefined;
   if (facts.outcome !== 'client_cancelled') return 'bad';
   return facts.e2eMs / MS_PER_S > thresholdS ? 'bad' : undefined;

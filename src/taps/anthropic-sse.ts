@@ -12,7 +12,7 @@ import type { Tap, TapContext } from './tap.js';
  * `thinking_delta.thinking` or `input_json_delta.partial_json` (tool input). Not content:
  * `message_start`, `ping`, `content_block_start`/`_stop`, `signature_delta` (a signature of the
  * thinking block, not generated text), the empty `partial_json` that opens a tool call. One token
- * per delta.
+ * per delta. A `thinking_delta` is reasoning; text and tool input are the answer.
  *
  * Usage: input tokens from `message_start.message.usage` (`input_tokens` plus the cache read and
  * creation tokens, which Anthropic reports apart: together they are the prompt the server
@@ -49,7 +49,7 @@ class AnthropicSseTap extends SseEventTap {
     const timeline = this.context.timeline;
     switch (typeof event.type === 'string' ? event.type : named) {
       case 'content_block_delta':
-        if (isContent(event.delta)) timeline.content(this.nowMs, 1);
+        if (isContent(event.delta)) timeline.content(this.nowMs, 1, event.delta?.type === 'thinking_delta');
         return;
       case 'message_start': {
         const usage = event.message?.usage;

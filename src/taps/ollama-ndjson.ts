@@ -9,7 +9,8 @@ import type { Tap, TapContext } from './tap.js';
  * https://github.com/ollama/ollama/blob/main/docs/api.md
  *
  * Content-bearing: a non-empty `message.content`, `message.thinking` or `message.tool_calls`
- * (chat), or a non-empty `response` or `thinking` (generate). One token per line.
+ * (chat), or a non-empty `response` or `thinking` (generate). One token per line. A line with
+ * only `thinking` is reasoning; content, tool calls and `response` are the answer.
  * Terminal: `done: true`, which carries the server's counts and durations: `eval_count` (output
  * tokens) and `prompt_eval_count` (input tokens) are the reported usage; `load_duration`,
  * `prompt_eval_duration`, `eval_duration` and `total_duration` (nanoseconds) become the request's
@@ -67,7 +68,8 @@ class OllamaNdjsonTap implements Tap {
       timeline.errorEvent = true;
       return;
     }
-    if (isContent(line)) timeline.content(this.nowMs, 1);
+    const kind = contentKind(line);
+    if (kind !== NOT_CONTENT) timeline.content(this.nowMs, 1, kind === REASONING);
     if (line.done === true) {
       timeline.terminal = true;
       timeline.usage(tokenCount(line.prompt_eval_count), tokenCount(line.eval_count));
@@ -81,11 +83,18 @@ class OllamaNdjsonTap implements Tap {
   }
 }
 
-function isContent(line: OllamaLine): boolean {
+const NOT_CONTENT = 0;
+const REASONING = 1;
+const ANSWER = 2;
+
+/** ANSWER for content, a tool call or a generate `response`; REASONING for `thinking` alone. */
+function contentKind(line: OllamaLine): number {
   const message = line.message;
   if (message != null && typeof message === 'object') {
-    if (nonEmptyString(message.content) || nonEmptyString(message.thinking)) return true;
-    if (Array.isArray(message.tool_calls) && message.tool_calls.length > 0) return true;
+    if (nonEmptyString(message.content)) return ANSWER;
+    if (Array.isArray(message.tool_calls) && message.tool_calls.length > 0) return ANSWER;
+    if (nonEmptyString(message.thinking)) return REASONING;
   }
-  return nonEmptyString(line.response) || nonEmptyString(line.thinking);
+  if (nonEmptyString(line.response)) return ANSWER;
+  return nonEmptyString(line.thinking) ? REASONING : NOT_CONTENT;
 }

@@ -13,7 +13,9 @@ import type { Tap, TapContext } from './tap.js';
  * `response.reasoning_text.delta`, `response.reasoning_summary_text.delta`,
  * `response.function_call_arguments.delta`, `response.refusal.delta` and the other tool deltas.
  * Not content: `response.created`, `response.in_progress`, `*.added`, `*.done` and the rest of the
- * lifecycle. One token per delta (the stream carries no per-delta counts).
+ * lifecycle. One token per delta (the stream carries no per-delta counts). The reasoning deltas
+ * (`response.reasoning_text.delta`, `response.reasoning_summary_text.delta`) are reasoning; every
+ * other delta (text, refusal, tool arguments) is the answer.
  *
  * Terminal: `response.completed` (and `response.incomplete`, a normal end at max_output_tokens),
  * both carrying `response.usage` {input_tokens, output_tokens}. `response.failed` and `error` are
@@ -42,7 +44,7 @@ class OpenAIResponsesSseTap extends SseEventTap {
     if (type === undefined) return;
     const timeline = this.context.timeline;
     if (type.endsWith('.delta')) {
-      if (nonEmptyString(event.delta)) timeline.content(this.nowMs, 1);
+      if (nonEmptyString(event.delta)) timeline.content(this.nowMs, 1, isReasoning(type));
       return;
     }
     switch (type) {
@@ -59,6 +61,10 @@ class OpenAIResponsesSseTap extends SseEventTap {
         return;
     }
   }
+}
+
+function isReasoning(type: string): boolean {
+  return type === 'response.reasoning_text.delta' || type === 'response.reasoning_summary_text.delta';
 }
 
 function isObserved(type: string): boolean {

@@ -1,6 +1,6 @@
 import type { EventSourceMessage } from 'eventsource-parser';
 import { tokenCount } from './bounded-body.js';
-import { nonEmptyString } from './event-json.js';
+import { durationMs, nonEmptyString } from './event-json.js';
 import { isPlainContentChunk } from './plain-content-event.js';
 import { SseEventTap } from './sse-event-tap.js';
 import type { Tap, TapContext } from './tap.js';
@@ -19,6 +19,17 @@ import type { Tap, TapContext } from './tap.js';
  * choice; the cumulative count advances only at content events, so growth on an empty delta is
  * counted with the next content event. The end-of-stream usage (when present) replaces the counted
  * total for output tokens. Events after `[DONE]` are ignored (sse-event-tap.ts).
+ *
+ * Answer versus reasoning: an event whose content-bearing choices carry only
+ * `reasoning_content`/`reasoning` is reasoning; `content`, `tool_calls` or `text` make it an answer
+ * (the time to first answer token).
+ *
+ * Engine timings, read from the final chunks only, never per token: vLLM's per-request `metrics`
+ * (`--enable-per-request-metrics`, on the final usage chunk: `queue_time_ms`,
+ * `time_to_first_token_ms` from scheduling to first token, `generation_time_ms`; vLLM
+ * `build_per_request_timing_metrics` in vllm/entrypoints/openai/engine/serving.py), and llama.cpp's
+ * `timings` (`prompt_ms`, `predicted_ms`) on the chunk that carries the finish reason or the usage
+ * (with `timings_per_token` every chunk has a cumulative one; the final one is the whole request's).
  *
  * Framing, split chunks and the event size cap: see sse-decoder.ts.
  */
@@ -39,7 +50,8 @@ interface Choice {
 interface Chunk {
   choices?: Choice[] | null;
   usage?: { prompt_tokens?: unknown; completion_tokens?: unknown } | null;
-  timings?: { predicted_n?: unknown } | null;
+  timings?: { predicted_n?: unknown; prompt_ms?: unknown; predicted_ms?: unknown } | null;
+  metrics?: { queue_time_ms?: unknown; time_to_first_token_ms?: unknown; generation_time_ms?: unknown } | null;
   error?: unknown;
   object?: unknown;
 }
@@ -82,13 +94,18 @@ class OpenAISseTap extends SseEventTap {
     }
 
     let contentChoices = 0;
+    let answerChoices = 0;
+    let finished = false;
     const choices = chunk.choices;
     if (Array.isArray(choices)) {
       for (const choice of choices) {
-        if (isContent(choice)) contentChoices++;
-        if (choice.finish_reason != null) timeline.terminal = true;
+        const kind = contentKind(choice);
+        if (kind !== NOT_CONTENT) contentChoices++;
+        if (kind === ANSWER) answerChoices++;
+        if (choice.finish_reason != null) finished = true;
       }
     }
+    if (finished) timeline.terminal = true;
 
     const reported = reportedCumulativeTokens(chunk);
     let tokens = contentChoices;
@@ -100,25 +117,40 @@ class OpenAISseTap extends SseEventTap {
       if (reported > this.cumulativeTokens) tokens = reported - this.cumulativeTokens;
       this.cumulativeTokens = Math.max(this.cumulativeTokens, reported);
     }
-    if (contentChoices > 0) timeline.content(this.nowMs, tokens);
+    if (contentChoices > 0) timeline.content(this.nowMs, tokens, answerChoices === 0);
 
     const usage = chunk.usage;
-    if (usage != null && typeof usage === 'object') {
+    const hasUsage = usage != null && typeof usage === 'object';
+    if (hasUsage) {
       timeline.usage(tokenCount(usage.prompt_tokens), tokenCount(usage.completion_tokens));
+    }
+    const metrics = chunk.metrics;
+    if (metrics != null && typeof metrics === 'object') {
+      timeline.serverTimings = {
+        queueMs: durationMs(metrics.queue_time_ms, 1),
+        promptMs: durationMs(metrics.time_to_first_token_ms, 1),
+        generationMs: durationMs(metrics.generation_time_ms, 1),
+      };
+    } else if ((finished || hasUsage) && chunk.timings != null && typeof chunk.timings === 'object') {
+      timeline.serverTimings = { promptMs: durationMs(chunk.timings.prompt_ms, 1), generationMs: durationMs(chunk.timings.predicted_ms, 1) };
     }
   }
 }
 
-function isContent(choice: Choice): boolean {
-  if (choice === null || typeof choice !== 'object') return false;
+const NOT_CONTENT = 0;
+const REASONING = 1;
+const ANSWER = 2;
+
+/** NOT_CONTENT, REASONING (reasoning text only) or ANSWER (text, tool calls, completions text). */
+function contentKind(choice: Choice): number {
+  if (choice === null || typeof choice !== 'object') return NOT_CONTENT;
   const delta = choice.delta;
   if (delta != null && typeof delta === 'object') {
-    if (nonEmptyString(delta.content) || nonEmptyString(delta.reasoning_content) || nonEmptyString(delta.reasoning)) {
-      return true;
-    }
-    if (Array.isArray(delta.tool_calls) && delta.tool_calls.length > 0) return true;
+    if (nonEmptyString(delta.content)) return ANSWER;
+    if (Array.isArray(delta.tool_calls) && delta.tool_calls.length > 0) return ANSWER;
+    if (nonEmptyString(delta.reasoning_content) || nonEmptyString(delta.reasoning)) return REASONING;
   }
-  return nonEmptyString(choice.text);
+  return nonEmptyString(choice.text) ? ANSWER : NOT_CONTENT;
 }
 
 /** The per-chunk cumulative output count: vLLM continuous usage stats, else llama.cpp timings. */

@@ -20,11 +20,22 @@ workloads:
       {
         name: 'chat',
         match: [{ headers: [['x-workload', 'chat']], path: '/v1/chat/completions', model: 'llama' }],
-        slo: { objective: 0.99, thresholdsS: { ttft: 0.2, itl: 0.05, e2e: 90 } },
+        slo: { objective: 0.99, thresholdsS: { ttft: 0.2, itl: 0.05, e2e: 90 }, ttftOn: 'first_token', itlPercentile: 0.99 },
       },
       { name: 'default', match: undefined, slo: undefined },
     ]);
     expect(Object.isFrozen(s.workloads[0]!.slo!.thresholdsS)).toBe(true);
+  });
+
+  it('reads ttft_on and itl_percentile', () => {
+    const s = load('workloads:\n  - name: chat\n    slo: { objective: 0.99, ttft: 2s, itl: 50ms, ttft_on: first_answer, itl_percentile: 0.9 }\n');
+    expect(s.workloads[0]!.slo).toMatchObject({ ttftOn: 'first_answer', itlPercentile: 0.9 });
+  });
+
+  it('inserts a TTFT threshold into the first-answer histogram too', () => {
+    const s = load('workloads:\n  - name: chat\n    slo: { objective: 0.99, ttft: 1.7s, ttft_on: first_answer }\n');
+    expect(s.buckets.ttftAnswer).toContain(1.7);
+    expect(s.buckets.ttft).toContain(1.7);
   });
 
   it('reads a list of match alternatives', () => {
@@ -172,6 +183,16 @@ describe('broken workload configs, each refused with the exact message', () => {
       'a "*" inside a path',
       'workloads:\n  - name: chat\n    match: { path: /v1/*/completions }\n',
       ['w.yaml:3: workloads[0].match.path: expected "*" only at the end (a prefix match such as /v1/*)'],
+    ],
+    [
+      'a ttft_on that names no token',
+      'workloads:\n  - name: chat\n    slo: { objective: 0.99, ttft: 1s, ttft_on: answer }\n',
+      ['w.yaml:3: workloads[0].slo.ttft_on: expected "first_token" or "first_answer"'],
+    ],
+    [
+      'an itl_percentile above 1',
+      'workloads:\n  - name: chat\n    slo: { objective: 0.99, itl: 50ms, itl_percentile: 99 }\n',
+      ['w.yaml:3: workloads[0].slo.itl_percentile: expected a ratio above 0 and at most 1, e.g. 0.99'],
     ],
     [
       'an empty workload list',
