@@ -1,3 +1,4 @@
+import { reportedTimings } from './engine-timings.js';
 import type { FinishReason } from './openai-wire.js';
 import {
   countPromptTokens,
@@ -159,9 +160,8 @@ export const LLAMACPP_COMPLETION: Protocol = {
 
     const final = (content: string, ids: number[], finish: FinishReason, progress: Progress, predicted: number): string => {
       const nowMs = performance.now();
-      const firstMs = progress.firstTokenMs ?? nowMs;
-      const promptMs = firstMs - context.startMs;
-      const predictedMs = nowMs - firstMs;
+      // llama.cpp reports no queue time; prompt_ms is its prefill (configurable: engine-timings.ts).
+      const { prefillMs: promptMs, generationMs: predictedMs } = reportedTimings(context, progress, context.startMs, nowMs);
       const text = progress.text();
       return JSON.stringify({
         index: 0,

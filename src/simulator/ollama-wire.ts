@@ -1,3 +1,4 @@
+import { reportedTimings } from './engine-timings.js';
 import type { FinishReason } from './openai-wire.js';
 import {
   countPromptTokens,
@@ -87,14 +88,16 @@ function ollamaProtocol(endpoint: Endpoint): Protocol {
       /** Go drops each zero metric (`omitempty`); the load time is never zero, being measured. */
       const metrics = (progress: Progress, evalCount: number): Record<string, number> => {
         const nowMs = performance.now();
-        const firstMs = progress.firstTokenMs ?? nowMs;
+        const reported = reportedTimings(context, progress, openedMs, nowMs);
+        // Measured, the prefill runs from opening the response (after the load) to the first token.
+        const prefillMs = context.behaviour.enginePrefillMs === 'measured' ? Math.max(0, (progress.firstTokenMs ?? nowMs) - openedMs) : reported.prefillMs;
         const all: Record<string, number> = {
           total_duration: nanoseconds(nowMs - context.startMs),
-          load_duration: Math.max(1, nanoseconds(openedMs - context.startMs)),
+          load_duration: Math.max(1, nanoseconds(reported.loadMs)),
           prompt_eval_count: context.promptTokens,
-          prompt_eval_duration: nanoseconds(firstMs - openedMs),
+          prompt_eval_duration: nanoseconds(prefillMs),
           eval_count: evalCount,
-          eval_duration: nanoseconds(nowMs - firstMs),
+          eval_duration: nanoseconds(reported.generationMs),
         };
         return Object.fromEntries(Object.entries(all).filter(([, value]) => value !== 0));
       };

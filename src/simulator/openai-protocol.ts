@@ -17,7 +17,8 @@ import {
   type ResponseIdentity,
   type TokenUsage,
 } from './openai-wire.js';
-import type { Protocol, ResponseWriter } from './protocol.js';
+import { reportedTimings, vllmRequestMetrics } from './engine-timings.js';
+import type { Progress, Protocol, ResponseWriter } from './protocol.js';
 import { parseGenerationRequest, type Api, type OpenAIRequest } from './request-body.js';
 
 /**
@@ -68,6 +69,10 @@ function openAIProtocol(api: Api): Protocol {
       // vLLM's should_include_usage: continuous stats only ride along with usage.
       const continuous = finalUsage && continuousUsage;
       const usageOf = (completionTokens: number): TokenUsage => ({ promptTokens: context.promptTokens, completionTokens });
+      const openedMs = performance.now();
+      // vLLM attaches them to the final usage chunk only, so without usage there are none.
+      const metricsOf = (progress: Progress): Record<string, number> | undefined =>
+        behaviour.perRequestMetrics ? vllmRequestMetrics(reportedTimings(context, progress, openedMs, performance.now()), progress.tokens) : undefined;
       return {
         streamContentType: SSE_CONTENT_TYPE,
         keepAlive: undefined,
@@ -86,7 +91,7 @@ function openAIProtocol(api: Api): Protocol {
           const events = [sseEvent(chunk)];
           if (finalUsage) {
             const final = api === 'chat' ? chatUsageChunk : completionUsageChunk;
-            events.push(sseEvent(final(identity, usageOf(progress.tokens))));
+            events.push(sseEvent(final(identity, usageOf(progress.tokens), metricsOf(progress))));
           }
           events.push(SSE_DONE);
           return events;

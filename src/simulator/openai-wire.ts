@@ -91,8 +91,11 @@ export function chatContentChunk(
   });
 }
 
-/** The usage-only chunk sent after the finish chunk when stream_options.include_usage is set. */
-export function chatUsageChunk(identity: ResponseIdentity, usage: TokenUsage): string {
+/**
+ * The usage-only chunk sent after the finish chunk when stream_options.include_usage is set;
+ * with `--enable-per-request-metrics` it also carries the request's `metrics` (vLLM 0.25, PR #46768).
+ */
+export function chatUsageChunk(identity: ResponseIdentity, usage: TokenUsage, metrics?: Record<string, number>): string {
   return JSON.stringify({
     id: identity.id,
     object: 'chat.completion.chunk',
@@ -100,6 +103,7 @@ export function chatUsageChunk(identity: ResponseIdentity, usage: TokenUsage): s
     model: identity.model,
     choices: [],
     usage: usageInfo(usage),
+    ...(metrics === undefined ? {} : { metrics }),
   });
 }
 
@@ -121,7 +125,7 @@ export function completionChunk(
   });
 }
 
-export function completionUsageChunk(identity: ResponseIdentity, usage: TokenUsage): string {
+export function completionUsageChunk(identity: ResponseIdentity, usage: TokenUsage, metrics?: Record<string, number>): string {
   return JSON.stringify({
     id: identity.id,
     object: 'text_completion',
@@ -129,6 +133,7 @@ export function completionUsageChunk(identity: ResponseIdentity, usage: TokenUsa
     model: identity.model,
     choices: [],
     usage: usageInfo(usage),
+    ...(metrics === undefined ? {} : { metrics }),
   });
 }
 

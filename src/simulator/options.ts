@@ -49,7 +49,25 @@ export interface SimulatorOptions {
    * 0: together.
    */
   terminatorDelayMs?: number;
+  /**
+   * As vLLM's `--enable-per-request-metrics`: the final usage chunk of an OpenAI stream (and a
+   * non-streamed body) carries `metrics` {time_to_first_token_ms, generation_time_ms,
+   * queue_time_ms, mean_itl_ms, tokens_per_second}.
+   */
+  perRequestMetrics?: boolean;
+  /** The queue time the engine reports (vLLM `queue_time_ms`); the wire timing stays `ttftMs`. */
+  engineQueueMs?: number;
+  /**
+   * The prefill the engine reports (vLLM `time_to_first_token_ms`, llama.cpp `timings.prompt_ms`,
+   * Ollama `prompt_eval_duration`), or `measured`: what the simulator itself took to its first token.
+   */
+  enginePrefillMs?: EngineDuration;
+  /** The model load Ollama reports (`load_duration`), or `measured` (the time to open the response). */
+  engineLoadMs?: EngineDuration;
 }
+
+/** A duration the simulated engine reports: fixed, or `measured` from its own clock. */
+export type EngineDuration = number | 'measured';
 
 /** How one generation behaves: the simulator's settings, overridable per request by `x-sim-*` headers. */
 export interface Behaviour {
@@ -64,6 +82,10 @@ export interface Behaviour {
   readonly keepAliveMs: number;
   readonly closeAfterStream: boolean;
   readonly terminatorDelayMs: number;
+  readonly perRequestMetrics: boolean;
+  readonly engineQueueMs: number;
+  readonly enginePrefillMs: EngineDuration;
+  readonly engineLoadMs: EngineDuration;
 }
 
 /**
@@ -108,6 +130,10 @@ export const SIM_HEADER = Object.freeze({
   keepAliveMs: 'x-sim-keep-alive-ms',
   closeAfterStream: 'x-sim-close-after-stream',
   terminatorDelayMs: 'x-sim-terminator-delay-ms',
+  perRequestMetrics: 'x-sim-per-request-metrics',
+  engineQueueMs: 'x-sim-engine-queue-ms',
+  enginePrefillMs: 'x-sim-engine-prefill-ms',
+  engineLoadMs: 'x-sim-engine-load-ms',
   fault: 'x-sim-fault',
   seed: 'x-sim-seed',
 });
@@ -129,6 +155,10 @@ const DEFAULT_SETTINGS: SimulatorSettings = Object.freeze({
     keepAliveMs: 15_000,
     closeAfterStream: false,
     terminatorDelayMs: 0,
+    perRequestMetrics: false,
+    engineQueueMs: 0,
+    enginePrefillMs: 'measured',
+    engineLoadMs: 'measured',
   }),
 });
 
@@ -197,6 +227,12 @@ const nameType: ValueType<string> = {
 
 const millisecondsType = numberType(0, MAX_DELAY_MS, false);
 
+const engineDurationType: ValueType<EngineDuration> = {
+  expected: `measured or ${millisecondsType.expected}`,
+  fromValue: (value) => (value === 'measured' ? 'measured' : millisecondsType.fromValue(value)),
+  fromText: (text) => (text === 'measured' ? 'measured' : millisecondsType.fromText(text)),
+};
+
 const faultType: ValueType<Fault> = {
   expected: 'none, status:<400-599>, reset:<n>, truncate:<n>, stall:<n> or error:<n>',
   fromValue: (value) => (typeof value === 'string' ? faultType.fromText(value) : undefined),
@@ -255,6 +291,18 @@ const BEHAVIOUR_SETTINGS: { readonly [K in keyof Behaviour]: Setting<Behaviour[K
     flag: '--terminator-delay-ms',
     help: "as uvicorn: write a stream's chunked terminator this many ms after its terminal event, on its own",
   },
+  perRequestMetrics: {
+    type: switchType,
+    flag: '--per-request-metrics',
+    help: "as vLLM's --enable-per-request-metrics: `metrics` on the final usage chunk; header value 1 or 0",
+  },
+  engineQueueMs: { type: millisecondsType, flag: '--engine-queue-ms', help: 'queue time the engine reports (vLLM queue_time_ms)' },
+  enginePrefillMs: {
+    type: engineDurationType,
+    flag: '--engine-prefill-ms',
+    help: 'prefill the engine reports (vLLM time_to_first_token_ms, llama.cpp prompt_ms, Ollama prompt_eval_duration), or measured',
+  },
+  engineLoadMs: { type: engineDurationType, flag: '--engine-load-ms', help: 'model load Ollama reports (load_duration), or measured' },
 };
 
 const SERVER_SETTINGS = {
