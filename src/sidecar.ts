@@ -9,6 +9,7 @@ import type { Settings } from './config/load.js';
 import { createGpuMonitor } from './dcgm/gpu-monitor.js';
 import { TokentapError } from './errors.js';
 import { DrainState } from './lifecycle/drain-state.js';
+import { InFlightTracker } from './metrics/in-flight-band.js';
 import { drainProxy, type DrainReport } from './lifecycle/drain-proxy.js';
 import { settleWithin } from './lifecycle/settle-within.js';
 import { ModelLabels } from './metrics/model-labels.js';
@@ -54,7 +55,7 @@ export async function startSidecar(
     upstreamRetryBodyLimitBytes: settings.upstreamRetryBodyLimitBytes,
     observe: settings.observe,
     usageInjection: settings.injectUsage ? new UsageInjector(routes) : undefined,
-    monitor: { clock, recorder, models: new ModelLabels(settings.maxModels), logger, workloads: new WorkloadMatcher(settings.workloads), tracer: otlp.tracer, drain, taps: new TapSelector(routes), gpuMemory: gpus },
+    monitor: { clock, recorder, models: new ModelLabels(settings.maxModels), logger, workloads: new WorkloadMatcher(settings.workloads), tracer: otlp.tracer, drain, taps: new TapSelector(routes), gpuMemory: gpus, inFlight: new InFlightTracker() },
   });
   const admin = createAdminServer({
     telemetry,

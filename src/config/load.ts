@@ -157,6 +157,8 @@ const BUCKET_KEYS: Record<HistogramKey, keyof NonNullable<NonNullable<ConfigFile
   enginePrefill: 'ttft',
   itlToken: 'itl',
   itlChunk: 'itl',
+  ttftByConcurrency: 'ttft',
+  itlByConcurrency: 'itl',
   tpot: 'tpot',
   e2e: 'e2e',
   tokenUsage: 'tokens',
@@ -213,8 +215,8 @@ export function loadSettings({ flags, env, readFile = (p) => readFileSync(p, 'ut
  * counts exactly the good events (DESIGN.md section 3).
  */
 const THRESHOLD_BUCKETS: Record<SloKind, readonly HistogramKey[]> = {
-  ttft: ['ttft', 'ttftAnswer'],
-  itl: ['itlToken', 'itlChunk'],
+  ttft: ['ttft', 'ttftAnswer', 'ttftByConcurrency'],
+  itl: ['itlToken', 'itlChunk', 'itlByConcurrency'],
   e2e: ['e2e'],
 };
 

@@ -24,6 +24,7 @@ export const ATTR = {
   slo: 'slo',
   sloResult: 'result',
   operation: 'operation',
+  inFlight: 'in_flight',
 } as const;
 
 /**
@@ -225,6 +226,31 @@ export const METRICS = {
     description: 'Time from the request reaching the proxy to the last response byte written to the client, every request.',
     extraLabels: [ATTR.outcome],
     defaultBuckets: E2E_BUCKETS,
+  },
+  /**
+   * Capacity at SLO: the TTFT sample of gen_ai.server.time_to_first_token (to the first answer
+   * token with the workload's `ttft_on: first_answer`) again, by `in_flight`, the band of the
+   * sidecar's requests in flight when the request started (metrics/in-flight-band.ts: 1, 2, 3-4,
+   * ... 129-256, 257+). The only TTFT series with that label.
+   */
+  ttftByConcurrency: {
+    kind: 'histogram',
+    otelName: 'tokentap.time_to_first_token.by_concurrency',
+    promName: 'tokentap_time_to_first_token_by_concurrency_seconds',
+    unit: 's',
+    description: "TTFT (as the workload's SLO measures it) by the band of requests in flight in the sidecar when the request started.",
+    extraLabels: [ATTR.inFlight],
+    defaultBuckets: TTFT_BUCKETS,
+  },
+  /** Capacity at SLO: the per-token ITL samples again, by the `in_flight` band at their request's start. */
+  itlByConcurrency: {
+    kind: 'histogram',
+    otelName: 'tokentap.inter_token_latency.by_concurrency',
+    promName: 'tokentap_inter_token_latency_by_concurrency_seconds',
+    unit: 's',
+    description: "Per-token ITL by the band of requests in flight in the sidecar when the token's request started.",
+    extraLabels: [ATTR.inFlight],
+    defaultBuckets: ITL_BUCKETS,
   },
   /** Tokens per request by type (input/output). Semconv: gen_ai.client.token.usage. */
   tokenUsage: {

@@ -59,7 +59,7 @@ interface SumSink {
  * direct aggregation find a series by identity.
  */
 export class Recorder {
-  private readonly histograms: Record<Exclude<HistogramKey, 'itlToken' | 'itlChunk'>, HistogramSink>;
+  private readonly histograms: Record<Exclude<HistogramKey, 'itlToken' | 'itlChunk' | 'itlByConcurrency'>, HistogramSink>;
   private readonly requests: SumSink;
   private readonly tokens: SumSink;
   private readonly inFlight: SumSink;
@@ -72,8 +72,9 @@ export class Recorder {
   /** The inter-token histograms outside the SDK (direct-metrics.ts), when the meter's Telemetry has them. */
   private readonly itlChunkSeries: HistogramSeriesSet | undefined;
   private readonly itlTokenSeries: HistogramSeriesSet | undefined;
+  private readonly itlBandSeries: HistogramSeriesSet | undefined;
   /** Otherwise (OTLP configured) the SDK's instruments. */
-  private readonly itlRecorded: { readonly chunk: Histogram; readonly token: Histogram } | undefined;
+  private readonly itlRecorded: { readonly chunk: Histogram; readonly token: Histogram; readonly band: Histogram } | undefined;
   private readonly baseAttributes = new Map<string, Attributes>();
   private readonly variants = new AttributeVariants();
 
@@ -92,7 +93,8 @@ export class Recorder {
       direct === undefined ? meter.createCounter(def.otelName, { unit: def.unit, description: def.description }) : direct.sum(def, true);
     this.itlChunkSeries = direct?.histogram(METRICS.itlChunk, buckets.itlChunk);
     this.itlTokenSeries = direct?.histogram(METRICS.itlToken, buckets.itlToken);
-    this.itlRecorded = direct === undefined ? { chunk: sdkHistogram('itlChunk'), token: sdkHistogram('itlToken') } : undefined;
+    this.itlBandSeries = direct?.histogram(METRICS.itlByConcurrency, buckets.itlByConcurrency);
+    this.itlRecorded = direct === undefined ? { chunk: sdkHistogram('itlChunk'), token: sdkHistogram('itlToken'), band: sdkHistogram('itlByConcurrency') } : undefined;
     this.histograms = {
       ttfb: histogram('ttfb'),
       ttft: histogram('ttft'),
@@ -101,6 +103,7 @@ export class Recorder {
       outsideEngineTtft: histogram('outsideEngineTtft'),
       engineQueue: histogram('engineQueue'),
       enginePrefill: histogram('enginePrefill'),
+      ttftByConcurrency: histogram('ttftByConcurrency'),
       tpot: histogram('tpot'),
       e2e: histogram('e2e'),
       tokenUsage: histogram('tokenUsage'),
@@ -141,6 +144,21 @@ export class Recorder {
       return new DirectInterTokenSeries((this.itlChunkSeries as HistogramSeriesSet).series(attributes), (this.itlTokenSeries as HistogramSeriesSet).series(attributes));
     }
     return new SdkInterTokenSeries(this.itlRecorded.chunk, this.itlRecorded.token, attributes);
+  }
+
+  /**
+   * Where one request's per-token ITL samples go by its `in_flight` band (capacity at SLO),
+   * resolved once per request like interTokenSeries.
+   */
+  interTokenBandSeries(attributes: Attributes, band: string): InterTokenSeries {
+    const banded = this.variants.of(attributes, ATTR.inFlight, band);
+    if (this.itlRecorded === undefined) return new DirectTokenSeries((this.itlBandSeries as HistogramSeriesSet).series(banded));
+    return new SdkTokenSeries(this.itlRecorded.band, banded);
+  }
+
+  /** The request's SLO TTFT by the `in_flight` band at its start; nothing when it had no first token. */
+  ttftByConcurrency(attributes: Attributes, band: string, ttftMs: number): void {
+    recordIfKnown(this.histograms.ttftByConcurrency, ttftMs, this.variants.of(attributes, ATTR.inFlight, band));
   }
 
   finished(attributes: Attributes, summary: RequestSummary): void {
@@ -252,6 +270,35 @@ class DirectInterTokenSeries implements InterTokenSeries {
     const gapS = gapMs / MS_PER_S;
     this.chunk.record(gapS);
     this.token.recordTimes(gapS / tokens, tokens);
+  }
+}
+
+/** Per-token samples only (gap / tokens, `tokens` times), on a direct series found once. */
+class DirectTokenSeries implements InterTokenSeries {
+  private readonly token: HistogramSeries;
+
+  constructor(token: HistogramSeries) {
+    this.token = token;
+  }
+
+  record(gapMs: number, tokens: number): void {
+    this.token.recordTimes(gapMs / MS_PER_S / tokens, tokens);
+  }
+}
+
+/** Per-token samples only, through the SDK. */
+class SdkTokenSeries implements InterTokenSeries {
+  private readonly token: Histogram;
+  private readonly attributes: Attributes;
+
+  constructor(token: Histogram, attributes: Attributes) {
+    this.token = token;
+    this.attributes = attributes;
+  }
+
+  record(gapMs: number, tokens: number): void {
+    const perToken = gapMs / MS_PER_S / tokens;
+    for (let i = 0; i < tokens; i++) this.token.record(perToken, this.attributes);
   }
 }
 

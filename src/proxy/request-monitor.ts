@@ -7,6 +7,7 @@ import type { Workload } from '../config/load.js';
 import { TokenTimeline, type InterTokenSink } from '../clock/token-timeline.js';
 import { engineSplit } from '../clock/engine-timings.js';
 import type { Operation } from '../metrics/definitions.js';
+import type { InFlightTracker } from '../metrics/in-flight-band.js';
 import type { ModelLabels } from '../metrics/model-labels.js';
 import type { InterTokenSeries, Outcome, Recorder, RequestSummary } from '../metrics/recorder.js';
 import { metEverySlo } from '../slo/goodput.js';
@@ -32,6 +33,8 @@ export interface MonitorDependencies {
   readonly drain?: DrainState;
   /** With `dcgm.url`: the pod's GPU memory in use as of the last DCGM scrape, logged with each request. */
   readonly gpuMemory?: { memoryUsedBytes(): number | undefined };
+  /** Counts the sidecar's requests in flight for the capacity histograms (`in_flight` band); none recorded when absent. */
+  readonly inFlight?: InFlightTracker;
 }
 
 /**
@@ -57,6 +60,9 @@ export class RequestMonitor implements InterTokenSink, TapContext {
   private attributes: Attributes | undefined;
   /** Set with `attributes`: where this request's inter-token samples go. */
   private itlSeries: InterTokenSeries | undefined;
+  /** The band of requests in flight when this one started (capacity at SLO); undefined without a tracker. */
+  private readonly inFlightBand: string | undefined;
+  private itlBandSeries: InterTokenSeries | undefined;
   private model = '';
   private tap: Tap | undefined;
   private streaming = false;
@@ -82,6 +88,7 @@ export class RequestMonitor implements InterTokenSink, TapContext {
     this.path = query === -1 ? url : url.slice(0, query);
     this.timeline = new TokenTimeline(deps.clock.nowMs(), this);
     deps.drain?.requestStarted();
+    this.inFlightBand = deps.inFlight?.started();
   }
 
   /** The request body has been read; `model` is what it asked for, if it said. Fixes the labels. */
@@ -200,6 +207,7 @@ export class RequestMonitor implements InterTokenSink, TapContext {
   interToken(gapMs: number, tokens: number): void {
     if (this.itlSeries === undefined) this.labels(undefined);
     (this.itlSeries as InterTokenSeries).record(gapMs, tokens);
+    this.itlBandSeries?.record(gapMs, tokens);
     const itlS = this.itlThresholdS;
     if (itlS !== undefined) {
       this.itlTokens += tokens;
@@ -244,6 +252,7 @@ export class RequestMonitor implements InterTokenSink, TapContext {
       this.model = this.deps.models.label(model);
       this.attributes = this.deps.recorder.requestAttributes(this.workload.name, this.model);
       this.itlSeries = this.deps.recorder.interTokenSeries(this.attributes);
+      if (this.inFlightBand !== undefined) this.itlBandSeries = this.deps.recorder.interTokenBandSeries(this.attributes, this.inFlightBand);
       this.deps.recorder.started(this.attributes);
     }
     return this.attributes;
@@ -269,6 +278,7 @@ export class RequestMonitor implements InterTokenSink, TapContext {
       this.observationFailed('finish', error);
     } finally {
       this.deps.drain?.requestFinished();
+      this.deps.inFlight?.finished();
     }
   }
 
@@ -299,6 +309,10 @@ export class RequestMonitor implements InterTokenSink, TapContext {
     };
     this.deps.recorder.finished(attributes, summary);
     const workload = this.workload as Workload;
+    if (this.inFlightBand !== undefined && operation === 'generation') {
+      const sloTtftMs = workload.slo?.ttftOn === 'first_answer' ? timeline.ttftAnswerMs : summary.ttftMs;
+      this.deps.recorder.ttftByConcurrency(attributes, this.inFlightBand, sloTtftMs);
+    }
     if (workload.slo !== undefined && operation === 'generation') {
       const nonStreamedAnswer = this.status >= 200 && this.status < 300 && !this.streaming;
       const onAnswer = workload.slo.ttftOn === 'first_answer';

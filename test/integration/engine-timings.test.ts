@@ -83,3 +83,19 @@ describe('engine timings from the simulator through the sidecar', () => {
     expect(histogram(m, 'tokentap_outside_engine_time_to_first_token_seconds', labels).count).toBe(0);
   });
 });
+
+describe('capacity at SLO end to end', () => {
+  it('records 8 concurrent requests under the in-flight bands of their starts: 1, 2, 3-4 twice, 5-8 four times', async () => {
+    const requests = 8;
+    const body = { stream: true, messages: [{ role: 'user', content: 'hi' }] };
+    // Each lasts at least the simulator's 180 ms TTFT, so all 8 are in flight before the first ends.
+    await Promise.all(Array.from({ length: requests }, () => post('/v1/chat/completions', 'capacity', body, {})));
+    const labels = { gen_ai_request_model: 'capacity' };
+    const m = await eventually('all recorded', () => scrape(sidecar.adminUrl), (x) => histogram(x, 'gen_ai_server_request_duration_seconds', labels).count === requests);
+    const ttft = (band: string) => histogram(m, 'tokentap_time_to_first_token_by_concurrency_seconds', { ...labels, in_flight: band }).count;
+    expect({ '1': ttft('1'), '2': ttft('2'), '3-4': ttft('3-4'), '5-8': ttft('5-8') }).toEqual({ '1': 1, '2': 1, '3-4': 2, '5-8': 4 });
+    // 4 output tokens: 3 ITL samples per request, each under its request's band.
+    expect(histogram(m, 'tokentap_inter_token_latency_by_concurrency_seconds', labels).count).toBe(requests * 3);
+    expect(histogram(m, 'tokentap_inter_token_latency_by_concurrency_seconds', { ...labels, in_flight: '5-8' }).count).toBe(4 * 3);
+  });
+});
