@@ -1,5 +1,6 @@
 import { SLO_KINDS, type Settings, type SloKind, type Workload } from '../config/load.js';
 import { dashboardUrl, runbookUrl } from './alert-links.js';
+import { causesHint } from './engine-panels.js';
 import { BURN_RATE_POLICIES, windowMs, type BurnRateCondition, type BurnRatePolicy, type SliWindowName } from './burn-rate-windows.js';
 import { humanSeconds, percent } from './human-format.js';
 import { IN_NAMESPACE } from './namespace-template.js';
@@ -72,7 +73,7 @@ function burnAlert(workload: Workload, slo: SloKind, thresholdS: number, policy:
         `{{ $value | humanizePercentage }} of ${workload.name}'s ${SLO_TITLE[slo]} events${IN_NAMESPACE} over ${valueWindow(policy, options)} were bad: ` +
         `${BAD_EVENT[slo](humanSeconds(thresholdS))}. The objective (${percent(objective)} good) allows ${percent(budget)}. ` +
         `This ${policy.severity} fires while the bad share is ${describeConditions(budget, policy, options)}, ` +
-        `with at least ${promNumber(settings.alerts.minRequestsPerHour)} requests per hour.`,
+        `with at least ${promNumber(settings.alerts.minRequestsPerHour)} requests per hour. ${causesHint(workload.name, slo)}`,
       runbook_url: runbookUrl(settings.alerts, BURN_ALERT),
       dashboard_url: dashboardUrl(settings.alerts, workload.name),
     },

@@ -3,6 +3,7 @@ import type { Settings, SloKind, Workload } from '../config/load.js';
 import { SLO_KINDS } from '../config/load.js';
 import { BURN_RATE_POLICIES } from './burn-rate-windows.js';
 import { statPanel, timeSeriesPanel, type Placement, type Query } from './dashboard-panels.js';
+import { engineRow } from './engine-panels.js';
 import * as q from './dashboard-queries.js';
 import { dashboardVariables } from './dashboard-variables.js';
 import { NAMESPACE_LABEL } from './promql.js';
@@ -160,7 +161,10 @@ function sloOverview(settings: Settings): dashboard.Dashboard {
     ),
   );
 
-  for (const workload of settings.workloads) workloadRow(builder, workload, at);
+  for (const workload of settings.workloads) {
+    workloadRow(builder, workload, at);
+    engineRow(builder, workload, at);
+  }
   gpuRows(builder, at);
   return builder.build();
 }

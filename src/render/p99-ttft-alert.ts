@@ -1,5 +1,6 @@
 import type { Settings } from '../config/load.js';
 import { dashboardUrl, runbookUrl } from './alert-links.js';
+import { causesHint } from './engine-panels.js';
 import { humanSeconds } from './human-format.js';
 import { IN_NAMESPACE } from './namespace-template.js';
 import { formatPromDuration } from './prometheus-duration.js';
@@ -35,7 +36,7 @@ export function p99TtftAlerts(settings: Settings, options: RenderOptions): Alert
         description:
           `P99 time to first token of ${workload.name}${IN_NAMESPACE} over the last ${range} is {{ $value | humanizeDuration }}, ` +
           `above its ${humanSeconds(thresholdS)} budget, and has been for at least ${forDuration} ` +
-          `(counted while the workload serves at least ${promNumber(settings.alerts.minRequestsPerHour)} requests per hour).`,
+          `(counted while the workload serves at least ${promNumber(settings.alerts.minRequestsPerHour)} requests per hour). ${causesHint(workload.name, 'ttft')}`,
         runbook_url: runbookUrl(settings.alerts, P99_TTFT_ALERT),
         dashboard_url: dashboardUrl(settings.alerts, workload.name),
       },

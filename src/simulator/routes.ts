@@ -39,6 +39,7 @@ export const ENDPOINTS_HELP = [
   '  POST /completion                             llama.cpp native',
   '  POST /v2/models/{model}/generate[_stream]    Triton generate extension',
   '  GET  /v1/models, /health                     vLLM model list and health',
+  '  GET  /metrics                                vLLM engine series (num_requests_running, kv_cache_usage_perc, ...)',
 ].join('\n');
 
 export interface GenerationRoute {

@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { TokentapError } from '../errors.js';
 import { planGeneration } from './generation-plan.js';
 import { runGeneration, type GenerationEnd } from './generation-runner.js';
+import { VllmServerMetrics } from './vllm-metrics.js';
 import { randomHex } from './openai-protocol.js';
 import { JSON_CONTENT_TYPE, detailBody, modelList } from './openai-wire.js';
 import {
@@ -117,6 +118,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Ru
   let inFlight = 0;
   let nextSeed = 1;
   let closing = false;
+  const engineMetrics = new VllmServerMetrics(settings.model);
 
   const finished = (path: string, how: RequestEnd, tokensSent: number): void => {
     const end = how === 'client-closed' && closing ? 'server-closed' : how;
@@ -189,6 +191,8 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Ru
       fault: behaviour.fault,
       seed: behaviour.seed ?? nextSeed++,
     });
+    engineMetrics.started(request.promptTokens);
+    const reportedPrefillMs = behaviour.enginePrefillMs === 'measured' ? Math.max(0, behaviour.ttftMs - behaviour.engineQueueMs) : behaviour.enginePrefillMs;
     runGeneration(
       res,
       plan,
@@ -202,7 +206,10 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Ru
         startMs,
         serverError: () => protocol.errorResponse(500, `Simulated failure (${SIM_HEADER.fault}: error)`),
       },
-      (end, tokensSent) => finished(path, end, tokensSent),
+      (end, tokensSent) => {
+        engineMetrics.finished(behaviour.engineQueueMs, reportedPrefillMs);
+        finished(path, end, tokensSent);
+      },
     );
   };
 
@@ -213,6 +220,11 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Ru
     if (route !== undefined) {
       if (method === 'POST') void generate(req, res, path, route.protocol, route.params);
       else sendJson(res, 405, detailBody('Method Not Allowed'), { allow: 'POST' });
+      return;
+    }
+    if (path === '/metrics' && method === 'GET') {
+      res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' });
+      res.end(engineMetrics.text());
       return;
     }
     if (path !== '/v1/models' && path !== '/health') {

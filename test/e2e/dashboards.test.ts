@@ -25,6 +25,9 @@ import { exchange } from '../helpers/replay-upstream.js';
  *   vllm-code-7d4b9c5f6-p2x8z    no-pod-labels.prom                   plain; the sidecar finds its GPU by UUID
  *   vllm-batch-5b6c7d8e9-k3j4h   a closed port                        (the sidecar counts scrape errors)
  *
+ * and the simulator's vLLM-format /metrics once per pod, as each pod's engine container (the
+ * engine rows' vllm:* panels).
+ *
  * Template variables are resolved the way Grafana resolves them: each variable's label_values()
  * query is answered by Prometheus's series API, and All becomes the variable's allValue or the
  * alternation of its values.
@@ -64,12 +67,15 @@ async function startPodSidecar(simulatorUrl: string, pod: string, dcgmUrl: strin
   return startSidecar(settings, createLogger('warn', discard));
 }
 
+/** As vLLM with --enable-per-request-metrics: queue and prefill on the final usage chunk, for the "where TTFT goes" panels. */
+const ENGINE_TIMINGS = { 'x-sim-per-request-metrics': '1', 'x-sim-engine-queue-ms': '4', 'x-sim-engine-prefill-ms': '12' };
+
 /** One request per workload of the example config, and a cancelled and a truncated one. */
 async function traffic(proxyUrl: string): Promise<void> {
   const chat = (headers: Record<string, string>, model = 'llama-3.1-8b-instruct') =>
     exchange(`${proxyUrl}/v1/chat/completions`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', 'x-sim-ttft-ms': '20', 'x-sim-itl-ms': '5', 'x-sim-output-tokens': '8', ...headers },
+      headers: { 'content-type': 'application/json', ...ENGINE_TIMINGS, 'x-sim-ttft-ms': '20', 'x-sim-itl-ms': '5', 'x-sim-output-tokens': '8', ...headers },
       body: JSON.stringify({ model, stream: true, stream_options: { include_usage: true }, messages: [{ role: 'user', content: 'hello' }] }),
     });
   await Promise.all([
@@ -80,8 +86,8 @@ async function traffic(proxyUrl: string): Promise<void> {
     chat({ 'x-workload': 'chat', 'x-sim-fault': 'truncate:3' }),
     exchange(`${proxyUrl}/v1/completions`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', 'x-sim-ttft-ms': '20', 'x-sim-itl-ms': '5', 'x-sim-output-tokens': '8' },
-      body: JSON.stringify({ model: 'llama-3.1-8b-instruct', stream: true, prompt: 'hello' }),
+      headers: { 'content-type': 'application/json', ...ENGINE_TIMINGS, 'x-sim-ttft-ms': '20', 'x-sim-itl-ms': '5', 'x-sim-output-tokens': '8' },
+      body: JSON.stringify({ model: 'llama-3.1-8b-instruct', stream: true, stream_options: { include_usage: true }, prompt: 'hello' }),
     }),
     cancelAfterFirstChunk(`${proxyUrl}/v1/chat/completions`, {
       'content-type': 'application/json',
@@ -135,6 +141,8 @@ beforeAll(async () => {
   running.prometheus = await startPrometheus({
     scrapeTargets: [
       ...running.sidecars.map(({ pod, sidecar }) => ({ url: sidecar.adminUrl, job: `tokentap-${pod}`, labels: { namespace: NAMESPACE, pod } })),
+      // The engine container of each pod: the simulator's vLLM-format /metrics, with the pod's target labels.
+      ...running.sidecars.map(({ pod }) => ({ url: simulator.url, job: `vllm-${pod}`, labels: { namespace: NAMESPACE, pod } })),
       { url: mapped.url, job: 'dcgm-node-1' },
       // A PodMonitor attaches the exporter pod's own labels; Prometheus renames the exporter's to exported_*.
       { url: mig.url, job: 'dcgm-node-7', labels: { namespace: 'gpu-operator', pod: 'nvidia-dcgm-exporter-7xk2p' } },
@@ -142,7 +150,7 @@ beforeAll(async () => {
     ],
   });
   const prometheus = running.prometheus;
-  await prometheus.waitFor('every target up', 'up == 1', (r) => r.length === 7, 60_000);
+  await prometheus.waitFor('every target up', 'up == 1', (r) => r.length === 11, 60_000);
   // A counter's series starts at its first increment, which rate() and increase() cannot see: send
   // traffic, let Prometheus scrape every series, then send more so every rate has an increase.
   for (const { sidecar } of running.sidecars) await traffic(sidecar.proxyUrl);
