@@ -57,6 +57,11 @@ export class ClientConnection implements ExchangeClient {
     parser[HTTPParser.kOnHeadersComplete] = this.headComplete.bind(this);
     parser[HTTPParser.kOnBody] = (chunk: Buffer) => this.receiving?.requestBody(chunk);
     parser[HTTPParser.kOnMessageComplete] = () => {
+      // Node's parser hands a chunked body's trailer fields (and the URL buffer) to kOnHeaders just
+      // before this: they are not forwarded, and must not become the next request's head (they
+      // did: `Authorization` in a trailer reached the next request, issue 13's suite).
+      this.flushedHeaders = [];
+      this.flushedUrl = '';
       const exchange = this.receiving;
       this.receiving = undefined;
       exchange?.requestEnd();
