@@ -1,5 +1,5 @@
 import type net from 'node:net';
-import { endToEndHeaders, withoutHeader } from './hop-by-hop.js';
+import { endToEndHeaders, withHost } from './hop-by-hop.js';
 import { ChunkedBody, ChunkedBodyError } from './http1/chunked-body.js';
 import { incomingHeaders, rawHeader } from './http1/incoming-headers.js';
 import type { RequestBodyFraming } from './http1/request-rules.js';
@@ -276,10 +276,7 @@ export class Exchange implements UpstreamOwner, IdleWatched {
     } else if (request.bodyFraming === 'length') {
       framing = `Content-Length: ${request.contentLength}\r\n`;
     }
-    if (request.host !== undefined) {
-      headers = withoutHeader(headers, 'host');
-      framing = `Host: ${request.host}\r\n${framing}`;
-    }
+    if (request.host !== undefined) headers = withHost(headers, request.host);
     this.upstream.socket.write(requestHead(request.method, request.url, headers, framing), 'latin1');
   }
 

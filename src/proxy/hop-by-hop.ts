@@ -50,3 +50,18 @@ export function withoutHeader(headers: readonly string[], lowerCaseName: string)
   }
   return kept;
 }
+
+/** `headers` with Host set to `host`: in the place of the first Host field (later ones dropped), or first when there is none. */
+export function withHost(headers: readonly string[], host: string): string[] {
+  const kept: string[] = [];
+  let placed = false;
+  for (let i = 0; i < headers.length; i += 2) {
+    if ((headers[i] as string).toLowerCase() !== 'host') kept.push(headers[i] as string, headers[i + 1] as string);
+    else if (!placed) {
+      kept.push(headers[i] as string, host);
+      placed = true;
+    }
+  }
+  if (!placed) kept.unshift('Host', host);
+  return kept;
+}
