@@ -8,7 +8,8 @@
 export function redactUrl(url: URL | string): string {
   let parsed: URL | undefined;
   if (typeof url !== 'string') parsed = url;
-  else if (URL.canParse(url)) parsed = new URL(url);
+  // Only scheme://authority text is read as a URL: `collector:4317` parses too, as scheme `collector:`.
+  else if (/^[a-z][a-z0-9+.-]*:\/\/[^/]/i.test(url) && URL.canParse(url)) parsed = new URL(url);
   if (parsed === undefined) {
     return (url as string).replace(/^([^/?#]*\/\/)[^/?#]*@/, '$1***@').replace(/\?[^#]*/, '?***').replace(/#.*$/, '');
   }

@@ -142,6 +142,7 @@ describe('operator URLs', () => {
     // Text that is not a URL is masked the same way, for configuration errors that quote it.
     expect(redactUrl('http//u:p@host')).toBe('http//u:p@host'.replace('u:p@', '***@'));
     expect(redactUrl('not a url ?token=1')).toBe('not a url ?***');
+    expect(redactUrl('collector:4317')).toBe('collector:4317');
   });
 
   it('names no credential in configuration errors about the upstream, OTLP or DCGM URL', () => {
