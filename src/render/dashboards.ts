@@ -33,7 +33,7 @@ const BURN_CONDITIONS = BURN_RATE_POLICIES.flatMap((policy) => policy.conditions
 const BURN_RATE_LINES = [...new Set(BURN_CONDITIONS.map((c) => c.factor))];
 const BURN_RATE_LEGEND = BURN_CONDITIONS.map((c) => `${c.factor} (${c.severity}, over ${c.long} and ${c.short})`).join(', ');
 
-const SLO_OVERVIEW_UID = 'tokentap-slo-overview';
+export const SLO_OVERVIEW_UID = 'tokentap-slo-overview';
 
 /**
  * Per-workload panels keep the namespace apart (dashboard-queries.ts), so the same workload in

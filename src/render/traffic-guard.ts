@@ -10,5 +10,8 @@ import { LABEL, WORKLOAD_KEY, labelList, promNumber, selector } from './promql.j
 export const GUARD_MATCH = `and on (${labelList(...WORKLOAD_KEY)})`;
 
 export function trafficGuard(workload: string, range: string, minRequestsPerHour: number): string {
-  return `sum by (${labelList(...WORKLOAD_KEY)}) (rate(${selector(METRICS.requests.promName, { [LABEL.workload]: workload })}[${range}])) * 3600 >= ${promNumber(minRequestsPerHour)}`;
+  // Client errors burn no SLO (slo-events.ts), so they do not count as traffic either: a client
+  // sending bad requests must not lift a quiet workload over the guard.
+  const requests = `${selector(METRICS.requests.promName, { [LABEL.workload]: workload }).slice(0, -1)}, ${LABEL.outcome}!="client_error"}`;
+  return `sum by (${labelList(...WORKLOAD_KEY)}) (rate(${requests}[${range}])) * 3600 >= ${promNumber(minRequestsPerHour)}`;
 }
