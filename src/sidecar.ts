@@ -19,6 +19,7 @@ import { UsageInjector } from './proxy/usage-injection.js';
 import { WorkloadMatcher } from './slo/workload-matcher.js';
 import { RouteTable } from './taps/route-table.js';
 import { TapSelector } from './taps/select.js';
+import { attachExportFailureCounter } from './tracing/otlp-export-health.js';
 import { startOtlp } from './tracing/otlp-pipeline.js';
 import type { OtlpSettings } from './tracing/otlp-settings.js';
 
@@ -42,9 +43,10 @@ export async function startSidecar(
   clock: Clock = systemClock,
   otlpSettings: OtlpSettings | undefined = undefined,
 ): Promise<RunningSidecar> {
-  const otlp = await startOtlp(otlpSettings, clock, settings.upstream);
+  const otlp = await startOtlp(otlpSettings, clock, settings.upstream, logger);
   const drain = new DrainState();
   const telemetry = new Telemetry(otlp.metricReaders, otlp.resource);
+  attachExportFailureCounter(telemetry.meter, otlp.exportHealth);
   const recorder = new Recorder(telemetry.meter, settings.buckets);
   const routes = new RouteTable(settings.routes);
   const gpus = settings.dcgm === undefined ? undefined : createGpuMonitor(settings.dcgm, telemetry.meter, logger);

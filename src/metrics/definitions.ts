@@ -332,3 +332,18 @@ export const GPU_METRICS = {
     labels: [ATTR.reason],
   },
 } as const satisfies Record<string, GpuMetricDefinition>;
+
+/**
+ * tokentap's own health. Like GPU_METRICS they carry no workload or model: they concern the whole
+ * sidecar.
+ */
+export const SELF_METRICS = {
+  /** One per failed OTLP export request (the SDK's export callback reported FAILED), by `signal` (metrics, traces). */
+  otlpExportFailures: {
+    kind: 'counter',
+    otelName: 'tokentap.otlp.export.failures',
+    promName: 'tokentap_otlp_export_failures_total',
+    unit: '{export}',
+    description: 'Failed OTLP export requests, by signal (metrics, traces); the collector did not take the batch.',
+  },
+} as const;
