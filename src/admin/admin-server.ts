@@ -2,6 +2,8 @@ import http from 'node:http';
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { DrainState } from '../lifecycle/drain-state.js';
 import type { Telemetry } from '../metrics/telemetry.js';
+import { PROTOBUF_CONTENT_TYPE } from '../metrics/protobuf-exposition.js';
+import { wantsProtobuf } from './exposition-format.js';
 
 export interface AdminOptions {
   readonly telemetry: Telemetry;
@@ -21,7 +23,12 @@ const READINESS_TIMEOUT_MS = 800;
 export function createAdminServer(options: AdminOptions): FastifyInstance {
   const app = Fastify({ logger: false });
 
-  app.get('/metrics', async (_request, reply) => {
+  app.get('/metrics', async (request, reply) => {
+    // The same families either way; protobuf also carries native histograms (exposition-format.ts).
+    if (wantsProtobuf(request.headers.accept)) {
+      const body = await options.telemetry.scrapeProtobuf();
+      return reply.header('content-type', PROTOBUF_CONTENT_TYPE).send(Buffer.from(body.buffer, body.byteOffset, body.byteLength));
+    }
     const text = await options.telemetry.scrape();
     return reply.header('content-type', 'text/plain; version=0.0.4; charset=utf-8').send(text);
   });

@@ -1,8 +1,11 @@
 import type { Resource } from '@opentelemetry/resources';
-import type { IMetricReader } from '@opentelemetry/sdk-metrics';
+import type { AggregationSelector, IMetricReader } from '@opentelemetry/sdk-metrics';
 import type { Clock } from '../clock/clock.js';
 import { NULL_TRACER, type RequestTracer } from './request-span.js';
 import type { OtlpProtocol, OtlpSettings } from './otlp-settings.js';
+
+/** How histograms are pushed over OTLP (`metrics.otlp_histograms`). */
+export type OtlpHistogramAggregation = 'explicit' | 'exponential';
 
 /** The OTLP side of telemetry: a push metric reader for the MeterProvider, and the request tracer. */
 export interface OtlpPipeline {
@@ -32,18 +35,38 @@ export const OTLP_OFF: OtlpPipeline = Object.freeze({
  * Not NodeSDK: it registers global providers and a context manager, and tests run several
  * sidecars in one process; tokentap needs neither auto-instrumentation nor in-process context.
  */
-export async function startOtlp(settings: OtlpSettings | undefined, clock: Clock, upstream: URL): Promise<OtlpPipeline> {
+export async function startOtlp(
+  settings: OtlpSettings | undefined,
+  clock: Clock,
+  upstream: URL,
+  histograms: OtlpHistogramAggregation = 'explicit',
+  maxExponentialBuckets = 160,
+): Promise<OtlpPipeline> {
   if (settings === undefined) return OTLP_OFF;
   const { defaultResource, resourceFromAttributes } = await import('@opentelemetry/resources');
   const resource = defaultResource().merge(resourceFromAttributes(settings.resourceAttributes));
 
   const metricReaders: IMetricReader[] = [];
   if (settings.metrics !== undefined) {
-    const { PeriodicExportingMetricReader } = await import('@opentelemetry/sdk-metrics');
+    const { AggregationType, InstrumentType, PeriodicExportingMetricReader } = await import('@opentelemetry/sdk-metrics');
     const { url, protocol, intervalMs, timeoutMs } = settings.metrics;
     const { OTLPMetricExporter } = await metricExporterModule(protocol);
+    // Per reader, not a View: a View would change the Prometheus reader's histograms too, and the
+    // Prometheus exporter writes exponential histograms as untyped. The SDK's exponential
+    // aggregation starts at scale 20 and lowers the scale to stay within maxSize buckets.
+    const aggregationPreference: AggregationSelector | undefined =
+      histograms === 'exponential'
+        ? (type) =>
+            type === InstrumentType.HISTOGRAM
+              ? { type: AggregationType.EXPONENTIAL_HISTOGRAM, options: { maxSize: maxExponentialBuckets, recordMinMax: true } }
+              : { type: AggregationType.DEFAULT }
+        : undefined;
     metricReaders.push(
-      new PeriodicExportingMetricReader({ exporter: new OTLPMetricExporter({ url }), exportIntervalMillis: intervalMs, exportTimeoutMillis: timeoutMs }),
+      new PeriodicExportingMetricReader({
+        exporter: new OTLPMetricExporter({ url, ...(aggregationPreference === undefined ? {} : { aggregationPreference }) }),
+        exportIntervalMillis: intervalMs,
+        exportTimeoutMillis: timeoutMs,
+      }),
     );
   }
 
