@@ -87,8 +87,14 @@ const MANTISSA_BOUNDS: readonly Float64Array[] = Array.from({ length: MAX_SCHEMA
   return bounds;
 });
 
-/** frexp scratch: one 8-byte view for the whole process; the hot path allocates nothing. */
-const SCRATCH = new DataView(new ArrayBuffer(8));
+/**
+ * frexp scratch: one 8-byte buffer for the whole process, seen as a double and as two 32-bit words;
+ * the hot path allocates nothing. HIGH is the word with sign, exponent and top of the mantissa: index
+ * 1 on little-endian machines (every platform Node supports but s390x), 0 on big-endian ones.
+ */
+const SCRATCH_F64 = new Float64Array(1);
+const SCRATCH_U32 = new Uint32Array(SCRATCH_F64.buffer);
+const HIGH = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1 ? 1 : 0;
 const TWO_64 = 2 ** 64;
 
 /**
@@ -99,20 +105,20 @@ const TWO_64 = 2 ** 64;
  */
 export function bucketIndex(a: number, schema: number): number {
   if (a === Infinity) return overflowIndex(schema);
-  SCRATCH.setFloat64(0, a);
-  let high = SCRATCH.getUint32(0);
+  SCRATCH_F64[0] = a;
+  let high = SCRATCH_U32[HIGH] as number;
   let biased = (high >>> 20) & 0x7ff;
   let shift = 0;
   if (biased === 0) {
     // Subnormal: scale into the normal range first.
-    SCRATCH.setFloat64(0, a * TWO_64);
-    high = SCRATCH.getUint32(0);
+    SCRATCH_F64[0] = a * TWO_64;
+    high = SCRATCH_U32[HIGH] as number;
     biased = (high >>> 20) & 0x7ff;
     shift = 64;
   }
   const exp = biased - 1022 - shift;
-  SCRATCH.setUint32(0, (high & 0x800fffff) | (1022 << 20));
-  const frac = SCRATCH.getFloat64(0);
+  SCRATCH_U32[HIGH] = (high & 0x800fffff) | (1022 << 20);
+  const frac = SCRATCH_F64[0] as number;
   if (schema > 0) {
     const bounds = MANTISSA_BOUNDS[schema] as Float64Array;
     let lo = 0;
@@ -347,6 +353,13 @@ export class NativeBuckets {
     }
     const window = value > 0 ? this.positive : this.negative;
     let index = bucketIndex(a, this.schemaNow);
+    // Fast path, almost every sample: a bucket that is already populated; no limit can be crossed.
+    const offset = index - window.base;
+    const counts = window.counts;
+    if (offset >= 0 && offset < counts.length && (counts[offset] as number) > 0) {
+      (counts[offset] as number) += n;
+      return;
+    }
     // Only when the window must grow (rare): the width check scans the window.
     while (!window.holds(index) && window.spanWith(index) > this.maxWindow && this.schemaNow > MIN_SCHEMA) {
       this.halveResolution();
