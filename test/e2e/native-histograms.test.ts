@@ -7,6 +7,7 @@ import { METRICS } from '../../src/metrics/definitions.js';
 import { bucketIndex, upperBound } from '../../src/metrics/native-buckets.js';
 import { decodeDelimited } from '../../src/metrics/protobuf-exposition.js';
 import { renderArtefacts } from '../../src/render/artefacts.js';
+import { classicOrNativeQuantile } from '../../src/render/native-dashboard-queries.js';
 import { renderPrometheusRules } from '../../src/render/prometheus-rules.js';
 import type { RecordingRule } from '../../src/render/rule-types.js';
 import { SIM_HEADER, startSimulator, type RunningSimulator } from '../../src/simulator/index.js';
@@ -230,5 +231,15 @@ describe('native histograms in the real Prometheus 2.42', () => {
     expect(nativeShare).toBeCloseTo(classicBad / classicAll, 9);
     const recorded = await prometheus.query('tokentap:ttft_seconds:p99_rate5m{workload="chat"}', at);
     expect(recorded).toHaveLength(1);
+  });
+
+  it('answers the dashboard quantile panels of a native config from the native series (no _bucket in this Prometheus)', async () => {
+    const grafana = (expr: string) => expr.replaceAll('$__rate_interval', '30s').replace(/\$(namespace|pod|model)/g, '.*');
+    const expr = grafana(classicOrNativeQuantile(0.99, 'ttft', 'chat'));
+    const [classicPart] = expr.split('\nor\n');
+    expect(await prometheus.query(classicPart as string, at)).toEqual([]);
+    const p99 = await one(expr);
+    expect(p99).toBeCloseTo(await one(`histogram_quantile(0.99, sum(rate(${TTFT}{workload="chat"}[30s])))`), 12);
+    expect(p99).toBeGreaterThan(0.3);
   });
 });
