@@ -59,9 +59,18 @@ export class DirectMetrics implements MetricProducer {
     return set;
   }
 
-  /** The native buckets of a collected histogram data point (by its attributes object), if kept. */
-  nativeBucketsOf(attributes: Attributes): NativeBuckets | undefined {
-    return this.nativeByAttributes.get(attributes);
+  /**
+   * The native buckets of a collected histogram data point, if kept: found by the identity of its
+   * attributes object when the point is this producer's own, else by the histogram's Prometheus
+   * name and the attribute values (a native shadow beside the SDK's instruments, Telemetry with OTLP).
+   */
+  nativeBucketsOf(promName: string, attributes: Attributes): NativeBuckets | undefined {
+    const own = this.nativeByAttributes.get(attributes);
+    if (own !== undefined) return own;
+    for (const set of this.sets) {
+      if (set instanceof HistogramSeriesSet && set.promName === promName) return set.nativeOf(attributes);
+    }
+    return undefined;
   }
 
   async collect(): Promise<CollectionResult> {
@@ -92,6 +101,16 @@ export class HistogramSeriesSet {
     this.boundaries = [...boundaries];
     this.native = native;
     this.nativeByAttributes = nativeByAttributes;
+  }
+
+  get promName(): string {
+    return this.definition.promName;
+  }
+
+  /** The native buckets of the series with these attribute values, if it exists and keeps them. */
+  nativeOf(attributes: Attributes): NativeBuckets | undefined {
+    const series = this.byKey.get(attributesKey(attributes));
+    return series === undefined ? undefined : this.nativeByAttributes?.get(series.ownAttributes);
   }
 
   /** One sample, as `Histogram.record()` takes it (the Recorder treats both alike). */
@@ -164,6 +183,11 @@ export class HistogramSeries {
 
   get sampled(): boolean {
     return this.count > 0;
+  }
+
+  /** The series' own copy of its attributes (the key of its native buckets). */
+  get ownAttributes(): Attributes {
+    return this.attributes;
   }
 
   record(value: number): void {
@@ -294,4 +318,19 @@ export function attachDirectMetrics(meter: Meter, direct: DirectMetrics): void {
 
 export function directMetricsOf(meter: Meter): DirectMetrics | undefined {
   return BY_METER.get(meter);
+}
+
+/**
+ * With OTLP on, the request histograms go through the SDK's instruments; a DirectMetrics that is
+ * not a producer (its series never reach a reader) keeps native buckets of the same samples beside
+ * them, for the protobuf exposition. The Recorder finds it here, by meter.
+ */
+const SHADOW_BY_METER = new WeakMap<Meter, DirectMetrics>();
+
+export function attachNativeShadow(meter: Meter, shadow: DirectMetrics): void {
+  SHADOW_BY_METER.set(meter, shadow);
+}
+
+export function nativeShadowOf(meter: Meter): DirectMetrics | undefined {
+  return SHADOW_BY_METER.get(meter);
 }

@@ -4,7 +4,7 @@ import { PrometheusExporter, PrometheusSerializer } from '@opentelemetry/exporte
 import { metrics } from '@opentelemetry/sdk-node';
 import { collectDefaultMetrics, Registry } from 'prom-client';
 import { GPU_METRICS, METRICS } from './definitions.js';
-import { attachDirectMetrics, DirectMetrics } from './direct-metrics.js';
+import { attachDirectMetrics, attachNativeShadow, DirectMetrics } from './direct-metrics.js';
 import { NATIVE_DEFAULTS, type NativeHistogramSettings } from './native-buckets.js';
 import { PrometheusReader } from './prometheus-reader.js';
 import { encodeDelimited, familiesFromOtel, familiesFromPromClient, type HistogramExposition } from './protobuf-exposition.js';
@@ -47,12 +47,14 @@ export class Telemetry {
     // Native buckets are kept only where they can be served: on the direct series, and when asked.
     const native = histogramSettings.histograms === 'classic' ? undefined : histogramSettings.native;
     const direct = pushReaders.length === 0 ? new DirectMetrics(native) : undefined;
-    this.direct = direct;
+    // With OTLP, native buckets beside the SDK's instruments (direct-metrics.ts attachNativeShadow).
+    this.direct = direct ?? (native === undefined ? undefined : new DirectMetrics(native));
     this.histograms = histogramSettings.histograms;
     this.reader = new PrometheusReader({ preventServerStart: true, ...(direct === undefined ? {} : { metricProducers: [direct] }) });
     this.provider = new metrics.MeterProvider({ readers: [this.reader, ...pushReaders], ...(resource === undefined ? {} : { resource }) });
     this.meter = this.provider.getMeter('tokentap');
     if (direct !== undefined) attachDirectMetrics(this.meter, direct);
+    else if (this.direct !== undefined) attachNativeShadow(this.meter, this.direct);
     collectDefaultMetrics({ register: this.processRegistry });
   }
 
@@ -71,12 +73,12 @@ export class Telemetry {
 
   /**
    * The protobuf exposition (protobuf-exposition.ts): the same families as scrape(), histograms with
-   * native buckets as `metrics.histograms` says. With OTLP on, the histograms come from the SDK's
-   * instruments and carry classic buckets only.
+   * native buckets as `metrics.histograms` says (with OTLP on, from the native shadow beside the
+   * SDK's instruments).
    */
   async scrapeProtobuf(): Promise<Uint8Array> {
     const direct = this.direct;
-    const ours = familiesFromOtel(withPrometheusNames(await this.collect()), (attributes) => direct?.nativeBucketsOf(attributes), this.histograms);
+    const ours = familiesFromOtel(withPrometheusNames(await this.collect()), (promName, attributes) => direct?.nativeBucketsOf(promName, attributes), this.histograms);
     const process = familiesFromPromClient(await this.processRegistry.getMetricsAsJSON());
     return encodeDelimited([...ours, ...process]);
   }

@@ -1,3 +1,4 @@
+import { metrics } from '@opentelemetry/sdk-node';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createAdminServer } from '../../../src/admin/admin-server.js';
 import { wantsProtobuf } from '../../../src/admin/exposition-format.js';
@@ -20,8 +21,12 @@ const PROMETHEUS_NATIVE_ACCEPT =
 /** Without the flag. */
 const PROMETHEUS_TEXT_ACCEPT = 'application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1';
 
-function setup(histograms: HistogramExposition, native: NativeHistogramSettings = NATIVE_DEFAULTS): { telemetry: Telemetry; recorder: Recorder } {
-  const telemetry = new Telemetry([], undefined, { histograms, native });
+function setup(histograms: HistogramExposition, native: NativeHistogramSettings = NATIVE_DEFAULTS, withOtlp = false): { telemetry: Telemetry; recorder: Recorder } {
+  // A push reader, as OTLP adds: the Recorder then uses the SDK's instruments.
+  const pushReaders = withOtlp
+    ? [new metrics.PeriodicExportingMetricReader({ exporter: new metrics.InMemoryMetricExporter(metrics.AggregationTemporality.CUMULATIVE), exportIntervalMillis: 3_600_000 })]
+    : [];
+  const telemetry = new Telemetry(pushReaders, undefined, { histograms, native });
   telemetries.push(telemetry);
   const settings = loadSettings({ flags: {}, env: {}, readFile: () => '' });
   return { telemetry, recorder: new Recorder(telemetry.meter, { ...settings.buckets, ttft: [0.125, 0.25, 0.5, 1] }) };
@@ -115,6 +120,23 @@ describe('protobuf exposition', () => {
     expect(classicTtft.schema).toBeUndefined();
     expect(classicTtft.positive_span ?? []).toEqual([]);
     expect((classicTtft.bucket as unknown[]).length).toBe(4);
+  });
+
+  it('keeps native buckets beside the SDK\'s instruments when OTLP is on, with the SDK\'s count and sum', async () => {
+    const viaSdk = setup('both', { schema: 0, maxBuckets: 160, zeroThreshold: 2 ** -128, maxZeroThreshold: 2 ** -128 }, true);
+    const direct = setup('both', { schema: 0, maxBuckets: 160, zeroThreshold: 2 ** -128, maxZeroThreshold: 2 ** -128 });
+    for (const { recorder } of [viaSdk, direct]) {
+      const attributes = recorder.requestAttributes('chat', 'm');
+      for (const ttft of WORKED_EXAMPLE_TTFTS_S) recorder.finished(attributes, summary(ttft * 1000));
+      const itl = recorder.interTokenSeries(attributes);
+      itl.record(20, 1);
+      itl.record(90, 3);
+    }
+    for (const name of ['gen_ai_server_time_to_first_token_seconds', 'tokentap_inter_token_latency_seconds', 'tokentap_inter_chunk_latency_seconds']) {
+      const [sdkH, directH] = await Promise.all([viaSdk, direct].map(async ({ telemetry }) => (await families(telemetry)).find((f) => f.name === name)?.metric[0]?.histogram ?? {}));
+      expect(sdkH?.positive_span, name).toBeDefined();
+      expect(sdkH, name).toEqual(directH);
+    }
   });
 
   it('marks a native histogram with no bucket populated by a no-op span, so it is not read as a classic one', async () => {
