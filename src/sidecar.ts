@@ -1,7 +1,9 @@
 import type { Server } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
-import { createAdminServer } from './admin/admin-server.js';
+import { createAdminServer, probeUpstream } from './admin/admin-server.js';
+import { packageVersion } from './admin/package-version.js';
+import { StatusSource } from './admin/status-source.js';
 import { systemClock, type Clock } from './clock/clock.js';
 import type { Settings } from './config/load.js';
 import { createGpuMonitor } from './dcgm/gpu-monitor.js';
@@ -49,6 +51,7 @@ export async function startSidecar(
   const proxy = createProxyServer({
     upstream: settings.upstream,
     upstreamIdleTimeoutMs: settings.upstreamIdleTimeoutMs,
+    upstreamRetryBodyLimitBytes: settings.upstreamRetryBodyLimitBytes,
     observe: settings.observe,
     usageInjection: settings.injectUsage ? new UsageInjector(routes) : undefined,
     monitor: { clock, recorder, models: new ModelLabels(settings.maxModels), logger, workloads: new WorkloadMatcher(settings.workloads), tracer: otlp.tracer, drain, taps: new TapSelector(routes), gpuMemory: gpus },
@@ -58,6 +61,14 @@ export async function startSidecar(
     upstream: settings.upstream,
     upstreamHealthPath: settings.upstreamHealthPath,
     drain,
+    status: new StatusSource({
+      telemetry,
+      settings,
+      clock,
+      version: packageVersion(),
+      probe: () => probeUpstream(new URL(settings.upstreamHealthPath, settings.upstream)),
+      drain,
+    }),
   });
 
   await listen(proxy, settings.listen.host, settings.listen.port, 'listen');

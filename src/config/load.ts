@@ -43,6 +43,8 @@ export interface Settings {
   readonly listen: ListenAddress;
   readonly adminListen: ListenAddress;
   readonly upstreamIdleTimeoutMs: number;
+  /** `upstream_retry_body_limit`: request bytes held for one retry on a fresh upstream connection. */
+  readonly upstreamRetryBodyLimitBytes: number;
   readonly upstreamHealthPath: string;
   /** After SIGTERM, how long in-flight requests may run before they are cut (lifecycle/drain-proxy.ts). */
   readonly drainTimeoutMs: number;
@@ -123,6 +125,7 @@ export const DEFAULTS = {
   listen: '0.0.0.0:8080',
   adminListen: '0.0.0.0:9464',
   upstreamIdleTimeout: '5m',
+  upstreamRetryBodyLimit: 64 * 1024,
   upstreamHealthPath: '/health',
   /** With the 10 s flush allowance (cli/serve.ts), fits Kubernetes' default terminationGracePeriodSeconds of 30. */
   drainTimeout: '20s',
@@ -228,6 +231,7 @@ function freezeSettings(config: ConfigFile, configFile: string | undefined, env:
     listen: parseListenAddress(config.listen ?? DEFAULTS.listen) as ListenAddress,
     adminListen: parseListenAddress(config.admin_listen ?? DEFAULTS.adminListen) as ListenAddress,
     upstreamIdleTimeoutMs: parseDurationMs(config.upstream_idle_timeout ?? DEFAULTS.upstreamIdleTimeout) as number,
+    upstreamRetryBodyLimitBytes: config.upstream_retry_body_limit ?? DEFAULTS.upstreamRetryBodyLimit,
     upstreamHealthPath: config.upstream_health_path ?? DEFAULTS.upstreamHealthPath,
     drainTimeoutMs: parseDurationMs(config.drain_timeout ?? DEFAULTS.drainTimeout) as number,
     logLevel: config.log_level ?? DEFAULTS.logLevel,

@@ -248,6 +248,8 @@ export const configFileSchema = z.strictObject({
   admin_listen: listenAddress.optional(),
   /** Seconds of silence from the upstream (before headers or between chunks) before the request is cut as `timeout`. */
   upstream_idle_timeout: duration.optional(),
+  /** Bytes of a request held to retry it on a fresh connection when a reused one closes before answering; 0 disables retries. */
+  upstream_retry_body_limit: z.number({ error: 'expected a number of bytes, e.g. 65536 (0 disables retries)' }).int().min(0).max(16 * 1024 * 1024).optional(),
   /** Path the readiness check requests from the upstream (vLLM, TGI, llama.cpp: /health). */
   upstream_health_path: z.string().startsWith('/', { error: 'expected a path starting with "/"' }).optional(),
   /** After SIGTERM, how long in-flight requests may run before they are cut (outcome `shutdown`). */

@@ -1,6 +1,6 @@
 import type net from 'node:net';
 import { Exchange, type ExchangeClient, type ExchangeContext, type RequestHead } from './exchange.js';
-import { HTTPParser, isParseError, METHODS, PARSER_RESOURCE, type NativeHttpParser, type ParseError } from './http1/node-http-parser.js';
+import { HTTPParser, isParseError, METHODS, parserResource, type NativeHttpParser, type ParseError } from './http1/node-http-parser.js';
 import { simpleResponse } from './http1/wire.js';
 
 /** Idle time after which a keep-alive client connection is closed by default: node:http's keepAliveTimeout. */
@@ -43,7 +43,7 @@ export class ClientConnection implements ExchangeClient {
     this.socket = socket;
     this.forget = forget;
     const parser = this.parser;
-    parser.initialize(HTTPParser.REQUEST, PARSER_RESOURCE, 0, HTTPParser.kLenientNone);
+    parser.initialize(HTTPParser.REQUEST, parserResource(), 0, HTTPParser.kLenientNone);
     parser[HTTPParser.kOnMessageBegin] = () => {
       this.headStartedMs = performance.now();
       this.idleSinceMs = -1;

@@ -18,6 +18,12 @@ export interface ExchangeContext {
   /** host:port, named in every failure the proxy reports (client error body, request log line). */
   readonly upstreamAddress: string;
   readonly upstreamIdleTimeoutMs: number;
+  /**
+   * Request bytes (head, framing and body) held so that a request whose reused upstream connection
+   * failed before any response byte can be sent again on a fresh one; a request that has sent more
+   * is not retried. 0: no retries.
+   */
+  readonly upstreamRetryBodyLimitBytes: number;
   /** Cuts exchanges whose upstream has been silent for upstreamIdleTimeoutMs. */
   readonly idleSweep: IdleSweep;
   readonly observe: boolean;
@@ -116,6 +122,16 @@ export class Exchange implements UpstreamOwner, IdleWatched {
   private dataWanted = false;
   /** The response's last write carries the delivered callback. */
   private deliveryTracked = false;
+  /** What was written upstream, byte for byte, while it may still be sent again (see retry()); undefined once it cannot. */
+  private replay: Array<Buffer | string> | undefined;
+  private replayBytes = 0;
+  /** The connection had carried a response before this request: the server may have closed it unseen. */
+  private reusedConnection = false;
+  private retried = false;
+  /** The monitor saw the protocol's terminal event; the client write that carried it has been issued. */
+  private terminalNoted = false;
+  /** ... and handed to the client's socket: a client that leaves now got its answer. */
+  private terminalDelivered = false;
 
   constructor(context: ExchangeContext, client: ExchangeClient, request: RequestHead) {
     this.context = context;
@@ -141,6 +157,8 @@ export class Exchange implements UpstreamOwner, IdleWatched {
   start(): void {
     this.phase = Phase.AwaitingHead;
     this.upstream = this.context.pool.acquire(this);
+    this.reusedConnection = this.upstream.responses > 0;
+    if (this.reusedConnection && this.context.upstreamRetryBodyLimitBytes > 0) this.replay = [];
     this.context.idleSweep.watch(this);
     this.upstream.head.begin();
     this.upstreamHeaders = endToEndHeaders(this.request.rawHeaders);
@@ -175,8 +193,17 @@ export class Exchange implements UpstreamOwner, IdleWatched {
   /** The client connection closed (or sent FIN) while this exchange was open. */
   clientClosed(): void {
     if (this.phase === Phase.Done && this.monitor.finished) return;
-    // The client went away before the last byte: stop the upstream at once so the GPU stops too.
-    if (!this.monitor.finished) this.monitor.fail('client_cancelled');
+    if (!this.monitor.finished) {
+      if (this.terminalDelivered) {
+        // The client left after the terminal event reached it (GuideLLM closes on `[DONE]`, before
+        // uvicorn's separate chunked terminator: fixtures/streams/vllm/): it got its answer.
+        if (this.phase !== Phase.Done) this.monitor.bodyEnd();
+        this.monitor.delivered();
+      } else {
+        // The client went away before the last byte: stop the upstream at once so the GPU stops too.
+        this.monitor.fail('client_cancelled');
+      }
+    }
     this.settle();
     this.upstream?.discard();
     this.upstream = undefined;
@@ -205,6 +232,10 @@ export class Exchange implements UpstreamOwner, IdleWatched {
   upstreamClosed(error: NodeJS.ErrnoException | undefined): void {
     this.upstream = undefined;
     if (this.phase === Phase.Done) return;
+    if (this.retryable()) {
+      this.retry();
+      return;
+    }
     const cause = error === undefined ? '' : ` (${error.code ?? error.message})`;
     if (this.responseHeadSent) {
       // The upstream connection broke mid-body: the client must see a broken stream too, never a
@@ -230,6 +261,45 @@ export class Exchange implements UpstreamOwner, IdleWatched {
     this.client.resumeReading();
   }
 
+  // Retry on a fresh connection.
+
+  /**
+   * A request may be sent again when its reused connection closed before any response byte: the
+   * server closed the kept-alive connection as the request crossed it (RFC 9112 9.8: a client
+   * "MAY" retry a request when the connection closed before any response; undici and Go's net/http
+   * do so for a reused connection), and every byte written is still held. Once a response byte has
+   * arrived, never: it may have been forwarded.
+   */
+  private retryable(): boolean {
+    return this.reusedConnection && !this.retried && this.replay !== undefined && this.phase === Phase.AwaitingHead && this.upstreamActivity === 0 && !this.client.socket.destroyed;
+  }
+
+  private retry(): void {
+    this.retried = true;
+    this.context.pool.closedAfterResponse();
+    this.monitor.retried();
+    const upstream = this.context.pool.acquireFresh(this);
+    this.upstream = upstream;
+    upstream.head.begin();
+    const replay = this.replay as Array<Buffer | string>;
+    // A fresh connection is never retried again: nothing more needs holding.
+    this.replay = undefined;
+    let writable = true;
+    for (const piece of replay) writable = typeof piece === 'string' ? upstream.socket.write(piece, 'latin1') : upstream.socket.write(piece);
+    // The failed connection's 'drain' will never come: the client is read again unless this one is full.
+    if (writable) this.client.resumeReading();
+    else this.client.pauseReading();
+  }
+
+  /** Keeps a copy of what goes upstream for retry(), until it exceeds the limit. */
+  private hold(piece: Buffer | string): void {
+    const replay = this.replay;
+    if (replay === undefined) return;
+    this.replayBytes += piece.length;
+    if (this.replayBytes > this.context.upstreamRetryBodyLimitBytes) this.replay = undefined;
+    else replay.push(piece);
+  }
+
   // Request: client to upstream.
 
   /** Writes the request head: with `contentLength`, for a body tokentap rewrote; else the client's framing. */
@@ -245,7 +315,9 @@ export class Exchange implements UpstreamOwner, IdleWatched {
     } else if (this.request.bodyFraming === 'chunked') {
       framing = 'Transfer-Encoding: chunked\r\n';
     }
-    this.upstream.socket.write(requestHead(this.request.method, this.request.url, headers, framing), 'latin1');
+    const head = requestHead(this.request.method, this.request.url, headers, framing);
+    this.hold(head);
+    this.upstream.socket.write(head, 'latin1');
   }
 
   private forwardRequestBody(chunk: Buffer): void {
@@ -258,12 +330,19 @@ export class Exchange implements UpstreamOwner, IdleWatched {
     if (socket === undefined || chunk.length === 0) return;
     let writable: boolean;
     if (this.request.bodyFraming === 'chunked' && !this.bodyLengthSet) {
+      const sizeLine = chunkSizeLine(chunk.length);
+      if (this.replay !== undefined) {
+        this.hold(sizeLine);
+        this.hold(chunk);
+        this.hold(CHUNK_END);
+      }
       socket.cork();
-      socket.write(chunkSizeLine(chunk.length));
+      socket.write(sizeLine);
       socket.write(chunk);
       writable = socket.write(CHUNK_END);
       socket.uncork();
     } else {
+      this.hold(chunk);
       writable = socket.write(chunk);
     }
     if (!writable) this.client.pauseReading();
@@ -275,12 +354,17 @@ export class Exchange implements UpstreamOwner, IdleWatched {
   }
 
   private endRequestBody(): void {
-    if (this.request.bodyFraming === 'chunked' && !this.bodyLengthSet) this.upstream?.socket.write(LAST_CHUNK);
+    if (this.request.bodyFraming === 'chunked' && !this.bodyLengthSet) {
+      this.hold(LAST_CHUNK);
+      this.upstream?.socket.write(LAST_CHUNK);
+    }
   }
 
   // Response: upstream to client.
 
   private responseHead(buffer: Buffer): void {
+    // A response has begun: the request is never sent again.
+    this.replay = undefined;
     const upstream = this.upstream as UpstreamConnection;
     let read;
     try {
@@ -400,6 +484,19 @@ export class Exchange implements UpstreamOwner, IdleWatched {
       this.writeData(forwarded);
     }
     this.monitor.body(data);
+    if (!this.terminalNoted && this.monitor.terminalSeen) this.noteTerminal();
+  }
+
+  /**
+   * The terminal event has been read, and the bytes that carried it were written to the client
+   * before the monitor saw them (forward first): an empty write after them says when they have
+   * left for the client's socket.
+   */
+  private noteTerminal(): void {
+    this.terminalNoted = true;
+    this.client.socket.write('', 'latin1', (error) => {
+      if (!error) this.terminalDelivered = true;
+    });
   }
 
   private writeData(data: Buffer): void {
@@ -441,8 +538,12 @@ export class Exchange implements UpstreamOwner, IdleWatched {
     if (upstream !== undefined) {
       if (this.upstreamPaused) upstream.socket.resume();
       // A connection whose request is still being sent, or that sent more than its response, is not reused.
-      if (this.upstreamReusable && this.requestEnded && !trailingBytes) this.context.pool.release(upstream);
-      else upstream.discard();
+      if (this.upstreamReusable && this.requestEnded && !trailingBytes) {
+        const notReused = this.context.pool.release(upstream);
+        if (notReused !== undefined) this.monitor.upstreamNotReused(notReused);
+      } else {
+        upstream.discard();
+      }
     }
     this.client.exchangeFinished(this.clientKeepAlive && this.requestEnded);
   }
@@ -452,7 +553,8 @@ export class Exchange implements UpstreamOwner, IdleWatched {
     this.deliveryTracked = true;
     const monitor = this.monitor;
     return (error) => {
-      if (error) monitor.fail('client_cancelled');
+      // A client that left after the terminal event reached it got its answer (see clientClosed).
+      if (error && !this.terminalDelivered) monitor.fail('client_cancelled');
       else monitor.delivered();
     };
   }

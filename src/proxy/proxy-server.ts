@@ -19,7 +19,12 @@ export interface ProxyOptions {
   readonly clientKeepAliveMs?: number;
   /** Time a request head may take to arrive; default HEADERS_TIMEOUT_MS. */
   readonly headersTimeoutMs?: number;
+  /** Request bytes held for a retry on a fresh upstream connection (exchange.ts); default RETRY_BODY_LIMIT_BYTES. */
+  readonly upstreamRetryBodyLimitBytes?: number;
 }
+
+/** `upstream_retry_body_limit`'s default: 64 KiB holds any chat request but a long-context one. */
+export const RETRY_BODY_LIMIT_BYTES = 64 * 1024;
 
 /** How long a request head may take to arrive: node:http's headersTimeout default. */
 export const HEADERS_TIMEOUT_MS = 60_000;
@@ -57,6 +62,7 @@ export class ProxyServer extends net.Server {
       pool: this.pool,
       upstreamAddress: `${hostname}:${upstreamPort}`,
       upstreamIdleTimeoutMs: options.upstreamIdleTimeoutMs,
+      upstreamRetryBodyLimitBytes: options.upstreamRetryBodyLimitBytes ?? RETRY_BODY_LIMIT_BYTES,
       idleSweep: new IdleSweep(options.upstreamIdleTimeoutMs),
       observe: options.observe !== false,
       monitor: options.monitor,

@@ -3,6 +3,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { setPriority } from 'node:os';
 import { dirname, join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { AGAINST_PLAN, renderAgainst, runAgainst } from './against.js';
 import { CORRECTNESS_PLAN, FULL_PLAN, runBench } from './bench.js';
 import { hasTaskset, pin } from './procfs.js';
 import { repoRoot } from './processes.js';
@@ -18,11 +19,13 @@ import { renderReport } from './report.js';
  *   --profile        tokentap alone under node --cpu-prof at 64 streams; top self-time functions
  *   --no-observe     with --profile: the proxy with observation off
  *   --no-request-log with --profile: log_level warn (no per-request log line)
+ *   --against DIR    paired A/B: this build's tokentap and the built checkout in DIR under the same
+ *                    load at the same time (against.ts); what a change cost in CPU per token
  *   --priority       run the bench and its processes at nice -10 (root only; on a machine shared
  *                    with other work, so the proxy is not waiting for its core)
  *   --out PATH       where to write the JSON
  */
-const USAGE = 'usage: npm run bench [-- --correctness | --profile [--no-observe] [--no-request-log]] [--priority] [--out PATH]';
+const USAGE = 'usage: npm run bench [-- --correctness | --profile [--no-observe] [--no-request-log] | --against DIR] [--priority] [--out PATH]';
 
 /**
  * nice -10 for this process and everything it starts (children inherit it). With autogroup
@@ -44,6 +47,7 @@ async function main(): Promise<number> {
         'no-observe': { type: 'boolean' },
         'no-request-log': { type: 'boolean' },
         priority: { type: 'boolean' },
+        against: { type: 'string' },
         out: { type: 'string' },
       },
       strict: true,
@@ -79,6 +83,15 @@ async function main(): Promise<number> {
     await mkdir(dirname(out), { recursive: true });
     await writeFile(out, `${JSON.stringify(run, null, 2)}\n`);
     return 0;
+  }
+
+  if (values.against !== undefined) {
+    const result = await runAgainst({ ...AGAINST_PLAN, otherRoot: values.against, pin: canPin, log });
+    process.stdout.write(`${renderAgainst(result)}\n`);
+    const out = values.out ?? join(repoRoot(), 'test', 'bench', 'results', 'against.json');
+    await mkdir(dirname(out), { recursive: true });
+    await writeFile(out, `${JSON.stringify(result, null, 2)}\n`);
+    return result.rounds.some((r) => r.failed[0] + r.failed[1] > 0) ? 1 : 0;
   }
 
   const plan = { ...(values.correctness ? CORRECTNESS_PLAN : FULL_PLAN), pin: canPin, log };

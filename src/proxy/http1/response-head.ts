@@ -1,4 +1,4 @@
-import { HTTPParser, PARSER_RESOURCE, STOP_AFTER_HEAD, isParseError, type NativeHttpParser } from './node-http-parser.js';
+import { HTTPParser, STOP_AFTER_HEAD, isParseError, parserResource, type NativeHttpParser } from './node-http-parser.js';
 
 /** How a response's body is delimited on the wire (RFC 9112 section 6.3). */
 export type BodyFraming = 'none' | 'chunked' | 'length' | 'close';
@@ -65,7 +65,7 @@ export class ResponseHeadReader {
 
   /** Starts reading a new head (each response, and again after an interim 1xx one). */
   begin(): void {
-    this.parser.initialize(HTTPParser.RESPONSE, PARSER_RESOURCE, 0, HTTPParser.kLenientNone);
+    this.parser.initialize(HTTPParser.RESPONSE, parserResource(), 0, HTTPParser.kLenientNone);
     this.flushedHeaders = [];
     this.head = undefined;
   }

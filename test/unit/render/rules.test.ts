@@ -78,7 +78,7 @@ describe('rendered rules', () => {
         '  and on (namespace, workload, slo)',
         '  tokentap:slo_error_ratio:rate5m{workload="rag", slo="e2e"} > (14.4 * 0.005)',
         '  and on (namespace, workload)',
-        '  sum by (namespace, workload) (rate(tokentap_requests_total{workload="rag"}[1h])) * 3600 >= 60',
+        '  sum by (namespace, workload) (rate(tokentap_requests_total{workload="rag", operation!="other"}[1h])) * 3600 >= 60',
         ')',
         'or',
         '(',
@@ -86,7 +86,7 @@ describe('rendered rules', () => {
         '  and on (namespace, workload, slo)',
         '  tokentap:slo_error_ratio:rate30m{workload="rag", slo="e2e"} > (6 * 0.005)',
         '  and on (namespace, workload)',
-        '  sum by (namespace, workload) (rate(tokentap_requests_total{workload="rag"}[6h])) * 3600 >= 60',
+        '  sum by (namespace, workload) (rate(tokentap_requests_total{workload="rag", operation!="other"}[6h])) * 3600 >= 60',
         ')',
       ].join('\n'),
     );
@@ -107,7 +107,7 @@ describe('rendered rules', () => {
       [{ severity: 'page', workload: 'rag', slo: 'ttft' }, '10m'],
     ]);
     expect(p99[0]?.expr).toBe(
-      'tokentap:ttft_seconds:p99_rate5m{workload="chat"} > 0.2\nand on (namespace, workload)\nsum by (namespace, workload) (rate(tokentap_requests_total{workload="chat"}[5m])) * 3600 >= 60',
+      'tokentap:ttft_seconds:p99_rate5m{workload="chat"} > 0.2\nand on (namespace, workload)\nsum by (namespace, workload) (rate(tokentap_requests_total{workload="chat", operation!="other"}[5m])) * 3600 >= 60',
     );
   });
 
