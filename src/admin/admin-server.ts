@@ -29,6 +29,8 @@ export function createAdminServer(options: AdminOptions): FastifyInstance {
 
   app.get('/metrics', async (request, reply) => {
     // The same families either way; protobuf also carries native histograms (exposition-format.ts).
+    // The body depends on Accept, so a cache must key on it (RFC 9110 section 12.5.5).
+    reply.header('vary', 'Accept');
     if (wantsProtobuf(request.headers.accept)) {
       const body = await options.telemetry.scrapeProtobuf();
       return reply.header('content-type', PROTOBUF_CONTENT_TYPE).send(Buffer.from(body.buffer, body.byteOffset, body.byteLength));

@@ -227,11 +227,16 @@ const nativeSettings = z
     /** Alternative to `schema`: the largest growth factor from one boundary to the next, e.g. 1.1 (gives schema 3). */
     bucket_factor: z.number({ error: 'expected a number above 1, e.g. 1.1' }).gt(1, { error: 'expected a number above 1, e.g. 1.1' }).finite().optional(),
     /** Populated buckets per histogram series before the resolution is reduced. Default 160. */
-    max_buckets: z.number({ error: 'expected a whole number of buckets, 1 or more' }).int().min(1).max(100_000).optional(),
+    max_buckets: z
+      .number({ error: 'expected a whole number of buckets from 1 to 100000' })
+      .int({ error: 'expected a whole number of buckets from 1 to 100000' })
+      .min(1, { error: 'expected a whole number of buckets from 1 to 100000' })
+      .max(100_000, { error: 'expected a whole number of buckets from 1 to 100000' })
+      .optional(),
     /** Observations within [-t, t] count in the zero bucket. Default 2^-128. */
-    zero_threshold: z.number({ error: 'expected a number of seconds (or tokens), 0 or more' }).nonnegative().finite().optional(),
+    zero_threshold: z.number({ error: 'expected a number of seconds (or tokens), 0 or more' }).nonnegative({ error: 'expected a number of seconds (or tokens), 0 or more' }).finite().optional(),
     /** How far the zero bucket may widen to stay within max_buckets before the schema drops. Default: zero_threshold (never). */
-    max_zero_threshold: z.number({ error: 'expected a number of seconds (or tokens), 0 or more' }).nonnegative().finite().optional(),
+    max_zero_threshold: z.number({ error: 'expected a number of seconds (or tokens), 0 or more' }).nonnegative({ error: 'expected a number of seconds (or tokens), 0 or more' }).finite().optional(),
   })
   .superRefine((native, ctx) => {
     if (native.schema !== undefined && native.bucket_factor !== undefined) {

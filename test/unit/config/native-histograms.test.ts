@@ -43,5 +43,9 @@ describe('metrics.histograms, metrics.native and metrics.otlp_histograms', () =>
     expect(problemsOf(() => load('metrics: { native: { schema: 2, bucket_factor: 1.1 } }'))).toEqual([expect.stringMatching(/metrics\.native\.bucket_factor: give either schema or bucket_factor, not both/)]);
     expect(problemsOf(() => load('metrics: { native: { zero_threshold: 0.01, max_zero_threshold: 0.001 } }'))).toEqual([expect.stringMatching(/metrics\.native\.max_zero_threshold: must not be below zero_threshold/)]);
     expect(problemsOf(() => load('metrics: { native: { bucket_factor: 1 } }'))).toEqual([expect.stringMatching(/metrics\.native\.bucket_factor: expected a number above 1/)]);
+    expect(problemsOf(() => load('metrics: { native: { max_buckets: 0, zero_threshold: -1 } }'))).toEqual([
+      expect.stringMatching(/metrics\.native\.max_buckets: expected a whole number of buckets from 1 to 100000/),
+      expect.stringMatching(/metrics\.native\.zero_threshold: expected a number of seconds \(or tokens\), 0 or more/),
+    ]);
   });
 });

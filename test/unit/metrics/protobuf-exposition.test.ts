@@ -15,10 +15,10 @@ afterEach(async () => {
   await Promise.all(telemetries.splice(0).map((t) => t.shutdown()));
 });
 
-/** Prometheus 2.42's Accept header with `--enable-feature=native-histograms` (scrape/scrape.go acceptHeader). */
+/** The Accept header of the Debian Prometheus 2.42 with `--enable-feature=native-histograms`, as captured from its scrape. */
 const PROMETHEUS_NATIVE_ACCEPT =
-  'application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.7,text/plain;version=0.0.4;q=0.3,*/*;q=0.2';
-/** Without the flag. */
+  'application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited,application/openmetrics-text;version=1.0.0;q=0.8,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1';
+/** The same Prometheus without the flag. */
 const PROMETHEUS_TEXT_ACCEPT = 'application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1';
 
 function setup(histograms: HistogramExposition, native: NativeHistogramSettings = NATIVE_DEFAULTS, withOtlp = false): { telemetry: Telemetry; recorder: Recorder } {
@@ -106,6 +106,22 @@ describe('protobuf exposition', () => {
     ]);
   });
 
+  it('leaves the text exposition of the request metrics the same in every mode', async () => {
+    const texts = await Promise.all(
+      (['classic', 'native', 'both'] as const).map(async (mode) => {
+        const { telemetry, recorder } = setup(mode);
+        const attributes = recorder.requestAttributes('chat', 'm');
+        for (const ttft of WORKED_EXAMPLE_TTFTS_S) recorder.finished(attributes, summary(ttft * 1000));
+        recorder.interTokenSeries(attributes).record(30, 2);
+        // Only tokentap's own lines: process metrics (heap, CPU) differ from one scrape to the next.
+        return (await telemetry.scrape()).split('\n').filter((line) => !/^(# (HELP|TYPE) )?(process_|nodejs_)/.test(line)).join('\n');
+      }),
+    );
+    expect(texts[0]).toContain('gen_ai_server_time_to_first_token_seconds_bucket');
+    expect(texts[1]).toBe(texts[0]);
+    expect(texts[2]).toBe(texts[0]);
+  });
+
   it('leaves the classic buckets out with `native`, and the native fields out with `classic`', async () => {
     const native = setup('native');
     const classic = setup('classic');
@@ -156,6 +172,7 @@ describe('/metrics content negotiation', () => {
     try {
       const proto = await app.inject({ method: 'GET', url: '/metrics', headers: { accept: PROMETHEUS_NATIVE_ACCEPT } });
       expect(proto.headers['content-type']).toBe(PROTOBUF_CONTENT_TYPE);
+      expect(proto.headers.vary).toBe('Accept');
       const decoded = decodeDelimited(proto.rawPayload) as unknown as Family[];
       expect(decoded.some((f) => f.name === 'gen_ai_server_time_to_first_token_seconds')).toBe(true);
       const text = await app.inject({ method: 'GET', url: '/metrics', headers: { accept: PROMETHEUS_TEXT_ACCEPT } });
