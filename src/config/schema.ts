@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { parseDurationMs } from './duration.js';
 import { pathPatternProblem, PROTOCOLS } from '../taps/route-table.js';
+import { redactUrl } from '../log/redact-url.js';
 
 /**
  * The configuration file's schema, validated once at start-up (STYLE.md habit 2): unknown keys are
@@ -19,7 +20,7 @@ const upstreamUrl = z.string().superRefine((value, ctx) => {
   try {
     url = new URL(value);
   } catch {
-    ctx.addIssue({ code: 'custom', message: `expected an http:// URL such as http://127.0.0.1:8000, got "${value}"` });
+    ctx.addIssue({ code: 'custom', message: `expected an http:// URL such as http://127.0.0.1:8000, got "${redactUrl(value)}"` });
     return;
   }
   if (url.protocol !== 'http:') {
@@ -143,7 +144,7 @@ const dcgmUrl = z.string().superRefine((value, ctx) => {
   try {
     url = new URL(value);
   } catch {
-    ctx.addIssue({ code: 'custom', message: `expected the DCGM exporter's metrics URL such as http://10.0.0.7:9400/metrics, got "${value}"` });
+    ctx.addIssue({ code: 'custom', message: `expected the DCGM exporter's metrics URL such as http://10.0.0.7:9400/metrics, got "${redactUrl(value)}"` });
     return;
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') {
