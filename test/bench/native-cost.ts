@@ -4,8 +4,12 @@
  * `metrics.histograms` setting, and scrape payload sizes (text, protobuf classic / native / both)
  * for a realistic set of series. Checks its own answers (every sample counted once in each view).
  *
- *   npm run bench --silent -- --help   (the paired benchmark; this one is separate:)
- *   tsc -p test/bench/tsconfig.json && node node_modules/.cache/tokentap-bench/test/bench/native-cost.js
+ * Not part of `npm run bench` (the paired benchmark, `--against DIR`, measures the whole proxy):
+ *
+ *   npx tsc -p test/bench/tsconfig.json && cp -r src/metrics/proto node_modules/.cache/tokentap-bench/src/metrics/ \
+ *     && node node_modules/.cache/tokentap-bench/test/bench/native-cost.js > test/bench/results/native-cost.json
+ *
+ * (the copy: tsc does not carry the .proto file the protobuf exposition loads beside its module).
  */
 import { strict as assert } from 'node:assert';
 import { loadSettings } from '../../src/config/load.js';
