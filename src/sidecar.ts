@@ -43,9 +43,9 @@ export async function startSidecar(
   clock: Clock = systemClock,
   otlpSettings: OtlpSettings | undefined = undefined,
 ): Promise<RunningSidecar> {
-  const otlp = await startOtlp(otlpSettings, clock, settings.upstream, logger);
+  const otlp = await startOtlp(otlpSettings, clock, settings.upstream, logger, settings.otlpHistograms, settings.native.maxBuckets);
   const drain = new DrainState();
-  const telemetry = new Telemetry(otlp.metricReaders, otlp.resource);
+  const telemetry = new Telemetry(otlp.metricReaders, otlp.resource, { histograms: settings.histograms, native: settings.native });
   attachExportFailureCounter(telemetry.meter, otlp.exportHealth);
   const recorder = new Recorder(telemetry.meter, settings.buckets);
   const routes = new RouteTable(settings.routes);

@@ -3,6 +3,8 @@ import { LineCounter, parseDocument, type Document } from 'yaml';
 import type { z } from 'zod';
 import { TokentapError } from '../errors.js';
 import { METRICS, type HistogramKey } from '../metrics/definitions.js';
+import { NATIVE_DEFAULTS, schemaForFactor, type NativeHistogramSettings } from '../metrics/native-buckets.js';
+import type { HistogramExposition } from '../metrics/protobuf-exposition.js';
 import { podIdentityFromEnv, type PodIdentity } from '../dcgm/pod-identity.js';
 import type { Route } from '../taps/route-table.js';
 import { parseDurationMs } from './duration.js';
@@ -49,6 +51,12 @@ export interface Settings {
   readonly logLevel: NonNullable<ConfigFile['log_level']>;
   readonly maxModels: number;
   readonly buckets: Readonly<Record<HistogramKey, readonly number[]>>;
+  /** What the protobuf exposition carries of each histogram (`metrics.histograms`). */
+  readonly histograms: HistogramExposition;
+  /** Native histogram resolution and limit (`metrics.native`). */
+  readonly native: NativeHistogramSettings;
+  /** How histograms are pushed over OTLP (`metrics.otlp_histograms`). */
+  readonly otlpHistograms: 'explicit' | 'exponential';
   /** In match order; the last one takes every request that matches none. At least one. */
   readonly workloads: readonly Workload[];
   /** The node-local DCGM exporter to read this pod's GPU gauges from; undefined when not configured. */
@@ -246,6 +254,9 @@ function freezeSettings(config: ConfigFile, configFile: string | undefined, env:
     logLevel: config.log_level ?? DEFAULTS.logLevel,
     maxModels: config.metrics?.max_models ?? DEFAULTS.maxModels,
     buckets: Object.freeze(buckets),
+    histograms: config.metrics?.histograms ?? 'both',
+    native: freezeNative(config.metrics?.native),
+    otlpHistograms: config.metrics?.otlp_histograms ?? (config.metrics?.histograms === 'classic' ? 'explicit' : 'exponential'),
     workloads,
     dcgm: freezeDcgm(config.dcgm, env),
     routes: Object.freeze((config.routes ?? []).map((r) => Object.freeze({ path: r.path, protocol: r.protocol, method: r.method?.toUpperCase() }))),
@@ -253,6 +264,17 @@ function freezeSettings(config: ConfigFile, configFile: string | undefined, env:
     observe: observeFromEnv(env),
     alerts: freezeAlerts(config.alerts),
     configFile,
+  });
+}
+
+function freezeNative(native: NonNullable<ConfigFile['metrics']>['native']): NativeHistogramSettings {
+  const schema = native?.schema ?? (native?.bucket_factor === undefined ? NATIVE_DEFAULTS.schema : schemaForFactor(native.bucket_factor));
+  const zeroThreshold = native?.zero_threshold ?? NATIVE_DEFAULTS.zeroThreshold;
+  return Object.freeze({
+    schema,
+    maxBuckets: native?.max_buckets ?? NATIVE_DEFAULTS.maxBuckets,
+    zeroThreshold,
+    maxZeroThreshold: native?.max_zero_threshold ?? zeroThreshold,
   });
 }
 

@@ -263,6 +263,34 @@ const alertSettings = z.strictObject({
   absent_for: duration.optional(),
 });
 
+/** `metrics.native`: a native histogram's resolution, by schema or by bucket factor, and its bucket limit. */
+const nativeSettings = z
+  .strictObject({
+    /** -4..8: each bucket boundary is the previous one times 2^(2^-schema). Default 3. */
+    schema: z.number({ error: 'expected an integer from -4 to 8' }).int({ error: 'expected an integer from -4 to 8' }).min(-4, { error: 'expected an integer from -4 to 8' }).max(8, { error: 'expected an integer from -4 to 8' }).optional(),
+    /** Alternative to `schema`: the largest growth factor from one boundary to the next, e.g. 1.1 (gives schema 3). */
+    bucket_factor: z.number({ error: 'expected a number above 1, e.g. 1.1' }).gt(1, { error: 'expected a number above 1, e.g. 1.1' }).finite().optional(),
+    /** Populated buckets per histogram series before the resolution is reduced. Default 160. */
+    max_buckets: z
+      .number({ error: 'expected a whole number of buckets from 1 to 100000' })
+      .int({ error: 'expected a whole number of buckets from 1 to 100000' })
+      .min(1, { error: 'expected a whole number of buckets from 1 to 100000' })
+      .max(100_000, { error: 'expected a whole number of buckets from 1 to 100000' })
+      .optional(),
+    /** Observations within [-t, t] count in the zero bucket. Default 2^-128. */
+    zero_threshold: z.number({ error: 'expected a number of seconds (or tokens), 0 or more' }).nonnegative({ error: 'expected a number of seconds (or tokens), 0 or more' }).finite().optional(),
+    /** How far the zero bucket may widen to stay within max_buckets before the schema drops. Default: zero_threshold (never). */
+    max_zero_threshold: z.number({ error: 'expected a number of seconds (or tokens), 0 or more' }).nonnegative({ error: 'expected a number of seconds (or tokens), 0 or more' }).finite().optional(),
+  })
+  .superRefine((native, ctx) => {
+    if (native.schema !== undefined && native.bucket_factor !== undefined) {
+      ctx.addIssue({ code: 'custom', path: ['bucket_factor'], message: 'give either schema or bucket_factor, not both' });
+    }
+    if (native.max_zero_threshold !== undefined && native.max_zero_threshold < (native.zero_threshold ?? 2 ** -128)) {
+      ctx.addIssue({ code: 'custom', path: ['max_zero_threshold'], message: 'must not be below zero_threshold' });
+    }
+  });
+
 export const configFileSchema = z.strictObject({
   upstream: upstreamUrl.optional(),
   listen: listenAddress.optional(),
@@ -294,6 +322,19 @@ export const configFileSchema = z.strictObject({
     .strictObject({
       /** Distinct model label values before further models are folded into `other`. */
       max_models: z.number().int().min(1).max(1000).optional(),
+      /**
+       * What histograms the protobuf exposition carries (docs/native-histograms.md): classic buckets,
+       * Prometheus native histograms, or both in one message (default). The text format is the same in every case.
+       */
+      histograms: z.enum(['classic', 'native', 'both'], { error: 'expected "classic", "native" or "both"' }).optional(),
+      /** Resolution and bucket limit of the native histograms (src/metrics/native-buckets.ts). */
+      native: nativeSettings.optional(),
+      /**
+       * How histograms are pushed over OTLP: `exponential` (the OTel SDK's base-2 exponential
+       * aggregation, the OTLP counterpart of native histograms) or `explicit` (the classic buckets).
+       * Default: exponential unless `histograms` is classic.
+       */
+      otlp_histograms: z.enum(['explicit', 'exponential'], { error: 'expected "explicit" or "exponential"' }).optional(),
       buckets: z
         .strictObject({
           ttfb: bucketList.optional(),

@@ -7,6 +7,7 @@ import * as q from './dashboard-queries.js';
 import { dashboardVariables } from './dashboard-variables.js';
 import { NAMESPACE_LABEL } from './promql.js';
 import { QUANTILES } from './recording-rules.js';
+import { classicOrNativeQuantile } from './native-dashboard-queries.js';
 
 /**
  * Grafana dashboards, rendered from the settings (workloads, objectives, thresholds) and the metric
@@ -174,7 +175,7 @@ function sloOverview(settings: Settings): dashboard.Dashboard {
     ),
   );
 
-  for (const workload of settings.workloads) workloadRow(builder, workload, at);
+  for (const workload of settings.workloads) workloadRow(builder, workload, at, settings.histograms === 'native');
   gpuRows(builder, at);
   return builder.build();
 }
@@ -189,7 +190,7 @@ function describeSlo(workload: Workload): string {
   return parts.join(', ');
 }
 
-function workloadRow(builder: dashboard.DashboardBuilder, workload: Workload, at: (width: number, height?: number) => Placement): void {
+function workloadRow(builder: dashboard.DashboardBuilder, workload: Workload, at: (width: number, height?: number) => Placement, native = false): void {
   const name = workload.name;
   builder.withRow(new dashboard.RowBuilder(`Workload ${name}: ${describeSlo(workload)}`).id(at(24).id));
   const slo = workload.slo;
@@ -236,7 +237,7 @@ function workloadRow(builder: dashboard.DashboardBuilder, workload: Workload, at
     );
   }
   const quantiles = (key: 'ttft' | 'itlToken' | 'e2e'): Query[] =>
-    QUANTILES.map((quantile) => ({ expr: q.quantile(quantile, key, name), legend: `p${Math.round(quantile * 100)} ${NAMESPACE_LEGEND}` }));
+    QUANTILES.map((quantile) => ({ expr: native ? classicOrNativeQuantile(quantile, key, name) : q.quantile(quantile, key, name), legend: `p${Math.round(quantile * 100)} ${NAMESPACE_LEGEND}` }));
   const budget = (kind: SloKind): number[] => {
     const threshold = slo?.thresholdsS[kind];
     return threshold === undefined ? [] : [threshold];

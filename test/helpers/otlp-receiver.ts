@@ -41,6 +41,10 @@ export interface ReceivedDataPoint {
   readonly attributes: Record<string, unknown>;
   /** Sum/gauge value, or the histogram's count. */
   readonly value: number;
+  /** Which OTLP data kind carried it. */
+  readonly kind: 'sum' | 'gauge' | 'histogram' | 'exponentialHistogram';
+  /** Exponential histograms: the scale and the positive buckets (offset, counts), as sent. */
+  readonly exponential?: { readonly scale: number; readonly offset: number; readonly bucketCounts: number[]; readonly zeroCount: number };
   readonly resource: Record<string, unknown>;
 }
 
@@ -112,13 +116,21 @@ export async function startOtlpReceiver() {
             const resource = attributeMap(r.resource?.attributes);
             return (r.scopeMetrics ?? []).flatMap((sm) =>
               (sm.metrics ?? []).flatMap((m) => {
-                const data = (m.sum ?? m.gauge ?? m.histogram) as { dataPoints?: Array<Record<string, unknown>> } | undefined;
-                return (data?.dataPoints ?? []).map((p) => ({
-                  metric: m.name as string,
-                  attributes: attributeMap(p.attributes as KeyValue[] | undefined),
-                  value: Number(p.asInt ?? p.asDouble ?? p.count ?? Number.NaN),
-                  resource,
-                }));
+                const kind = (['sum', 'gauge', 'histogram', 'exponentialHistogram'] as const).find((k) => m[k] !== undefined);
+                const data = (kind === undefined ? undefined : m[kind]) as { dataPoints?: Array<Record<string, unknown>> } | undefined;
+                return (data?.dataPoints ?? []).map((p) => {
+                  const positive = p.positive as { offset?: number; bucketCounts?: Array<string | number> } | undefined;
+                  return {
+                    metric: m.name as string,
+                    attributes: attributeMap(p.attributes as KeyValue[] | undefined),
+                    value: Number(p.asInt ?? p.asDouble ?? p.count ?? Number.NaN),
+                    kind: kind ?? 'sum',
+                    ...(kind === 'exponentialHistogram'
+                      ? { exponential: { scale: Number(p.scale ?? 0), offset: Number(positive?.offset ?? 0), bucketCounts: (positive?.bucketCounts ?? []).map(Number), zeroCount: Number(p.zeroCount ?? 0) } }
+                      : {}),
+                    resource,
+                  };
+                });
               }),
             );
           }),
