@@ -1,11 +1,11 @@
-import { mkdir, writeFile } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { loadSettings } from '../config/load.js';
 import { TokentapError } from '../errors.js';
 import { renderArtefacts } from '../render/artefacts.js';
 import type { RenderOptions } from '../render/rule-types.js';
 import type { CliIO } from './main.js';
+import { writeAllOrNone } from './write-all-or-none.js';
 
 export const RENDER_USAGE = `Usage: tokentap render --config FILE --out DIR [flags]
 
@@ -70,11 +70,12 @@ export async function runRender(argv: readonly string[], io: CliIO): Promise<num
   const flags = parseRenderFlags(argv);
   // No environment: the rendered files depend on the config file alone.
   const settings = loadSettings({ flags: { config: flags.config }, env: {} });
-  for (const artefact of renderArtefacts(settings, flags.options)) {
-    const file = join(artefact.root === 'out' ? flags.out : flags.dashboardsOut, artefact.path);
-    await mkdir(dirname(file), { recursive: true });
-    await writeFile(file, artefact.content);
-    io.stdout.write(`wrote ${file}\n`);
-  }
+  const files = renderArtefacts(settings, flags.options).map((artefact) => ({
+    path: join(artefact.root === 'out' ? flags.out : flags.dashboardsOut, artefact.path),
+    content: artefact.content,
+  }));
+  // All or none: a half-written set (new rules, old dashboards) would disagree with itself.
+  await writeAllOrNone(files);
+  for (const file of files) io.stdout.write(`wrote ${file.path}\n`);
   return 0;
 }

@@ -37,6 +37,9 @@ export async function runServe(flags: SettingOverrides, io: CliIO): Promise<numb
   logger.info(
     {
       upstream: settings.upstream.href,
+      // What the listeners really bound: with port 0 the kernel picks the port, and this says which.
+      listen: sidecar.proxyAddress,
+      admin_listen: sidecar.adminAddress,
       proxy: sidecar.proxyUrl,
       admin: sidecar.adminUrl,
       config: settings.configFile ?? null,

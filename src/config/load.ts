@@ -4,8 +4,11 @@ import type { z } from 'zod';
 import { TokentapError } from '../errors.js';
 import { METRICS, type HistogramKey } from '../metrics/definitions.js';
 import { podIdentityFromEnv, type PodIdentity } from '../dcgm/pod-identity.js';
+import type { ModelDiscoverySettings } from '../discovery/model-discovery.js';
+import { commitOf } from '../version.js';
 import type { Route } from '../taps/route-table.js';
 import { parseDurationMs } from './duration.js';
+import { nearestKnownKey } from './key-suggestion.js';
 import { configFileSchema, parseListenAddress, type ConfigFile, type ListenAddress, type WorkloadConfig } from './schema.js';
 
 /** The kinds of SLO a workload can have; also the `slo` label of `tokentap_slo_events_total`. */
@@ -61,6 +64,10 @@ export interface Settings {
   readonly alerts: AlertSettings;
   /** The file the settings were read from, if any. */
   readonly configFile: string | undefined;
+  /** Asking the upstream for its model names (src/discovery/); undefined when `model_discovery.enabled` is false. */
+  readonly modelDiscovery: ModelDiscoverySettings | undefined;
+  /** The git commit of the image (TOKENTAP_COMMIT), or "unknown": the `commit` label of tokentap_build_info. */
+  readonly commit: string;
 }
 
 export interface AlertSettings {
@@ -131,6 +138,11 @@ export const DEFAULTS = {
   p99TtftSeverity: 'page',
   /** One request a minute: below that, a single slow request is already 1-2 % of the hour's traffic. */
   minRequestsPerHour: 60,
+  modelDiscoveryPaths: ['/v1/models', '/api/tags', '/info'],
+  modelDiscoveryInterval: '5m',
+  /** Before the first answer: vLLM loads a 7B model in one to three minutes, so this finds it soon after. */
+  modelDiscoveryRetry: '15s',
+  modelDiscoveryTimeout: '2s',
 } as const;
 
 /** Which configured bucket list feeds which histogram. */
@@ -232,6 +244,8 @@ function freezeSettings(config: ConfigFile, configFile: string | undefined, env:
     observe: observeFromEnv(env),
     alerts: freezeAlerts(config.alerts),
     configFile,
+    modelDiscovery: freezeModelDiscovery(config.model_discovery),
+    commit: commitOf(env),
   });
 }
 
@@ -259,6 +273,17 @@ function freezeAlerts(config: ConfigFile['alerts']): AlertSettings {
     p99TtftForMs: parseDurationMs(config?.p99_ttft_for ?? DEFAULTS.p99TtftFor) as number,
     p99TtftSeverity: config?.p99_ttft_severity ?? DEFAULTS.p99TtftSeverity,
     minRequestsPerHour: config?.min_requests_per_hour ?? DEFAULTS.minRequestsPerHour,
+  });
+}
+
+function freezeModelDiscovery(config: ConfigFile['model_discovery']): ModelDiscoverySettings | undefined {
+  if (config?.enabled === false) return undefined;
+  const intervalMs = parseDurationMs(config?.interval ?? DEFAULTS.modelDiscoveryInterval) as number;
+  return Object.freeze({
+    paths: Object.freeze([...(config?.paths ?? DEFAULTS.modelDiscoveryPaths)]),
+    intervalMs,
+    retryMs: Math.min(intervalMs, parseDurationMs(DEFAULTS.modelDiscoveryRetry) as number),
+    timeoutMs: parseDurationMs(config?.timeout ?? DEFAULTS.modelDiscoveryTimeout) as number,
   });
 }
 
@@ -315,7 +340,9 @@ function readConfigFile(path: string, readFile: (path: string) => string): Parse
   if (doc.errors.length > 0) {
     throw new TokentapError(
       'TOKENTAP_ERR_CONFIG_INVALID',
-      doc.errors.map((e) => `${path}:${e.linePos?.[0].line ?? 1}: YAML: ${e.message.split('\n')[0]}`),
+      // e.linePos is filled only with prettyErrors, which would also add a code excerpt to the
+      // message: the line comes from the error's offset instead.
+      doc.errors.map((e) => `${path}:${lineCounter.linePos(e.pos[0]).line}: YAML: ${e.message.split('\n')[0]}`),
     );
   }
   const data = doc.toJS() ?? {};
@@ -343,12 +370,17 @@ function describeIssue(
   const paths = issue.code === 'unrecognized_keys' ? issue.keys.map((key) => [...issue.path, key]) : [issue.path];
   return paths.map((path) => {
     const top = String(path[0] ?? '');
-    const message = issue.code === 'unrecognized_keys' ? 'unknown setting' : issue.message;
+    const message = issue.code === 'unrecognized_keys' ? unknownSettingMessage(path) : issue.message;
     const fromOverride = origin[top] ?? origin[path.map(String).join('.')];
     if (fromOverride !== undefined) return `${fromOverride}: ${message}`;
     const where = configFile === undefined ? '' : locate(path);
     return `${where}${formatPath(path)}: ${message}`;
   });
+}
+
+function unknownSettingMessage(path: readonly PropertyKey[]): string {
+  const suggestion = nearestKnownKey(configFileSchema, path);
+  return suggestion === undefined ? 'unknown setting' : `unknown setting; did you mean "${suggestion}"?`;
 }
 
 /** `metrics.buckets.ttft[2]` */
