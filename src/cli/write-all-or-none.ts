@@ -55,6 +55,7 @@ const PLAIN_WORDS: Readonly<Record<string, string>> = {
   ENOSPC: 'the disk is full',
   ENOTDIR: 'a part of the path is a file, not a directory',
   EISDIR: 'a directory is in the way of the file',
+  EEXIST: 'a file is in the way of the directory',
 };
 
 function fail(path: string, error: unknown, action: string): never {
