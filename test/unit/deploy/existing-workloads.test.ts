@@ -139,3 +139,23 @@ describe.skipIf(kustomize === undefined)(`the tokentap Components, built with ${
     ]);
   });
 });
+
+describe('the Helm values snippet in docs/kubernetes.md', () => {
+  it('is the one the production-stack fixture was rendered with, and annotates what the Component selects', () => {
+    const docs = readFileSync(path.join(REPO, 'docs/kubernetes.md'), 'utf8');
+    const helm = docs.slice(docs.indexOf('### Path 2'), docs.indexOf('### Path 3'));
+    const block = /```yaml\n([\s\S]*?)```/.exec(helm)?.[1];
+    expect(block).toBeDefined();
+    type Values = { servingEngineSpec: { modelSpec: { name: string; annotations: Record<string, string>; serviceAnnotations: Record<string, string> }[] }; routerSpec: { extraArgs: string[] } };
+    const snippet = parseAllDocuments(block as string)[0]?.toJS() as Values;
+    const fixture = parseYamlFile(path.join(FIXTURES, 'production-stack/values.yaml'))[0] as Values;
+    const [docModel] = snippet.servingEngineSpec.modelSpec;
+    const [fixtureModel] = fixture.servingEngineSpec.modelSpec;
+    expect([docModel?.name, docModel?.annotations, docModel?.serviceAnnotations]).toEqual([fixtureModel?.name, fixtureModel?.annotations, fixtureModel?.serviceAnnotations]);
+    expect(docModel?.annotations).toEqual({ 'tokentap.io/inject': 'true' });
+    expect(snippet.routerSpec).toEqual(fixture.routerSpec);
+    const rendered = input('production-stack/rendered.yaml');
+    expect(find(rendered, 'Deployment')?.metadata.annotations).toEqual(fixtureModel?.annotations);
+    expect(find(rendered, 'Service')?.metadata.annotations).toEqual(fixtureModel?.serviceAnnotations);
+  });
+});
