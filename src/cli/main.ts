@@ -31,6 +31,7 @@ serve flags (each also settable by environment and config file; flags win):
 Environment only:
   TOKENTAP_DCGM_URL       the node's DCGM exporter, e.g. http://$(NODE_IP):9400/metrics (overrides dcgm.url)
   TOKENTAP_OBSERVE        on (default) | off: proxy without observing anything (for benchmarking)
+  TOKENTAP_MODEL_DISCOVERY  on | off: ask the upstream which models it serves (overrides model_discovery.enabled)
 
 OpenTelemetry export (off by default): set OTEL_EXPORTER_OTLP_ENDPOINT, e.g. http://otel-collector:4318.
 

@@ -105,6 +105,7 @@ export const ENV = {
   drainTimeout: 'TOKENTAP_DRAIN_TIMEOUT',
   config: 'TOKENTAP_CONFIG',
   observe: 'TOKENTAP_OBSERVE',
+  modelDiscovery: 'TOKENTAP_MODEL_DISCOVERY',
   dcgmUrl: 'TOKENTAP_DCGM_URL',
 } as const;
 
@@ -244,7 +245,7 @@ function freezeSettings(config: ConfigFile, configFile: string | undefined, env:
     observe: observeFromEnv(env),
     alerts: freezeAlerts(config.alerts),
     configFile,
-    modelDiscovery: freezeModelDiscovery(config.model_discovery),
+    modelDiscovery: freezeModelDiscovery(config.model_discovery, env),
     commit: commitOf(env),
   });
 }
@@ -276,8 +277,13 @@ function freezeAlerts(config: ConfigFile['alerts']): AlertSettings {
   });
 }
 
-function freezeModelDiscovery(config: ConfigFile['model_discovery']): ModelDiscoverySettings | undefined {
-  if (config?.enabled === false) return undefined;
+/** TOKENTAP_MODEL_DISCOVERY (`on` or `off`) wins over `model_discovery.enabled`, so a pod can turn it off without a new config. */
+function freezeModelDiscovery(config: ConfigFile['model_discovery'], env: LoadOptions['env']): ModelDiscoverySettings | undefined {
+  const fromEnv = nonEmpty(env[ENV.modelDiscovery]);
+  if (fromEnv !== undefined && fromEnv !== 'on' && fromEnv !== 'off') {
+    throw new TokentapError('TOKENTAP_ERR_CONFIG_INVALID', [`${ENV.modelDiscovery}: expected on or off, got ${JSON.stringify(fromEnv)}`]);
+  }
+  if (fromEnv === 'off' || (fromEnv === undefined && config?.enabled === false)) return undefined;
   const intervalMs = parseDurationMs(config?.interval ?? DEFAULTS.modelDiscoveryInterval) as number;
   return Object.freeze({
     paths: Object.freeze([...(config?.paths ?? DEFAULTS.modelDiscoveryPaths)]),

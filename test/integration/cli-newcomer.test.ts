@@ -106,6 +106,10 @@ describe('configuration mistakes get a message that says what to do', () => {
     expect(on.modelDiscovery).toEqual({ paths: ['/v1/models', '/api/tags', '/info'], intervalMs: 300_000, retryMs: 15_000, timeoutMs: 2000 });
     const off = loadSettings({ flags: { config: 'x.yaml' }, env: {}, readFile: () => 'model_discovery: { enabled: false }\n' });
     expect(off.modelDiscovery).toBeUndefined();
+    const offByEnv = loadSettings({ flags: { config: 'x.yaml' }, env: { TOKENTAP_MODEL_DISCOVERY: 'off' }, readFile: () => 'model_discovery: { enabled: true }\n' });
+    expect(offByEnv.modelDiscovery).toBeUndefined();
+    expect(loadSettings({ flags: { config: 'x.yaml' }, env: { TOKENTAP_MODEL_DISCOVERY: 'on' }, readFile: () => 'model_discovery: { enabled: false }\n' }).modelDiscovery).toBeDefined();
+    expect(() => loadSettings({ flags: {}, env: { TOKENTAP_MODEL_DISCOVERY: 'yes' } })).toThrow(/TOKENTAP_MODEL_DISCOVERY: expected on or off, got "yes"/);
     expect(problemsOf('model_discovery: { paths: [] }\n')).toEqual(['tokentap.yaml:1: model_discovery.paths: expected at least one path (or enabled: false)']);
     expect(problemsOf('model_discovery: { paths: [v1/models] }\n')).toEqual(['tokentap.yaml:1: model_discovery.paths[0]: expected a path starting with "/"']);
   });

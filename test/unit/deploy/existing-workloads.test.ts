@@ -125,8 +125,9 @@ describe.skipIf(kustomize === undefined)(`the tokentap Components, built with ${
     const deployment = find(broken, 'Deployment') as { spec: { template: { spec: { containers: { args: string[] }[]; initContainers: { restartPolicy?: string }[] } } } } & KubeObject;
     (deployment.spec.template.spec.containers[0] as { args: string[] }).args = ['vllm serve x --port 8001'];
     delete deployment.spec.template.spec.initContainers[0]?.restartPolicy;
-    ((find(broken, 'Service') as { spec: { ports: { targetPort: number }[] } }).spec.ports[0] as { targetPort: number }).targetPort = 8000;
-    (find(broken, 'PodMonitor') as { spec: { podMetricsEndpoints: unknown[] } }).spec.podMetricsEndpoints.pop();
+    const service = find(broken, 'Service') as unknown as { spec: { ports: { targetPort: number }[] } };
+    (service.spec.ports[0] as { targetPort: number }).targetPort = 8000;
+    (find(broken, 'PodMonitor') as unknown as { spec: { podMetricsEndpoints: unknown[] } }).spec.podMetricsEndpoints.pop();
     const problems = plainWorkloadProblems(before, broken, 'Deployment', 'mistral-7b', 'mistral-7b', 'mistral-7b', true, 'broken');
     expect(problems).toEqual([
       'broken: Deployment/mistral-7b: container mistral-7b changed (or is gone); the engine must stay exactly as it was',
