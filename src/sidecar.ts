@@ -7,10 +7,12 @@ import { StatusSource } from './admin/status-source.js';
 import { systemClock, type Clock } from './clock/clock.js';
 import type { Settings } from './config/load.js';
 import { createGpuMonitor } from './dcgm/gpu-monitor.js';
+import { ModelDiscovery } from './discovery/model-discovery.js';
 import { TokentapError } from './errors.js';
 import { DrainState } from './lifecycle/drain-state.js';
 import { drainProxy, type DrainReport } from './lifecycle/drain-proxy.js';
 import { settleWithin } from './lifecycle/settle-within.js';
+import { registerBuildInfo } from './metrics/build-info.js';
 import { ModelLabels } from './metrics/model-labels.js';
 import { Recorder } from './metrics/recorder.js';
 import { Telemetry } from './metrics/telemetry.js';
@@ -22,11 +24,18 @@ import { TapSelector } from './taps/select.js';
 import { attachExportFailureCounter } from './tracing/otlp-export-health.js';
 import { startOtlp } from './tracing/otlp-pipeline.js';
 import type { OtlpSettings } from './tracing/otlp-settings.js';
+import { VERSION } from './version.js';
 
 export interface RunningSidecar {
   readonly proxyUrl: string;
   readonly adminUrl: string;
+  /** HOST:PORT the proxy listener bound, as the kernel reports it (the real port when 0 was asked for). */
+  readonly proxyAddress: string;
+  /** HOST:PORT the admin listener bound. */
+  readonly adminAddress: string;
   readonly telemetry: Telemetry;
+  /** The model labels, which model discovery feeds. */
+  readonly models: ModelLabels;
   /** Fails /readyz, stops accepting, lets in-flight requests finish until `timeoutMs`, cuts the rest. */
   drain(timeoutMs: number, trigger: string): Promise<DrainReport>;
   /** Cuts what is left, closes the listeners (/metrics answered throughout the drain), makes the final OTLP export. */
@@ -47,6 +56,8 @@ export async function startSidecar(
   const drain = new DrainState();
   const telemetry = new Telemetry(otlp.metricReaders, otlp.resource, { histograms: settings.histograms, native: settings.native });
   attachExportFailureCounter(telemetry.meter, otlp.exportHealth);
+  registerBuildInfo(telemetry.meter, { version: VERSION, nodeVersion: process.versions.node, commit: settings.commit });
+  const models = new ModelLabels(settings.maxModels);
   const recorder = new Recorder(telemetry.meter, settings.buckets);
   const routes = new RouteTable(settings.routes);
   const gpus = settings.dcgm === undefined ? undefined : createGpuMonitor(settings.dcgm, telemetry.meter, logger);
@@ -56,7 +67,7 @@ export async function startSidecar(
     upstreamRetryBodyLimitBytes: settings.upstreamRetryBodyLimitBytes,
     observe: settings.observe,
     usageInjection: settings.injectUsage ? new UsageInjector(routes) : undefined,
-    monitor: { clock, recorder, models: new ModelLabels(settings.maxModels), logger, workloads: new WorkloadMatcher(settings.workloads), tracer: otlp.tracer, drain, taps: new TapSelector(routes), gpuMemory: gpus },
+    monitor: { clock, recorder, models, logger, workloads: new WorkloadMatcher(settings.workloads), tracer: otlp.tracer, drain, taps: new TapSelector(routes), gpuMemory: gpus },
   });
   const admin = createAdminServer({
     telemetry,
@@ -83,13 +94,19 @@ export async function startSidecar(
   const adminAddress = admin.server.address() as AddressInfo;
   // Started once both listeners are up, so a failed start leaves no scrape timer behind.
   gpus?.start();
+  const discovery = settings.modelDiscovery === undefined ? undefined : new ModelDiscovery(settings.upstream, settings.modelDiscovery, models, logger);
+  discovery?.start();
 
   return {
     proxyUrl: urlOf(proxy.address() as AddressInfo),
     adminUrl: urlOf(adminAddress),
+    proxyAddress: boundAddress(proxy.address() as AddressInfo),
+    adminAddress: boundAddress(adminAddress),
     telemetry,
+    models,
     drain: (timeoutMs, trigger) => drainProxy(proxy, drain, timeoutMs, trigger),
     async close() {
+      discovery?.stop();
       proxy.closeAllConnections();
       await Promise.all([new Promise((resolve) => proxy.close(resolve)), gpus?.stop()]);
       await admin.close();
@@ -105,6 +122,10 @@ function listen(server: Server, host: string, port: number, setting: string): Pr
     server.once('error', (error) => reject(new TokentapError('TOKENTAP_ERR_LISTEN', [`${setting} ${host}:${port}: ${error.message}`])));
     server.listen(port, host, () => resolve());
   });
+}
+
+function boundAddress(address: AddressInfo): string {
+  return `${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}`;
 }
 
 function urlOf(address: AddressInfo): string {

@@ -1,11 +1,11 @@
-import { mkdir, writeFile } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { loadSettings } from '../config/load.js';
 import { TokentapError } from '../errors.js';
 import { renderArtefacts } from '../render/artefacts.js';
 import type { RenderOptions } from '../render/rule-types.js';
 import type { CliIO } from './main.js';
+import { writeAllOrNone } from './write-all-or-none.js';
 
 export const RENDER_USAGE = `Usage: tokentap render --config FILE --out DIR [flags]
 
@@ -94,11 +94,12 @@ export async function runRender(argv: readonly string[], io: CliIO): Promise<num
   if (histograms === 'native' && settings.histograms === 'classic') {
     throw new TokentapError('TOKENTAP_ERR_USAGE', [`--histograms native: ${flags.config} sets metrics.histograms: classic, so the sidecar exposes no native histograms for these rules to read`]);
   }
-  for (const artefact of renderArtefacts(settings, { ...flags.options, histograms })) {
-    const file = join(artefact.root === 'out' ? flags.out : flags.dashboardsOut, artefact.path);
-    await mkdir(dirname(file), { recursive: true });
-    await writeFile(file, artefact.content);
-    io.stdout.write(`wrote ${file}\n`);
-  }
+  const files = renderArtefacts(settings, { ...flags.options, histograms }).map((artefact) => ({
+    path: join(artefact.root === 'out' ? flags.out : flags.dashboardsOut, artefact.path),
+    content: artefact.content,
+  }));
+  // All or none: a half-written set (new rules, old dashboards) would disagree with itself.
+  await writeAllOrNone(files);
+  for (const file of files) io.stdout.write(`wrote ${file.path}\n`);
   return 0;
 }

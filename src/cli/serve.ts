@@ -4,6 +4,7 @@ import { exitAfterShutdown } from '../lifecycle/shutdown-signals.js';
 import { createLogger } from '../log/logger.js';
 import { startSidecar, type RunningSidecar } from '../sidecar.js';
 import { loadOtlpSettings } from '../tracing/otlp-settings.js';
+import { VERSION } from '../version.js';
 import type { CliIO } from './main.js';
 import { redactUrl } from '../log/redact-url.js';
 
@@ -37,7 +38,11 @@ export async function runServe(flags: SettingOverrides, io: CliIO): Promise<numb
   }
   logger.info(
     {
+      version: VERSION,
       upstream: redactUrl(settings.upstream),
+      // What the listeners really bound: with port 0 the kernel picks the port, and this says which.
+      listen: sidecar.proxyAddress,
+      admin_listen: sidecar.adminAddress,
       proxy: sidecar.proxyUrl,
       admin: sidecar.adminUrl,
       config: settings.configFile ?? null,

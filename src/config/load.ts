@@ -6,8 +6,11 @@ import { METRICS, type HistogramKey } from '../metrics/definitions.js';
 import { NATIVE_DEFAULTS, schemaForFactor, type NativeHistogramSettings } from '../metrics/native-buckets.js';
 import type { HistogramExposition } from '../metrics/protobuf-exposition.js';
 import { podIdentityFromEnv, type PodIdentity } from '../dcgm/pod-identity.js';
+import type { ModelDiscoverySettings } from '../discovery/model-discovery.js';
+import { commitOf } from '../version.js';
 import type { Route } from '../taps/route-table.js';
 import { parseDurationMs } from './duration.js';
+import { nearestKnownKey } from './key-suggestion.js';
 import { configFileSchema, parseListenAddress, type ConfigFile, type ListenAddress, type WorkloadConfig } from './schema.js';
 
 /** The kinds of SLO a workload can have; also the `slo` label of `tokentap_slo_events_total`. */
@@ -71,6 +74,10 @@ export interface Settings {
   readonly alerts: AlertSettings;
   /** The file the settings were read from, if any. */
   readonly configFile: string | undefined;
+  /** Asking the upstream for its model names (src/discovery/); undefined when `model_discovery.enabled` is false. */
+  readonly modelDiscovery: ModelDiscoverySettings | undefined;
+  /** The git commit of the image (TOKENTAP_COMMIT), or "unknown": the `commit` label of tokentap_build_info. */
+  readonly commit: string;
 }
 
 export interface AlertSettings {
@@ -119,6 +126,7 @@ export const ENV = {
   drainTimeout: 'TOKENTAP_DRAIN_TIMEOUT',
   config: 'TOKENTAP_CONFIG',
   observe: 'TOKENTAP_OBSERVE',
+  modelDiscovery: 'TOKENTAP_MODEL_DISCOVERY',
   dcgmUrl: 'TOKENTAP_DCGM_URL',
 } as const;
 
@@ -159,6 +167,11 @@ export const DEFAULTS = {
   absentFor: '10m',
   /** One request a minute: below that, a single slow request is already 1-2 % of the hour's traffic. */
   minRequestsPerHour: 60,
+  modelDiscoveryPaths: ['/v1/models', '/api/tags', '/info'],
+  modelDiscoveryInterval: '5m',
+  /** Before the first answer: vLLM loads a 7B model in one to three minutes, so this finds it soon after. */
+  modelDiscoveryRetry: '15s',
+  modelDiscoveryTimeout: '2s',
 } as const;
 
 /** Which configured bucket list feeds which histogram. */
@@ -264,6 +277,8 @@ function freezeSettings(config: ConfigFile, configFile: string | undefined, env:
     observe: observeFromEnv(env),
     alerts: freezeAlerts(config.alerts),
     configFile,
+    modelDiscovery: freezeModelDiscovery(config.model_discovery, env),
+    commit: commitOf(env),
   });
 }
 
@@ -309,6 +324,22 @@ function freezeAlerts(config: ConfigFile['alerts']): AlertSettings {
     p99TtftMinRequests: config?.p99_ttft_min_requests ?? DEFAULTS.p99TtftMinRequests,
     minRequestsPerHour: config?.min_requests_per_hour ?? DEFAULTS.minRequestsPerHour,
     absentForMs: parseDurationMs(config?.absent_for ?? DEFAULTS.absentFor) as number,
+  });
+}
+
+/** TOKENTAP_MODEL_DISCOVERY (`on` or `off`) wins over `model_discovery.enabled`, so a pod can turn it off without a new config. */
+function freezeModelDiscovery(config: ConfigFile['model_discovery'], env: LoadOptions['env']): ModelDiscoverySettings | undefined {
+  const fromEnv = nonEmpty(env[ENV.modelDiscovery]);
+  if (fromEnv !== undefined && fromEnv !== 'on' && fromEnv !== 'off') {
+    throw new TokentapError('TOKENTAP_ERR_CONFIG_INVALID', [`${ENV.modelDiscovery}: expected on or off, got ${JSON.stringify(fromEnv)}`]);
+  }
+  if (fromEnv === 'off' || (fromEnv === undefined && config?.enabled === false)) return undefined;
+  const intervalMs = parseDurationMs(config?.interval ?? DEFAULTS.modelDiscoveryInterval) as number;
+  return Object.freeze({
+    paths: Object.freeze([...(config?.paths ?? DEFAULTS.modelDiscoveryPaths)]),
+    intervalMs,
+    retryMs: Math.min(intervalMs, parseDurationMs(DEFAULTS.modelDiscoveryRetry) as number),
+    timeoutMs: parseDurationMs(config?.timeout ?? DEFAULTS.modelDiscoveryTimeout) as number,
   });
 }
 
@@ -365,7 +396,9 @@ function readConfigFile(path: string, readFile: (path: string) => string): Parse
   if (doc.errors.length > 0) {
     throw new TokentapError(
       'TOKENTAP_ERR_CONFIG_INVALID',
-      doc.errors.map((e) => `${path}:${e.linePos?.[0].line ?? 1}: YAML: ${e.message.split('\n')[0]}`),
+      // e.linePos is filled only with prettyErrors, which would also add a code excerpt to the
+      // message: the line comes from the error's offset instead.
+      doc.errors.map((e) => `${path}:${lineCounter.linePos(e.pos[0]).line}: YAML: ${e.message.split('\n')[0]}`),
     );
   }
   const data = doc.toJS() ?? {};
@@ -393,12 +426,17 @@ function describeIssue(
   const paths = issue.code === 'unrecognized_keys' ? issue.keys.map((key) => [...issue.path, key]) : [issue.path];
   return paths.map((path) => {
     const top = String(path[0] ?? '');
-    const message = issue.code === 'unrecognized_keys' ? 'unknown setting' : issue.message;
+    const message = issue.code === 'unrecognized_keys' ? unknownSettingMessage(path) : issue.message;
     const fromOverride = origin[top] ?? origin[path.map(String).join('.')];
     if (fromOverride !== undefined) return `${fromOverride}: ${message}`;
     const where = configFile === undefined ? '' : locate(path);
     return `${where}${formatPath(path)}: ${message}`;
   });
+}
+
+function unknownSettingMessage(path: readonly PropertyKey[]): string {
+  const suggestion = nearestKnownKey(configFileSchema, path);
+  return suggestion === undefined ? 'unknown setting' : `unknown setting; did you mean "${suggestion}"?`;
 }
 
 /** `metrics.buckets.ttft[2]` */

@@ -16,6 +16,12 @@ const listenAddress = z.string().superRefine((value, ctx) => {
 });
 
 const upstreamUrl = z.string().superRefine((value, ctx) => {
+  // `localhost:8000` parses as a URL of scheme "localhost:", which would be reported as an
+  // unsupported scheme; what is missing is the scheme itself.
+  if (!value.includes('://')) {
+    ctx.addIssue({ code: 'custom', message: `"${value}" has no scheme: add http://, as in http://${value}` });
+    return;
+  }
   let url: URL;
   try {
     url = new URL(value);
@@ -31,7 +37,10 @@ const upstreamUrl = z.string().superRefine((value, ctx) => {
   }
 });
 
-const duration = z.string().superRefine((value, ctx) => {
+const duration = z.string({
+  // A bare number (`ttft: 200`) reaches here as a number: say what is missing, the unit.
+  error: (issue) => (typeof issue.input === 'number' ? `expected a duration like 200ms (a number needs a unit: ms, s, m or h), got ${issue.input}` : 'expected a duration like 200ms, 30s or 5m'),
+}).superRefine((value, ctx) => {
   const ms = parseDurationMs(value);
   if (ms === undefined || ms <= 0) {
     ctx.addIssue({ code: 'custom', message: `expected a positive duration like "200ms", "30s" or "5m", got "${value}"` });
@@ -291,6 +300,24 @@ const nativeSettings = z
     }
   });
 
+/**
+ * Asking the upstream which models it serves (src/discovery/model-discovery.ts), so that only those
+ * names become `gen_ai.request.model` label values.
+ */
+const modelDiscoverySettings = z.strictObject({
+  /** Off: labels keep the first metrics.max_models names seen, as before discovery existed. */
+  enabled: z.boolean({ error: 'expected true or false' }).optional(),
+  /** Listing endpoints tried in order (default /v1/models, /api/tags, /info). */
+  paths: z
+    .array(z.string().startsWith('/', { error: 'expected a path starting with "/"' }), { error: 'expected a list of paths such as [/v1/models]' })
+    .min(1, { error: 'expected at least one path (or enabled: false)' })
+    .optional(),
+  /** Time between discoveries (default 5m). */
+  interval: duration.optional(),
+  /** Each listing request is abandoned after this long (default 2s). */
+  timeout: duration.optional(),
+});
+
 export const configFileSchema = z.strictObject({
   upstream: upstreamUrl.optional(),
   listen: listenAddress.optional(),
@@ -315,6 +342,8 @@ export const configFileSchema = z.strictObject({
   inject_usage: z.boolean({ error: 'expected true or false' }).optional(),
   /** Read GPU memory and utilisation of this pod from the node's DCGM exporter. */
   dcgm: dcgmSettings.optional(),
+  /** Learn the served model names from the upstream; see modelDiscoverySettings. */
+  model_discovery: modelDiscoverySettings.optional(),
   /** Alerting rules rendered by `tokentap render`. */
   alerts: alertSettings.optional(),
   log_level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).optional(),

@@ -347,3 +347,16 @@ export const SELF_METRICS = {
     description: 'Failed OTLP export requests, by signal (metrics, traces); the collector did not take the batch.',
   },
 } as const;
+
+/**
+ * What this process is: one series, value 1, in the Prometheus "info" pattern, so a query can join
+ * any tokentap series to the build that produced it (`* on(pod) group_left(version) tokentap_build_info`).
+ */
+export const BUILD_INFO = {
+  kind: 'gauge',
+  otelName: 'tokentap.build.info',
+  promName: 'tokentap_build_info',
+  unit: '1',
+  description: 'Always 1; the labels say which tokentap build, Node.js and commit this process runs.',
+  labels: ['version', 'node_version', 'commit'],
+} as const satisfies GpuMetricDefinition;
