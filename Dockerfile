@@ -4,13 +4,19 @@
 # JavaScript (dist/), the launcher (bin/) and the production dependencies. No TypeScript, no
 # sources, no tests, no npm cache.
 #
-# The base is pinned by tag; pin it by digest too (`node:20.20.2-bookworm-slim@sha256:...`, from
-# `docker buildx imagetools inspect`) when your registry policy asks for it. Node 20 is what the
-# project is tested on (package.json engines, .ci/run); Node 20 left upstream support on 2026-04-30,
-# so move all three stages together once the tests run on a newer line.
+# The base is pinned by tag; pin it by digest too (`node:24.21.0-bookworm-slim@sha256:...`, from
+# `docker buildx imagetools inspect`) when your registry policy asks for it. Node 24 is the current
+# LTS line (Node 20 left upstream support on 2026-04-30); .ci/run runs the test suite on this exact
+# version as well as on Node 20 (package.json engines). Move all three stages together.
+# Not 24.22.x yet: from 24.22.1, node:http joins writes made in the same tick into one HTTP chunk
+# (measured: 24.21.0 sends "a" and "b" as two chunks, 24.22.1 as one), which breaks the
+# simulator's one-event-per-chunk framing (test/unit/simulator/streaming.test.ts and two others).
+#
+# Build with the commit it is built from, for the tokentap_build_info metric:
+#   docker build --build-arg COMMIT=$(git rev-parse --short HEAD) -t tokentap:0.1.0 .
 
 # --- build: dev dependencies + TypeScript -> dist/ ---------------------------------------------
-FROM node:20.20.2-bookworm-slim AS build
+FROM node:24.21.0-bookworm-slim AS build
 WORKDIR /app
 # Manifests first, as their own layer: a source-only change reuses the installed dependencies.
 # --ignore-scripts: package.json's `prepare` runs tsc, which needs the sources not copied yet; the
@@ -22,7 +28,7 @@ COPY src ./src
 RUN npm run build
 
 # --- prod-deps: production dependencies only, resolved from the same lockfile --------------------
-FROM node:20.20.2-bookworm-slim AS prod-deps
+FROM node:24.21.0-bookworm-slim AS prod-deps
 WORKDIR /app
 COPY package.json package-lock.json ./
 # --ignore-scripts: `prepare` would run tsc, which is a dev dependency and is not installed here.
@@ -31,14 +37,18 @@ COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund
 
 # --- runtime ---------------------------------------------------------------------------------------
-FROM node:20.20.2-bookworm-slim AS runtime
-ENV NODE_ENV=production
+FROM node:24.21.0-bookworm-slim AS runtime
+# Declared in this stage only, so a new commit does not invalidate the build stages' cache.
+ARG COMMIT=unknown
+ENV NODE_ENV=production TOKENTAP_COMMIT=${COMMIT}
 WORKDIR /app
 # package.json is needed at run time: its "type": "module" makes Node load dist/ as ES modules.
 COPY package.json ./
 COPY --from=prod-deps /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
 COPY bin ./bin
+# Apache-2.0 section 4(a): a redistributed copy carries the licence.
+COPY LICENSE ./
 
 # The image's `node` user, by number: Kubernetes can only verify `runAsNonRoot: true` against a
 # numeric user. The files above stay owned by root, so the process cannot rewrite its own code.

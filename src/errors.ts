@@ -8,6 +8,7 @@ export const ERROR_CODES = {
   TOKENTAP_ERR_CONFIG_UNREADABLE: 'configuration file cannot be read',
   TOKENTAP_ERR_USAGE: 'command line is invalid',
   TOKENTAP_ERR_LISTEN: 'cannot listen on the configured address',
+  TOKENTAP_ERR_WRITE: 'cannot write the rendered files',
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

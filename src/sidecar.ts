@@ -7,11 +7,13 @@ import { StatusSource } from './admin/status-source.js';
 import { systemClock, type Clock } from './clock/clock.js';
 import type { Settings } from './config/load.js';
 import { createGpuMonitor } from './dcgm/gpu-monitor.js';
+import { ModelDiscovery } from './discovery/model-discovery.js';
 import { TokentapError } from './errors.js';
 import { DrainState } from './lifecycle/drain-state.js';
 import { InFlightTracker } from './metrics/in-flight-band.js';
 import { drainProxy, type DrainReport } from './lifecycle/drain-proxy.js';
 import { settleWithin } from './lifecycle/settle-within.js';
+import { registerBuildInfo } from './metrics/build-info.js';
 import { ModelLabels } from './metrics/model-labels.js';
 import { Recorder } from './metrics/recorder.js';
 import { Telemetry } from './metrics/telemetry.js';
@@ -20,13 +22,21 @@ import { UsageInjector } from './proxy/usage-injection.js';
 import { WorkloadMatcher } from './slo/workload-matcher.js';
 import { RouteTable } from './taps/route-table.js';
 import { TapSelector } from './taps/select.js';
+import { attachExportFailureCounter } from './tracing/otlp-export-health.js';
 import { startOtlp } from './tracing/otlp-pipeline.js';
 import type { OtlpSettings } from './tracing/otlp-settings.js';
+import { VERSION } from './version.js';
 
 export interface RunningSidecar {
   readonly proxyUrl: string;
   readonly adminUrl: string;
+  /** HOST:PORT the proxy listener bound, as the kernel reports it (the real port when 0 was asked for). */
+  readonly proxyAddress: string;
+  /** HOST:PORT the admin listener bound. */
+  readonly adminAddress: string;
   readonly telemetry: Telemetry;
+  /** The model labels, which model discovery feeds. */
+  readonly models: ModelLabels;
   /** Fails /readyz, stops accepting, lets in-flight requests finish until `timeoutMs`, cuts the rest. */
   drain(timeoutMs: number, trigger: string): Promise<DrainReport>;
   /** Cuts what is left, closes the listeners (/metrics answered throughout the drain), makes the final OTLP export. */
@@ -43,9 +53,12 @@ export async function startSidecar(
   clock: Clock = systemClock,
   otlpSettings: OtlpSettings | undefined = undefined,
 ): Promise<RunningSidecar> {
-  const otlp = await startOtlp(otlpSettings, clock, settings.upstream);
+  const otlp = await startOtlp(otlpSettings, clock, settings.upstream, logger, settings.otlpHistograms, settings.native.maxBuckets);
   const drain = new DrainState();
-  const telemetry = new Telemetry(otlp.metricReaders, otlp.resource);
+  const telemetry = new Telemetry(otlp.metricReaders, otlp.resource, { histograms: settings.histograms, native: settings.native });
+  attachExportFailureCounter(telemetry.meter, otlp.exportHealth);
+  registerBuildInfo(telemetry.meter, { version: VERSION, nodeVersion: process.versions.node, commit: settings.commit });
+  const models = new ModelLabels(settings.maxModels);
   const recorder = new Recorder(telemetry.meter, settings.buckets);
   const routes = new RouteTable(settings.routes);
   const gpus = settings.dcgm === undefined ? undefined : createGpuMonitor(settings.dcgm, telemetry.meter, logger);
@@ -55,7 +68,7 @@ export async function startSidecar(
     upstreamRetryBodyLimitBytes: settings.upstreamRetryBodyLimitBytes,
     observe: settings.observe,
     usageInjection: settings.injectUsage ? new UsageInjector(routes) : undefined,
-    monitor: { clock, recorder, models: new ModelLabels(settings.maxModels), logger, workloads: new WorkloadMatcher(settings.workloads), tracer: otlp.tracer, drain, taps: new TapSelector(routes), gpuMemory: gpus, inFlight: new InFlightTracker() },
+    monitor: { clock, recorder, models, logger, workloads: new WorkloadMatcher(settings.workloads), tracer: otlp.tracer, drain, taps: new TapSelector(routes), gpuMemory: gpus, inFlight: new InFlightTracker() },
   });
   const admin = createAdminServer({
     telemetry,
@@ -82,13 +95,19 @@ export async function startSidecar(
   const adminAddress = admin.server.address() as AddressInfo;
   // Started once both listeners are up, so a failed start leaves no scrape timer behind.
   gpus?.start();
+  const discovery = settings.modelDiscovery === undefined ? undefined : new ModelDiscovery(settings.upstream, settings.modelDiscovery, models, logger);
+  discovery?.start();
 
   return {
     proxyUrl: urlOf(proxy.address() as AddressInfo),
     adminUrl: urlOf(adminAddress),
+    proxyAddress: boundAddress(proxy.address() as AddressInfo),
+    adminAddress: boundAddress(adminAddress),
     telemetry,
+    models,
     drain: (timeoutMs, trigger) => drainProxy(proxy, drain, timeoutMs, trigger),
     async close() {
+      discovery?.stop();
       proxy.closeAllConnections();
       await Promise.all([new Promise((resolve) => proxy.close(resolve)), gpus?.stop()]);
       await admin.close();
@@ -104,6 +123,10 @@ function listen(server: Server, host: string, port: number, setting: string): Pr
     server.once('error', (error) => reject(new TokentapError('TOKENTAP_ERR_LISTEN', [`${setting} ${host}:${port}: ${error.message}`])));
     server.listen(port, host, () => resolve());
   });
+}
+
+function boundAddress(address: AddressInfo): string {
+  return `${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}`;
 }
 
 function urlOf(address: AddressInfo): string {

@@ -2,6 +2,8 @@ import http from 'node:http';
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { DrainState } from '../lifecycle/drain-state.js';
 import type { Telemetry } from '../metrics/telemetry.js';
+import { PROTOBUF_CONTENT_TYPE } from '../metrics/protobuf-exposition.js';
+import { wantsProtobuf } from './exposition-format.js';
 import { registerStatusRoutes } from './status-routes.js';
 import type { StatusSource } from './status-source.js';
 
@@ -25,7 +27,14 @@ const READINESS_TIMEOUT_MS = 800;
 export function createAdminServer(options: AdminOptions): FastifyInstance {
   const app = Fastify({ logger: false });
 
-  app.get('/metrics', async (_request, reply) => {
+  app.get('/metrics', async (request, reply) => {
+    // The same families either way; protobuf also carries native histograms (exposition-format.ts).
+    // The body depends on Accept, so a cache must key on it (RFC 9110 section 12.5.5).
+    reply.header('vary', 'Accept');
+    if (wantsProtobuf(request.headers.accept)) {
+      const body = await options.telemetry.scrapeProtobuf();
+      return reply.header('content-type', PROTOBUF_CONTENT_TYPE).send(Buffer.from(body.buffer, body.byteOffset, body.byteLength));
+    }
     const text = await options.telemetry.scrape();
     return reply.header('content-type', 'text/plain; version=0.0.4; charset=utf-8').send(text);
   });

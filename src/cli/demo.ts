@@ -36,8 +36,10 @@ export async function runDemo(argv: readonly string[], io: CliIO, stopped: Promi
       flags: { upstream: simulator.url, listen: flags.listen, adminListen: flags.adminListen, config: flags.config },
       env: {},
     });
-    // Per-request log lines would bury the summary; warnings and errors still show.
-    const sidecar = await startSidecar(settings, createLogger('warn', io.stderr === process.stderr ? 2 : io.stderr));
+    // Per-request log lines would bury the summary; warnings and errors still show. No model
+    // discovery: the simulator lists one model but answers any name, and the demo traffic uses two
+    // (the code workload is chosen by its model), which discovery would fold into "other".
+    const sidecar = await startSidecar({ ...settings, modelDiscovery: undefined }, createLogger('warn', io.stderr === process.stderr ? 2 : io.stderr));
     const traffic = startDemoTraffic(sidecar.proxyUrl, flags.clients);
     const summary = new LiveSummary(sidecar.telemetry);
     const attainment = new SloAttainment(sidecar.telemetry, settings.workloads);

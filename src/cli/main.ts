@@ -18,7 +18,8 @@ Commands:
   demo       simulator + sidecar + demo traffic, with a live summary (what \`npm start\` runs)
   check      validate a configuration file: \`tokentap check --config FILE\` (exit 0 valid, 1 invalid)
   render     write Prometheus rules, a PrometheusRule, an Alertmanager example and Grafana dashboards: \`tokentap render --config FILE --out DIR\`
-  help       show this text
+  help       show this text (\`tokentap <command> --help\`: that command's flags)
+  version    print the version (also --version, -v)
 
 serve flags (each also settable by environment and config file; flags win):
   --upstream URL          upstream inference server       TOKENTAP_UPSTREAM      (default http://127.0.0.1:8000)
@@ -30,11 +31,40 @@ serve flags (each also settable by environment and config file; flags win):
 Environment only:
   TOKENTAP_DCGM_URL       the node's DCGM exporter, e.g. http://$(NODE_IP):9400/metrics (overrides dcgm.url)
   TOKENTAP_OBSERVE        on (default) | off: proxy without observing anything (for benchmarking)
+  TOKENTAP_MODEL_DISCOVERY  on | off: ask the upstream which models it serves (overrides model_discovery.enabled)
 
 OpenTelemetry export (off by default): set OTEL_EXPORTER_OTLP_ENDPOINT, e.g. http://otel-collector:4318.
 
 Run \`tokentap simulate --help\` for the simulator's flags, \`tokentap render --help\` for render's.
 `;
+
+export const CHECK_USAGE = `Usage: tokentap check --config FILE
+
+Validates FILE exactly as \`serve\` would, without starting anything. Flags and TOKENTAP_* variables
+are ignored, so the verdict is about the file alone.
+  valid:    a summary of the workloads and their SLOs on stdout, exit 0
+  invalid:  every problem on stderr as FILE:LINE: path: message, exit 1
+
+Flags:
+  --config FILE   the tokentap configuration file
+  --help          show this text
+`;
+
+export const DEMO_USAGE = `Usage: tokentap demo [flags]
+
+The simulator, the sidecar in front of it with the example workloads, a few streaming clients and a
+live summary every 5 s (what \`npm start\` runs). Ctrl-C stops all of it.
+
+Flags:
+  --listen HOST:PORT        proxy listener (default 127.0.0.1:8080)
+  --admin-listen HOST:PORT  admin listener, /metrics (default 127.0.0.1:9464)
+  --upstream-port PORT      the simulator's port on 127.0.0.1 (default 8000)
+  --clients N               demo clients streaming at once, 1 to 64 (default 4)
+  --config FILE             workloads (default deploy/tokentap.yaml of the repository, when present)
+  --help                    show this text
+`;
+
+const wantsHelp = (args: readonly string[]): boolean => args.includes('--help') || args.includes('-h');
 
 /**
  * The CLI as a function of (arguments, streams) that returns an exit code, so it is testable
@@ -49,7 +79,7 @@ export async function main(argv: readonly string[], io: CliIO): Promise<number> 
   try {
     switch (command) {
       case 'serve':
-        if (rest.includes('--help') || rest.includes('-h')) {
+        if (wantsHelp(rest)) {
           io.stdout.write(USAGE);
           return 0;
         }
@@ -57,11 +87,24 @@ export async function main(argv: readonly string[], io: CliIO): Promise<number> 
       case 'simulate':
         return await (await import('./simulate.js')).runSimulate(rest, io, stopped());
       case 'demo':
+        if (wantsHelp(rest)) {
+          io.stdout.write(DEMO_USAGE);
+          return 0;
+        }
         return await (await import('./demo.js')).runDemo(rest, io, stopped());
       case 'check':
+        if (wantsHelp(rest)) {
+          io.stdout.write(CHECK_USAGE);
+          return 0;
+        }
         return (await import('./check.js')).runCheck(rest, io);
       case 'render':
         return await (await import('./render.js')).runRender(rest, io);
+      case 'version':
+      case '--version':
+      case '-v':
+        io.stdout.write(`tokentap ${(await import('../version.js')).VERSION}\n`);
+        return 0;
       case undefined:
       case 'help':
       case '--help':
@@ -69,7 +112,7 @@ export async function main(argv: readonly string[], io: CliIO): Promise<number> 
         io.stdout.write(USAGE);
         return command === undefined ? 2 : 0;
       default:
-        throw new TokentapError('TOKENTAP_ERR_USAGE', [`unknown command "${command}"; commands: serve, simulate, demo, check, render, help`]);
+        throw new TokentapError('TOKENTAP_ERR_USAGE', [`unknown command "${command}"; commands: serve, simulate, demo, check, render, help, version`]);
     }
   } catch (error) {
     io.stderr.write(`tokentap: ${error instanceof Error ? error.message : String(error)}\n`);

@@ -3,9 +3,14 @@ import { LineCounter, parseDocument, type Document } from 'yaml';
 import type { z } from 'zod';
 import { TokentapError } from '../errors.js';
 import { METRICS, type HistogramKey } from '../metrics/definitions.js';
+import { NATIVE_DEFAULTS, schemaForFactor, type NativeHistogramSettings } from '../metrics/native-buckets.js';
+import type { HistogramExposition } from '../metrics/protobuf-exposition.js';
 import { podIdentityFromEnv, type PodIdentity } from '../dcgm/pod-identity.js';
+import type { ModelDiscoverySettings } from '../discovery/model-discovery.js';
+import { commitOf } from '../version.js';
 import type { Route } from '../taps/route-table.js';
 import { parseDurationMs } from './duration.js';
+import { nearestKnownKey } from './key-suggestion.js';
 import { configFileSchema, parseListenAddress, type ConfigFile, type ListenAddress, type WorkloadConfig } from './schema.js';
 
 /** The kinds of SLO a workload can have; also the `slo` label of `tokentap_slo_events_total`. */
@@ -56,6 +61,12 @@ export interface Settings {
   readonly logLevel: NonNullable<ConfigFile['log_level']>;
   readonly maxModels: number;
   readonly buckets: Readonly<Record<HistogramKey, readonly number[]>>;
+  /** What the protobuf exposition carries of each histogram (`metrics.histograms`). */
+  readonly histograms: HistogramExposition;
+  /** Native histogram resolution and limit (`metrics.native`). */
+  readonly native: NativeHistogramSettings;
+  /** How histograms are pushed over OTLP (`metrics.otlp_histograms`). */
+  readonly otlpHistograms: 'explicit' | 'exponential';
   /** In match order; the last one takes every request that matches none. At least one. */
   readonly workloads: readonly Workload[];
   /** The node-local DCGM exporter to read this pod's GPU gauges from; undefined when not configured. */
@@ -70,18 +81,33 @@ export interface Settings {
   readonly alerts: AlertSettings;
   /** The file the settings were read from, if any. */
   readonly configFile: string | undefined;
+  /** Asking the upstream for its model names (src/discovery/); undefined when `model_discovery.enabled` is false. */
+  readonly modelDiscovery: ModelDiscoverySettings | undefined;
+  /** The git commit of the image (TOKENTAP_COMMIT), or "unknown": the `commit` label of tokentap_build_info. */
+  readonly commit: string;
 }
 
 export interface AlertSettings {
-  /** Each alert's runbook is `<runbookUrl>#<alert name in lower case>`. */
-  readonly runbookUrl: string;
-  /** Each alert links here with `var-workload=<workload>` added. */
-  readonly dashboardUrl: string;
+  /** The Grafana every alert's dashboard link points into; undefined when not configured (render refuses then). */
+  readonly grafanaUrl: string | undefined;
+  /** Each alert's runbook is `<runbookBaseUrl>/<runbook file>`: an absolute URL, or the repository path `docs/runbooks` by default. */
+  readonly runbookBaseUrl: string;
+  /** The `severity` label value of each alert level. */
+  readonly severityNames: Readonly<Record<AlertLevel, string>>;
+  /** Static labels added to every alert. */
+  readonly extraLabels: Readonly<Record<string, string>>;
   readonly p99TtftForMs: number;
-  readonly p99TtftSeverity: 'page' | 'ticket';
+  readonly p99TtftLevel: AlertLevel | 'off';
+  /** TokentapTTFTP99OverBudget needs at least this many requests in its 5-minute window. */
+  readonly p99TtftMinRequests: number;
   /** Traffic guard: alerts need at least this many requests per hour over their long window. */
   readonly minRequestsPerHour: number;
+  /** How long a namespace's sidecar metrics must be gone before TokentapMetricsAbsent fires. */
+  readonly absentForMs: number;
 }
+
+/** Alert levels: a page wakes someone up, a ticket waits for working hours. */
+export type AlertLevel = 'page' | 'ticket';
 
 export interface DcgmSettings {
   readonly url: URL;
@@ -107,6 +133,7 @@ export const ENV = {
   drainTimeout: 'TOKENTAP_DRAIN_TIMEOUT',
   config: 'TOKENTAP_CONFIG',
   observe: 'TOKENTAP_OBSERVE',
+  modelDiscovery: 'TOKENTAP_MODEL_DISCOVERY',
   dcgmUrl: 'TOKENTAP_DCGM_URL',
 } as const;
 
@@ -136,14 +163,25 @@ export const DEFAULTS = {
   workload: 'default',
   dcgmInterval: '15s',
   dcgmTimeout: '5s',
-  /** The README's alert reference; its headings are the alert names, so `#<alertname>` anchors work. */
-  runbookUrl: 'https://github.com/tokentap/tokentap/blob/main/README.md',
-  /** The SLO overview dashboard rendered under grafana/ (src/render/dashboards.ts), on the Grafana that shows the alert. */
-  dashboardUrl: '/d/tokentap-slo-overview',
-  p99TtftFor: '10m',
-  p99TtftSeverity: 'page',
+  /**
+   * The runbooks as a path in this repository: the project has no public URL to default to, so the
+   * default names the file and `alerts.runbook_base_url` makes it a link (docs/alerts.md).
+   */
+  runbookBaseUrl: 'docs/runbooks',
+  severityNames: { page: 'critical', ticket: 'warning' },
+  p99TtftFor: '15m',
+  /** A ticket: the burn-rate page is the page; a P99 over budget alone is a 1 % tail, worth a look in working hours. */
+  p99TtftLevel: 'ticket',
+  /** histogram_quantile's P99 of fewer than 100 samples is the slowest of them: one slow request. */
+  p99TtftMinRequests: 100,
+  absentFor: '10m',
   /** One request a minute: below that, a single slow request is already 1-2 % of the hour's traffic. */
   minRequestsPerHour: 60,
+  modelDiscoveryPaths: ['/v1/models', '/api/tags', '/info'],
+  modelDiscoveryInterval: '5m',
+  /** Before the first answer: vLLM loads a 7B model in one to three minutes, so this finds it soon after. */
+  modelDiscoveryRetry: '15s',
+  modelDiscoveryTimeout: '2s',
 } as const;
 
 /** Which configured bucket list feeds which histogram. */
@@ -246,6 +284,9 @@ function freezeSettings(config: ConfigFile, configFile: string | undefined, env:
     logLevel: config.log_level ?? DEFAULTS.logLevel,
     maxModels: config.metrics?.max_models ?? DEFAULTS.maxModels,
     buckets: Object.freeze(buckets),
+    histograms: config.metrics?.histograms ?? 'both',
+    native: freezeNative(config.metrics?.native),
+    otlpHistograms: config.metrics?.otlp_histograms ?? (config.metrics?.histograms === 'classic' ? 'explicit' : 'exponential'),
     workloads,
     dcgm: freezeDcgm(config.dcgm, env),
     routes: Object.freeze((config.routes ?? []).map((r) => Object.freeze({ path: r.path, protocol: r.protocol, method: r.method?.toUpperCase() }))),
@@ -253,6 +294,19 @@ function freezeSettings(config: ConfigFile, configFile: string | undefined, env:
     observe: observeFromEnv(env),
     alerts: freezeAlerts(config.alerts),
     configFile,
+    modelDiscovery: freezeModelDiscovery(config.model_discovery, env),
+    commit: commitOf(env),
+  });
+}
+
+function freezeNative(native: NonNullable<ConfigFile['metrics']>['native']): NativeHistogramSettings {
+  const schema = native?.schema ?? (native?.bucket_factor === undefined ? NATIVE_DEFAULTS.schema : schemaForFactor(native.bucket_factor));
+  const zeroThreshold = native?.zero_threshold ?? NATIVE_DEFAULTS.zeroThreshold;
+  return Object.freeze({
+    schema,
+    maxBuckets: native?.max_buckets ?? NATIVE_DEFAULTS.maxBuckets,
+    zeroThreshold,
+    maxZeroThreshold: native?.max_zero_threshold ?? zeroThreshold,
   });
 }
 
@@ -275,11 +329,34 @@ export function withBoundary(boundaries: readonly number[], value: number): numb
 
 function freezeAlerts(config: ConfigFile['alerts']): AlertSettings {
   return Object.freeze({
-    runbookUrl: config?.runbook_url ?? DEFAULTS.runbookUrl,
-    dashboardUrl: config?.dashboard_url ?? DEFAULTS.dashboardUrl,
+    grafanaUrl: config?.grafana_url?.replace(/\/+$/, ''),
+    runbookBaseUrl: (config?.runbook_base_url ?? DEFAULTS.runbookBaseUrl).replace(/\/+$/, ''),
+    severityNames: Object.freeze({
+      page: config?.severity_names?.page ?? DEFAULTS.severityNames.page,
+      ticket: config?.severity_names?.ticket ?? DEFAULTS.severityNames.ticket,
+    }),
+    extraLabels: Object.freeze({ ...config?.labels }),
     p99TtftForMs: parseDurationMs(config?.p99_ttft_for ?? DEFAULTS.p99TtftFor) as number,
-    p99TtftSeverity: config?.p99_ttft_severity ?? DEFAULTS.p99TtftSeverity,
+    p99TtftLevel: config?.p99_ttft_severity ?? DEFAULTS.p99TtftLevel,
+    p99TtftMinRequests: config?.p99_ttft_min_requests ?? DEFAULTS.p99TtftMinRequests,
     minRequestsPerHour: config?.min_requests_per_hour ?? DEFAULTS.minRequestsPerHour,
+    absentForMs: parseDurationMs(config?.absent_for ?? DEFAULTS.absentFor) as number,
+  });
+}
+
+/** TOKENTAP_MODEL_DISCOVERY (`on` or `off`) wins over `model_discovery.enabled`, so a pod can turn it off without a new config. */
+function freezeModelDiscovery(config: ConfigFile['model_discovery'], env: LoadOptions['env']): ModelDiscoverySettings | undefined {
+  const fromEnv = nonEmpty(env[ENV.modelDiscovery]);
+  if (fromEnv !== undefined && fromEnv !== 'on' && fromEnv !== 'off') {
+    throw new TokentapError('TOKENTAP_ERR_CONFIG_INVALID', [`${ENV.modelDiscovery}: expected on or off, got ${JSON.stringify(fromEnv)}`]);
+  }
+  if (fromEnv === 'off' || (fromEnv === undefined && config?.enabled === false)) return undefined;
+  const intervalMs = parseDurationMs(config?.interval ?? DEFAULTS.modelDiscoveryInterval) as number;
+  return Object.freeze({
+    paths: Object.freeze([...(config?.paths ?? DEFAULTS.modelDiscoveryPaths)]),
+    intervalMs,
+    retryMs: Math.min(intervalMs, parseDurationMs(DEFAULTS.modelDiscoveryRetry) as number),
+    timeoutMs: parseDurationMs(config?.timeout ?? DEFAULTS.modelDiscoveryTimeout) as number,
   });
 }
 
@@ -344,7 +421,9 @@ function readConfigFile(path: string, readFile: (path: string) => string): Parse
   if (doc.errors.length > 0) {
     throw new TokentapError(
       'TOKENTAP_ERR_CONFIG_INVALID',
-      doc.errors.map((e) => `${path}:${e.linePos?.[0].line ?? 1}: YAML: ${e.message.split('\n')[0]}`),
+      // e.linePos is filled only with prettyErrors, which would also add a code excerpt to the
+      // message: the line comes from the error's offset instead.
+      doc.errors.map((e) => `${path}:${lineCounter.linePos(e.pos[0]).line}: YAML: ${e.message.split('\n')[0]}`),
     );
   }
   const data = doc.toJS() ?? {};
@@ -372,12 +451,17 @@ function describeIssue(
   const paths = issue.code === 'unrecognized_keys' ? issue.keys.map((key) => [...issue.path, key]) : [issue.path];
   return paths.map((path) => {
     const top = String(path[0] ?? '');
-    const message = issue.code === 'unrecognized_keys' ? 'unknown setting' : issue.message;
+    const message = issue.code === 'unrecognized_keys' ? unknownSettingMessage(path) : issue.message;
     const fromOverride = origin[top] ?? origin[path.map(String).join('.')];
     if (fromOverride !== undefined) return `${fromOverride}: ${message}`;
     const where = configFile === undefined ? '' : locate(path);
     return `${where}${formatPath(path)}: ${message}`;
   });
+}
+
+function unknownSettingMessage(path: readonly PropertyKey[]): string {
+  const suggestion = nearestKnownKey(configFileSchema, path);
+  return suggestion === undefined ? 'unknown setting' : `unknown setting; did you mean "${suggestion}"?`;
 }
 
 /** `metrics.buckets.ttft[2]` */

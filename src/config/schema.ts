@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { parseDurationMs } from './duration.js';
 import { pathPatternProblem, PROTOCOLS } from '../taps/route-table.js';
+import { redactUrl } from '../log/redact-url.js';
 
 /**
  * The configuration file's schema, validated once at start-up (STYLE.md habit 2): unknown keys are
@@ -15,11 +16,17 @@ const listenAddress = z.string().superRefine((value, ctx) => {
 });
 
 const upstreamUrl = z.string().superRefine((value, ctx) => {
+  // `localhost:8000` parses as a URL of scheme "localhost:", which would be reported as an
+  // unsupported scheme; what is missing is the scheme itself.
+  if (!value.includes('://')) {
+    ctx.addIssue({ code: 'custom', message: `"${value}" has no scheme: add http://, as in http://${value}` });
+    return;
+  }
   let url: URL;
   try {
     url = new URL(value);
   } catch {
-    ctx.addIssue({ code: 'custom', message: `expected an http:// URL such as http://127.0.0.1:8000, got "${value}"` });
+    ctx.addIssue({ code: 'custom', message: `expected an http:// URL such as http://127.0.0.1:8000, got "${redactUrl(value)}"` });
     return;
   }
   if (url.protocol !== 'http:') {
@@ -30,7 +37,10 @@ const upstreamUrl = z.string().superRefine((value, ctx) => {
   }
 });
 
-const duration = z.string().superRefine((value, ctx) => {
+const duration = z.string({
+  // A bare number (`ttft: 200`) reaches here as a number: say what is missing, the unit.
+  error: (issue) => (typeof issue.input === 'number' ? `expected a duration like 200ms (a number needs a unit: ms, s, m or h), got ${issue.input}` : 'expected a duration like 200ms, 30s or 5m'),
+}).superRefine((value, ctx) => {
   const ms = parseDurationMs(value);
   if (ms === undefined || ms <= 0) {
     ctx.addIssue({ code: 'custom', message: `expected a positive duration like "200ms", "30s" or "5m", got "${value}"` });
@@ -147,7 +157,7 @@ const dcgmUrl = z.string().superRefine((value, ctx) => {
   try {
     url = new URL(value);
   } catch {
-    ctx.addIssue({ code: 'custom', message: `expected the DCGM exporter's metrics URL such as http://10.0.0.7:9400/metrics, got "${value}"` });
+    ctx.addIssue({ code: 'custom', message: `expected the DCGM exporter's metrics URL such as http://10.0.0.7:9400/metrics, got "${redactUrl(value)}"` });
     return;
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') {
@@ -191,36 +201,125 @@ const route = z.strictObject({
     .optional(),
 });
 
-/** A link target in alert annotations: an http(s) URL, or a path on the Grafana that shows the alert ("/d/uid"). */
-const linkUrl = z.string().superRefine((value, ctx) => {
-  if (value.startsWith('/') && !value.startsWith('//')) return;
-  let url: URL;
-  try {
-    url = new URL(value);
-  } catch {
-    ctx.addIssue({ code: 'custom', message: `expected an http:// or https:// URL (or a path starting with "/"), got "${value}"` });
-    return;
-  }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
-    ctx.addIssue({ code: 'custom', message: `expected an http:// or https:// URL, got "${url.protocol}"` });
-  }
-});
+/**
+ * An absolute http(s) URL for alert annotations: alerts are read in PagerDuty, Slack and e-mail,
+ * where a relative link leads nowhere.
+ */
+function absoluteUrl(example: string) {
+  return z.string().superRefine((value, ctx) => {
+    let url: URL;
+    try {
+      url = new URL(value);
+    } catch {
+      ctx.addIssue({ code: 'custom', message: `expected an absolute http:// or https:// URL such as ${example}, got "${value}" (alerts are read in PagerDuty, Slack and e-mail, where a relative link leads nowhere)` });
+      return;
+    }
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+      ctx.addIssue({ code: 'custom', message: `expected an http:// or https:// URL, got "${url.protocol}"` });
+    }
+    if (url.search || url.hash) ctx.addIssue({ code: 'custom', message: 'must not carry a query string or fragment (tokentap appends the path and the query)' });
+  });
+}
+
+/** A Prometheus label value used as an alert's severity ("critical", "warning", "P1"). */
+const severityName = z
+  .string({ error: 'expected a severity label value such as "critical"' })
+  .regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/, { error: 'expected a severity label value of letters, digits, "_", "." or "-", such as "critical"' });
+
+/** The labels tokentap's alerts set themselves; an extra static label may not replace one. */
+const RESERVED_ALERT_LABELS = ['alertname', 'severity', 'namespace', 'workload', 'slo'];
+
+/** Extra static labels on every alert (team, service, ...): Prometheus label names, string values. */
+const extraAlertLabels = z
+  .record(z.string(), z.string({ error: 'expected the label value as a string (quote numbers and booleans)' }))
+  .superRefine((labels, ctx) => {
+    for (const name of Object.keys(labels)) {
+      if (!/^[a-zA-Z_][a-zA-Z0-9_]*$/.test(name) || name.startsWith('__')) {
+        ctx.addIssue({ code: 'custom', path: [name], message: 'expected a Prometheus label name (letters, digits and "_", not starting with a digit or "__")' });
+      } else if (RESERVED_ALERT_LABELS.includes(name)) {
+        ctx.addIssue({ code: 'custom', path: [name], message: `tokentap sets this label itself (${RESERVED_ALERT_LABELS.join(', ')}); choose another name` });
+      }
+    }
+  });
 
 /** How `tokentap render` writes the alerting rules (src/render/); the sidecar itself ignores it. */
 const alertSettings = z.strictObject({
-  /** Runbook base URL; each alert links to `<runbook_url>#<alert name in lower case>`. */
-  runbook_url: linkUrl.optional(),
-  /** The Grafana dashboard each alert links to, with `var-workload=<workload>` added. */
-  dashboard_url: linkUrl.optional(),
+  /**
+   * The Grafana that shows the tokentap dashboards, e.g. https://grafana.example.com: every alert
+   * links to its SLO dashboard there. Required by `tokentap render` (src/render/alert-links.ts).
+   */
+  grafana_url: absoluteUrl('https://grafana.example.com').optional(),
+  /** Where docs/runbooks of this repository are browsable; each alert links to `<runbook_base_url>/<runbook>.md`. */
+  runbook_base_url: absoluteUrl('https://github.com/ORG/tokentap/blob/main/docs/runbooks').optional(),
+  /** The `severity` label values of the two alert levels: pages wake someone up, tickets wait for working hours. */
+  severity_names: z
+    .strictObject({ page: severityName.optional(), ticket: severityName.optional() })
+    .superRefine((names, ctx) => {
+      // The defaults of config/load.ts: one name for both levels would make every ticket inhibit itself.
+      if ((names.page ?? 'critical') === (names.ticket ?? 'warning')) ctx.addIssue({ code: 'custom', message: 'page and ticket need different severity names (the Alertmanager inhibition tells them apart by it)' });
+    })
+    .optional(),
+  /** Static labels added to every alert (routing keys such as team or service). */
+  labels: extraAlertLabels.optional(),
   /** How long a workload's P99 TTFT must stay above its threshold before TokentapTTFTP99OverBudget fires. */
   p99_ttft_for: duration.optional(),
-  /** Severity of TokentapTTFTP99OverBudget. */
-  p99_ttft_severity: z.enum(['page', 'ticket'], { error: 'expected "page" or "ticket"' }).optional(),
+  /** Level of TokentapTTFTP99OverBudget, or `off` for no such alert. */
+  p99_ttft_severity: z.enum(['page', 'ticket', 'off'], { error: 'expected "ticket", "page" or "off" (the level; severity_names maps it to the label value)' }).optional(),
+  /** TokentapTTFTP99OverBudget needs at least this many requests in its 5-minute window: a P99 of fewer samples is their maximum. */
+  p99_ttft_min_requests: z.number({ error: 'expected a number of requests, e.g. 100' }).int({ error: 'expected a whole number of requests' }).nonnegative({ error: 'expected a number of requests, 0 or more' }).optional(),
   /**
    * Traffic guard: a workload's alerts stay silent while it served fewer requests per hour than this,
    * averaged over the alert's long window, so one slow request on a quiet workload pages nobody.
    */
   min_requests_per_hour: z.number({ error: 'expected a number of requests per hour, e.g. 60' }).nonnegative({ error: 'expected a number of requests per hour, 0 or more' }).finite().optional(),
+  /** How long a namespace's sidecar metrics must be gone before TokentapMetricsAbsent fires. */
+  absent_for: duration.optional(),
+});
+
+/** `metrics.native`: a native histogram's resolution, by schema or by bucket factor, and its bucket limit. */
+const nativeSettings = z
+  .strictObject({
+    /** -4..8: each bucket boundary is the previous one times 2^(2^-schema). Default 3. */
+    schema: z.number({ error: 'expected an integer from -4 to 8' }).int({ error: 'expected an integer from -4 to 8' }).min(-4, { error: 'expected an integer from -4 to 8' }).max(8, { error: 'expected an integer from -4 to 8' }).optional(),
+    /** Alternative to `schema`: the largest growth factor from one boundary to the next, e.g. 1.1 (gives schema 3). */
+    bucket_factor: z.number({ error: 'expected a number above 1, e.g. 1.1' }).gt(1, { error: 'expected a number above 1, e.g. 1.1' }).finite().optional(),
+    /** Populated buckets per histogram series before the resolution is reduced. Default 160. */
+    max_buckets: z
+      .number({ error: 'expected a whole number of buckets from 1 to 100000' })
+      .int({ error: 'expected a whole number of buckets from 1 to 100000' })
+      .min(1, { error: 'expected a whole number of buckets from 1 to 100000' })
+      .max(100_000, { error: 'expected a whole number of buckets from 1 to 100000' })
+      .optional(),
+    /** Observations within [-t, t] count in the zero bucket. Default 2^-128. */
+    zero_threshold: z.number({ error: 'expected a number of seconds (or tokens), 0 or more' }).nonnegative({ error: 'expected a number of seconds (or tokens), 0 or more' }).finite().optional(),
+    /** How far the zero bucket may widen to stay within max_buckets before the schema drops. Default: zero_threshold (never). */
+    max_zero_threshold: z.number({ error: 'expected a number of seconds (or tokens), 0 or more' }).nonnegative({ error: 'expected a number of seconds (or tokens), 0 or more' }).finite().optional(),
+  })
+  .superRefine((native, ctx) => {
+    if (native.schema !== undefined && native.bucket_factor !== undefined) {
+      ctx.addIssue({ code: 'custom', path: ['bucket_factor'], message: 'give either schema or bucket_factor, not both' });
+    }
+    if (native.max_zero_threshold !== undefined && native.max_zero_threshold < (native.zero_threshold ?? 2 ** -128)) {
+      ctx.addIssue({ code: 'custom', path: ['max_zero_threshold'], message: 'must not be below zero_threshold' });
+    }
+  });
+
+/**
+ * Asking the upstream which models it serves (src/discovery/model-discovery.ts), so that only those
+ * names become `gen_ai.request.model` label values.
+ */
+const modelDiscoverySettings = z.strictObject({
+  /** Off: labels keep the first metrics.max_models names seen, as before discovery existed. */
+  enabled: z.boolean({ error: 'expected true or false' }).optional(),
+  /** Listing endpoints tried in order (default /v1/models, /api/tags, /info). */
+  paths: z
+    .array(z.string().startsWith('/', { error: 'expected a path starting with "/"' }), { error: 'expected a list of paths such as [/v1/models]' })
+    .min(1, { error: 'expected at least one path (or enabled: false)' })
+    .optional(),
+  /** Time between discoveries (default 5m). */
+  interval: duration.optional(),
+  /** Each listing request is abandoned after this long (default 2s). */
+  timeout: duration.optional(),
 });
 
 export const configFileSchema = z.strictObject({
@@ -247,6 +346,8 @@ export const configFileSchema = z.strictObject({
   inject_usage: z.boolean({ error: 'expected true or false' }).optional(),
   /** Read GPU memory and utilisation of this pod from the node's DCGM exporter. */
   dcgm: dcgmSettings.optional(),
+  /** Learn the served model names from the upstream; see modelDiscoverySettings. */
+  model_discovery: modelDiscoverySettings.optional(),
   /** Alerting rules rendered by `tokentap render`. */
   alerts: alertSettings.optional(),
   log_level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).optional(),
@@ -254,6 +355,19 @@ export const configFileSchema = z.strictObject({
     .strictObject({
       /** Distinct model label values before further models are folded into `other`. */
       max_models: z.number().int().min(1).max(1000).optional(),
+      /**
+       * What histograms the protobuf exposition carries (docs/native-histograms.md): classic buckets,
+       * Prometheus native histograms, or both in one message (default). The text format is the same in every case.
+       */
+      histograms: z.enum(['classic', 'native', 'both'], { error: 'expected "classic", "native" or "both"' }).optional(),
+      /** Resolution and bucket limit of the native histograms (src/metrics/native-buckets.ts). */
+      native: nativeSettings.optional(),
+      /**
+       * How histograms are pushed over OTLP: `exponential` (the OTel SDK's base-2 exponential
+       * aggregation, the OTLP counterpart of native histograms) or `explicit` (the classic buckets).
+       * Default: exponential unless `histograms` is classic.
+       */
+      otlp_histograms: z.enum(['explicit', 'exponential'], { error: 'expected "explicit" or "exponential"' }).optional(),
       buckets: z
         .strictObject({
           ttfb: bucketList.optional(),

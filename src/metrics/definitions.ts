@@ -439,3 +439,31 @@ export const GPU_METRICS = {
     labels: [ATTR.reason],
   },
 } as const satisfies Record<string, GpuMetricDefinition>;
+
+/**
+ * tokentap's own health. Like GPU_METRICS they carry no workload or model: they concern the whole
+ * sidecar.
+ */
+export const SELF_METRICS = {
+  /** One per failed OTLP export request (the SDK's export callback reported FAILED), by `signal` (metrics, traces). */
+  otlpExportFailures: {
+    kind: 'counter',
+    otelName: 'tokentap.otlp.export.failures',
+    promName: 'tokentap_otlp_export_failures_total',
+    unit: '{export}',
+    description: 'Failed OTLP export requests, by signal (metrics, traces); the collector did not take the batch.',
+  },
+} as const;
+
+/**
+ * What this process is: one series, value 1, in the Prometheus "info" pattern, so a query can join
+ * any tokentap series to the build that produced it (`* on(pod) group_left(version) tokentap_build_info`).
+ */
+export const BUILD_INFO = {
+  kind: 'gauge',
+  otelName: 'tokentap.build.info',
+  promName: 'tokentap_build_info',
+  unit: '1',
+  description: 'Always 1; the labels say which tokentap build, Node.js and commit this process runs.',
+  labels: ['version', 'node_version', 'commit'],
+} as const satisfies GpuMetricDefinition;

@@ -3,6 +3,7 @@ import { hrTime } from '@opentelemetry/core';
 import { emptyResource } from '@opentelemetry/resources';
 import { metrics } from '@opentelemetry/sdk-node';
 import type { MetricDefinition } from './definitions.js';
+import { NativeBuckets, type NativeHistogramSettings } from './native-buckets.js';
 
 type CollectionResult = metrics.CollectionResult;
 type HistogramMetricData = metrics.HistogramMetricData;
@@ -35,10 +36,18 @@ type MetricProducer = metrics.MetricProducer;
  */
 export class DirectMetrics implements MetricProducer {
   private readonly sets: Array<HistogramSeriesSet | SumSeriesSet> = [];
+  /** With settings, every histogram series also keeps native buckets (native-buckets.ts) for the protobuf exposition. */
+  private readonly native: NativeHistogramSettings | undefined;
+  /** A data point's attributes (each series' own copy) -> its native buckets. */
+  private readonly nativeByAttributes = new WeakMap<Attributes, NativeBuckets>();
+
+  constructor(native?: NativeHistogramSettings) {
+    this.native = native;
+  }
 
   /** One histogram; `definition` gives its OTel name, unit and description. */
   histogram(definition: MetricDefinition, boundaries: readonly number[]): HistogramSeriesSet {
-    const set = new HistogramSeriesSet(definition, boundaries);
+    const set = new HistogramSeriesSet(definition, boundaries, this.native, this.nativeByAttributes);
     this.sets.push(set);
     return set;
   }
@@ -48,6 +57,20 @@ export class DirectMetrics implements MetricProducer {
     const set = new SumSeriesSet(definition, monotonic);
     this.sets.push(set);
     return set;
+  }
+
+  /**
+   * The native buckets of a collected histogram data point, if kept: found by the identity of its
+   * attributes object when the point is this producer's own, else by the histogram's Prometheus
+   * name and the attribute values (a native shadow beside the SDK's instruments, Telemetry with OTLP).
+   */
+  nativeBucketsOf(promName: string, attributes: Attributes): NativeBuckets | undefined {
+    const own = this.nativeByAttributes.get(attributes);
+    if (own !== undefined) return own;
+    for (const set of this.sets) {
+      if (set instanceof HistogramSeriesSet && set.promName === promName) return set.nativeOf(attributes);
+    }
+    return undefined;
   }
 
   async collect(): Promise<CollectionResult> {
@@ -70,10 +93,24 @@ export class HistogramSeriesSet {
   private readonly byKey = new Map<string, HistogramSeries>();
   /** Attribute object -> its series: requests reuse their attribute object for every sample. */
   private readonly byIdentity = new WeakMap<Attributes, HistogramSeries>();
+  private readonly native: NativeHistogramSettings | undefined;
+  private readonly nativeByAttributes: WeakMap<Attributes, NativeBuckets> | undefined;
 
-  constructor(definition: MetricDefinition, boundaries: readonly number[]) {
+  constructor(definition: MetricDefinition, boundaries: readonly number[], native?: NativeHistogramSettings, nativeByAttributes?: WeakMap<Attributes, NativeBuckets>) {
     this.definition = definition;
     this.boundaries = [...boundaries];
+    this.native = native;
+    this.nativeByAttributes = nativeByAttributes;
+  }
+
+  get promName(): string {
+    return this.definition.promName;
+  }
+
+  /** The native buckets of the series with these attribute values, if it exists and keeps them. */
+  nativeOf(attributes: Attributes): NativeBuckets | undefined {
+    const series = this.byKey.get(attributesKey(attributes));
+    return series === undefined ? undefined : this.nativeByAttributes?.get(series.ownAttributes);
   }
 
   /** One sample, as `Histogram.record()` takes it (the Recorder treats both alike). */
@@ -88,7 +125,10 @@ export class HistogramSeriesSet {
       const key = attributesKey(attributes);
       series = this.byKey.get(key);
       if (series === undefined) {
-        series = new HistogramSeries(this.boundaries, { ...attributes });
+        const own = { ...attributes };
+        const native = this.native === undefined ? undefined : new NativeBuckets(this.native);
+        if (native !== undefined) this.nativeByAttributes?.set(own, native);
+        series = new HistogramSeries(this.boundaries, own, native);
         this.byKey.set(key, series);
       }
       this.byIdentity.set(attributes, series);
@@ -126,20 +166,28 @@ export class HistogramSeries {
   private readonly boundaries: number[];
   private readonly counts: Float64Array;
   private readonly attributes: Attributes;
+  /** The same samples in native buckets, when the protobuf exposition serves them; count and sum are shared. */
+  private readonly native: NativeBuckets | undefined;
   private readonly startTime: HrTime = hrTime();
   private count = 0;
   private sum = 0;
   private min = Infinity;
   private max = -Infinity;
 
-  constructor(boundaries: number[], attributes: Attributes) {
+  constructor(boundaries: number[], attributes: Attributes, native?: NativeBuckets) {
     this.boundaries = boundaries;
     this.counts = new Float64Array(boundaries.length + 1);
     this.attributes = attributes;
+    this.native = native;
   }
 
   get sampled(): boolean {
     return this.count > 0;
+  }
+
+  /** The series' own copy of its attributes (the key of its native buckets). */
+  get ownAttributes(): Attributes {
+    return this.attributes;
   }
 
   record(value: number): void {
@@ -149,6 +197,7 @@ export class HistogramSeries {
     if (value < this.min) this.min = value;
     if (value > this.max) this.max = value;
     (this.counts[bucketIndex(this.boundaries, value)] as number)++;
+    this.native?.add(value, 1);
   }
 
   /** `times` samples of the same value (an n-token chunk's per-token samples). */
@@ -160,6 +209,7 @@ export class HistogramSeries {
     if (value < this.min) this.min = value;
     if (value > this.max) this.max = value;
     (this.counts[bucketIndex(this.boundaries, value)] as number) += times;
+    this.native?.add(value, times);
   }
 
   dataPoint(endTime: HrTime): metrics.DataPoint<metrics.Histogram> {
@@ -268,4 +318,19 @@ export function attachDirectMetrics(meter: Meter, direct: DirectMetrics): void {
 
 export function directMetricsOf(meter: Meter): DirectMetrics | undefined {
   return BY_METER.get(meter);
+}
+
+/**
+ * With OTLP on, the request histograms go through the SDK's instruments; a DirectMetrics that is
+ * not a producer (its series never reach a reader) keeps native buckets of the same samples beside
+ * them, for the protobuf exposition. The Recorder finds it here, by meter.
+ */
+const SHADOW_BY_METER = new WeakMap<Meter, DirectMetrics>();
+
+export function attachNativeShadow(meter: Meter, shadow: DirectMetrics): void {
+  SHADOW_BY_METER.set(meter, shadow);
+}
+
+export function nativeShadowOf(meter: Meter): DirectMetrics | undefined {
+  return SHADOW_BY_METER.get(meter);
 }

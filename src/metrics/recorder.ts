@@ -2,7 +2,7 @@ import type { Attributes, Histogram, Meter } from '@opentelemetry/api';
 import type { TokenSource } from '../clock/token-timeline.js';
 import type { SloKind } from '../config/load.js';
 import { ATTR, METRICS, type HistogramKey, type MetricDefinition, type Operation } from './definitions.js';
-import { directMetricsOf, type HistogramSeries, type HistogramSeriesSet } from './direct-metrics.js';
+import { directMetricsOf, nativeShadowOf, type HistogramSeries, type HistogramSeriesSet } from './direct-metrics.js';
 
 /**
  * How a request ended; the `outcome` label. `shutdown`: still in flight when the drain deadline
@@ -80,13 +80,16 @@ export class Recorder {
 
   constructor(meter: Meter, buckets: Readonly<Record<HistogramKey, readonly number[]>>) {
     const direct = directMetricsOf(meter);
+    const shadow = direct === undefined ? nativeShadowOf(meter) : undefined;
     const sdkHistogram = (key: HistogramKey): Histogram => {
       const def = METRICS[key];
-      return meter.createHistogram(def.otelName, {
+      const histogram = meter.createHistogram(def.otelName, {
         unit: def.unit,
         description: def.description,
         advice: { explicitBucketBoundaries: [...buckets[key]] },
       });
+      // OTLP on and native histograms asked for: every sample also into the native shadow.
+      return shadow === undefined ? histogram : withShadow(histogram, shadow.histogram(def, buckets[key]));
     };
     const histogram = (key: HistogramKey): HistogramSink => (direct === undefined ? sdkHistogram(key) : direct.histogram(METRICS[key], buckets[key]));
     const counter = (def: MetricDefinition): SumSink =>
@@ -222,6 +225,16 @@ export class Recorder {
 /** A sample in milliseconds, recorded in seconds unless it is unknown (absent or NaN). */
 function recordIfKnown(sink: HistogramSink, ms: number | undefined, attributes: Attributes): void {
   if (ms !== undefined && !Number.isNaN(ms)) sink.record(ms / MS_PER_S, attributes);
+}
+
+/** An SDK histogram that also records each sample into a native shadow series set. */
+function withShadow(histogram: Histogram, shadow: HistogramSeriesSet): Histogram {
+  return {
+    record(value: number, attributes?: Attributes): void {
+      histogram.record(value, attributes);
+      shadow.record(value, attributes ?? {});
+    },
+  } as Histogram;
 }
 
 /**

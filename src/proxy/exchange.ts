@@ -1,7 +1,8 @@
 import type net from 'node:net';
-import { endToEndHeaders, withoutHeader } from './hop-by-hop.js';
+import { endToEndHeaders, withHost } from './hop-by-hop.js';
 import { ChunkedBody, ChunkedBodyError } from './http1/chunked-body.js';
 import { incomingHeaders, rawHeader } from './http1/incoming-headers.js';
+import type { RequestBodyFraming } from './http1/request-rules.js';
 import { bodyFraming, ResponseHeadError, type BodyFraming, type ResponseHead } from './http1/response-head.js';
 import { CHUNK_END, chunkSizeLine, LAST_CHUNK, requestHead, responseHead, simpleResponse } from './http1/wire.js';
 import { RequestBodySniffer } from './request-body-sniffer.js';
@@ -35,17 +36,24 @@ export interface ExchangeContext {
   readonly keepAliveHeaders: string;
 }
 
-/** One parsed client request head. */
+/** One parsed client request head, as request-rules.ts accepted it. */
 export interface RequestHead {
   readonly method: string;
-  /** The request target exactly as the client sent it. */
+  /**
+   * The target that goes upstream: origin-form (path and query; an absolute-form target reduced to
+   * it) or `*`. The monitor logs, routes and matches its path only.
+   */
   readonly url: string;
   readonly rawHeaders: string[];
   /** HTTP/1.1 or later: chunked framing and interim (1xx) responses may be sent to this client. */
   readonly http11: boolean;
   /** The client may send another request on this connection after this one. */
   readonly keepAlive: boolean;
-  readonly bodyFraming: 'none' | 'length' | 'chunked';
+  readonly bodyFraming: RequestBodyFraming;
+  /** The Content-Length the parser validated, for bodyFraming 'length'. */
+  readonly contentLength: number;
+  /** Host to send in place of the client's (absolute-form target, or none sent): request-rules.ts. */
+  readonly host: string | undefined;
 }
 
 /** What an exchange needs of the client connection it answers on. */
@@ -190,6 +198,24 @@ export class Exchange implements UpstreamOwner, IdleWatched {
     if (this.phase !== Phase.Waiting) this.finishRequestBody();
   }
 
+  /**
+   * The request's body could not be parsed (client-connection.ts): the exchange ends now, counted
+   * `client_error`. The upstream connection holds half a request, so it is destroyed, never
+   * pooled; the client gets the connection's 400 after this (or, if the upstream had already
+   * answered, a broken stream: a clean end would pass for a complete answer).
+   */
+  requestMalformed(status: number, problem: string): void {
+    if (this.phase === Phase.Done) return;
+    const started = this.phase !== Phase.Waiting;
+    this.settle();
+    this.monitor.fail('client_error', status, problem);
+    this.upstream?.discard();
+    this.upstream = undefined;
+    if (!started) return;
+    if (this.responseHeadSent) this.client.socket.destroy();
+    else this.client.exchangeFinished(false);
+  }
+
   /** The client connection closed (or sent FIN) while this exchange was open. */
   clientClosed(): void {
     if (this.phase === Phase.Done && this.monitor.finished) return;
@@ -306,16 +332,22 @@ export class Exchange implements UpstreamOwner, IdleWatched {
   private sendRequestHead(contentLength: number | undefined): void {
     if (this.requestHeadSent || this.upstream === undefined) return;
     this.requestHeadSent = true;
+    const request = this.request;
     let headers = this.upstreamHeaders;
+    // The framing is tokentap's, from what its parser decided (RFC 9112 section 6): the client's
+    // Content-Length and Transfer-Encoding never pass through (hop-by-hop.ts drops them), so the
+    // upstream cannot read a different length than tokentap did, and never gets both.
     let framing = '';
     if (contentLength !== undefined) {
-      headers = withoutHeader(headers, 'content-length');
       this.bodyLengthSet = true;
       framing = `Content-Length: ${contentLength}\r\n`;
-    } else if (this.request.bodyFraming === 'chunked') {
+    } else if (request.bodyFraming === 'chunked') {
       framing = 'Transfer-Encoding: chunked\r\n';
+    } else if (request.bodyFraming === 'length') {
+      framing = `Content-Length: ${request.contentLength}\r\n`;
     }
-    const head = requestHead(this.request.method, this.request.url, headers, framing);
+    if (request.host !== undefined) headers = withHost(headers, request.host);
+    const head = requestHead(request.method, request.url, headers, framing);
     this.hold(head);
     this.upstream.socket.write(head, 'latin1');
   }
@@ -387,9 +419,14 @@ export class Exchange implements UpstreamOwner, IdleWatched {
       }
       // An interim response (100 Continue, 103 Early Hints): passed on to HTTP/1.1 clients, then
       // the final head is read.
+      // (endToEndHeaders drops a Content-Length: an interim response has no body, RFC 9110 section 15.2.)
       if (this.request.http11) this.client.socket.write(responseHead(head.status, head.statusMessage, endToEndHeaders(head.rawHeaders), ''), 'latin1');
       upstream.head.begin();
       if (rest !== undefined) this.responseHead(rest);
+      return;
+    }
+    if (head.framingProblem !== undefined && bodyFraming(head, this.request.method) !== 'none') {
+      this.unforwardable(head.framingProblem);
       return;
     }
     this.startResponse(head);
@@ -407,12 +444,18 @@ export class Exchange implements UpstreamOwner, IdleWatched {
     let headers = endToEndHeaders(head.rawHeaders);
     let extra = '';
     let closeDelimited = framing === 'close';
+    // The head tokentap writes carries exactly the framing its own decision implies (RFC 9112
+    // section 6): endToEndHeaders dropped the upstream's Content-Length and Transfer-Encoding.
     if (framing === 'none') {
       this.output = Output.None;
+      // HEAD and 304 answers describe the representation's length (RFC 9110 sections 8.6, 15.4.5);
+      // a 204 or a zero-length body has none to describe.
+      if (head.contentLength >= 0 && head.status !== 204 && (request.method === 'HEAD' || head.status === 304 || head.contentLength === 0)) extra = `Content-Length: ${head.contentLength}\r\n`;
     } else if (this.stripper === undefined && (framing !== 'chunked' || request.http11)) {
       this.output = Output.Verbatim;
-      // Transfer-Encoding is hop-by-hop, but the bytes are forwarded framed as they came.
-      if (head.transferEncoded) extra = `Transfer-Encoding: ${head.transferEncoding}\r\n`;
+      // The bytes are forwarded framed as they came, and that framing was checked at head time.
+      if (framing === 'chunked') extra = 'Transfer-Encoding: chunked\r\n';
+      else if (framing === 'length') extra = `Content-Length: ${head.contentLength}\r\n`;
     } else {
       if (this.stripper !== undefined) headers = this.stripper.responseHeaders(headers);
       if (request.http11) {

@@ -8,6 +8,7 @@ import * as q from './dashboard-queries.js';
 import { dashboardVariables } from './dashboard-variables.js';
 import { NAMESPACE_LABEL } from './promql.js';
 import { QUANTILES } from './recording-rules.js';
+import { classicOrNativeQuantile } from './native-dashboard-queries.js';
 
 /**
  * Grafana dashboards, rendered from the settings (workloads, objectives, thresholds) and the metric
@@ -34,7 +35,7 @@ const BURN_CONDITIONS = BURN_RATE_POLICIES.flatMap((policy) => policy.conditions
 const BURN_RATE_LINES = [...new Set(BURN_CONDITIONS.map((c) => c.factor))];
 const BURN_RATE_LEGEND = BURN_CONDITIONS.map((c) => `${c.factor} (${c.severity}, over ${c.long} and ${c.short})`).join(', ');
 
-const SLO_OVERVIEW_UID = 'tokentap-slo-overview';
+export const SLO_OVERVIEW_UID = 'tokentap-slo-overview';
 
 /**
  * Per-workload panels keep the namespace apart (dashboard-queries.ts), so the same workload in
@@ -104,7 +105,7 @@ function sloOverview(settings: Settings): dashboard.Dashboard {
     timeSeriesPanel(
       {
         title: 'Requests per second by outcome',
-        description: 'Finished requests per second, all selected namespaces and workloads together: completed, client_cancelled, upstream_error, truncated (upstream closed without a terminal event), timeout, shutdown (cut at the end of the sidecar drain on SIGTERM).',
+        description: 'Finished requests per second, all selected namespaces and workloads together: completed, client_cancelled, client_error (a 4xx other than 408, 429 and 499: refused for what the client asked; burns no SLO), upstream_error, truncated (upstream closed without a terminal event), timeout, shutdown (cut at the end of the sidecar drain on SIGTERM).',
         unit: 'reqps',
         min: 0,
         queries: [{ expr: q.requestsPerSecondByOutcome(), legend: '{{outcome}}' }],
@@ -145,7 +146,7 @@ function sloOverview(settings: Settings): dashboard.Dashboard {
         min: 0,
         queries: [{ expr: q.outcomeRatio('client_cancelled'), legend: `{{workload}} ${NAMESPACE_LEGEND}` }],
       },
-      at(12),
+      at(8),
     ),
   );
   builder.withPanel(
@@ -157,12 +158,26 @@ function sloOverview(settings: Settings): dashboard.Dashboard {
         min: 0,
         queries: [{ expr: q.outcomeRatio('truncated'), legend: `{{workload}} ${NAMESPACE_LEGEND}` }],
       },
-      at(12),
+      at(8),
+    ),
+  );
+  builder.withPanel(
+    timeSeriesPanel(
+      {
+        title: 'Client error rate',
+        description:
+          'Share of finished requests refused for what the client asked (client_error: an HTTP 4xx other than 408, 429 and 499), per namespace and workload. ' +
+          'The client failed, not the server: these burn no SLO and do not count for the alerts\' traffic guard. A rise points at a client release or a changed API, not at the inference server.',
+        unit: 'percentunit',
+        min: 0,
+        queries: [{ expr: q.outcomeRatio('client_error'), legend: `{{workload}} ${NAMESPACE_LEGEND}` }],
+      },
+      at(8),
     ),
   );
 
   for (const workload of settings.workloads) {
-    workloadRow(builder, workload, at);
+    workloadRow(builder, workload, at, settings.histograms === 'native');
     engineRow(builder, workload, at);
   }
   gpuRows(builder, at);
@@ -179,7 +194,7 @@ function describeSlo(workload: Workload): string {
   return parts.join(', ');
 }
 
-function workloadRow(builder: dashboard.DashboardBuilder, workload: Workload, at: (width: number, height?: number) => Placement): void {
+function workloadRow(builder: dashboard.DashboardBuilder, workload: Workload, at: (width: number, height?: number) => Placement, native = false): void {
   const name = workload.name;
   builder.withRow(new dashboard.RowBuilder(`Workload ${name}: ${describeSlo(workload)}`).id(at(24).id));
   const slo = workload.slo;
@@ -226,7 +241,7 @@ function workloadRow(builder: dashboard.DashboardBuilder, workload: Workload, at
     );
   }
   const quantiles = (key: 'ttft' | 'itlToken' | 'e2e'): Query[] =>
-    QUANTILES.map((quantile) => ({ expr: q.quantile(quantile, key, name), legend: `p${Math.round(quantile * 100)} ${NAMESPACE_LEGEND}` }));
+    QUANTILES.map((quantile) => ({ expr: native ? classicOrNativeQuantile(quantile, key, name) : q.quantile(quantile, key, name), legend: `p${Math.round(quantile * 100)} ${NAMESPACE_LEGEND}` }));
   const budget = (kind: SloKind): number[] => {
     const threshold = slo?.thresholdsS[kind];
     return threshold === undefined ? [] : [threshold];

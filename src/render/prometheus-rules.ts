@@ -1,6 +1,8 @@
 import type { Settings } from '../config/load.js';
+import { absentMetricsAlert } from './absent-metrics-alert.js';
 import { burnRateAlerts } from './burn-rate-alerts.js';
 import { p99TtftAlerts } from './p99-ttft-alert.js';
+import { nativeLatencyRecordingRules, nativeSliRecordingRules } from './native-recording-rules.js';
 import { latencyRecordingRules, sliRecordingRules, trafficRecordingRules } from './recording-rules.js';
 import type { RenderOptions, RuleFile } from './rule-types.js';
 import { watchdogAlert } from './watchdog-alert.js';
@@ -12,12 +14,16 @@ import { watchdogAlert } from './watchdog-alert.js';
  * value (and promtool's unit tests would see either, depending on the group order it picks).
  */
 export function renderPrometheusRules(settings: Settings, options: RenderOptions): RuleFile {
+  // Native: the same record names from native histograms (native-recording-rules.ts); the alerts read either.
+  const native = options.histograms === 'native';
+  const sli = native ? nativeSliRecordingRules(settings, options) : sliRecordingRules(settings, options);
+  const latency = native ? nativeLatencyRecordingRules(options) : latencyRecordingRules(options);
   return {
     groups: [
-      { name: 'tokentap-slo', rules: [...sliRecordingRules(settings, options), ...burnRateAlerts(settings, options)] },
-      { name: 'tokentap-latency', rules: [...latencyRecordingRules(options), ...p99TtftAlerts(settings, options)] },
+      { name: 'tokentap-slo', rules: [...sli, ...burnRateAlerts(settings, options)] },
+      { name: 'tokentap-latency', rules: [...latency, ...p99TtftAlerts(settings, options)] },
       { name: 'tokentap-traffic', rules: trafficRecordingRules(options) },
-      { name: 'tokentap-meta', rules: [watchdogAlert(settings)] },
+      { name: 'tokentap-meta', rules: [watchdogAlert(settings), absentMetricsAlert(settings, options)] },
     ],
   };
 }

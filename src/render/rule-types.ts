@@ -31,6 +31,12 @@ export interface RenderOptions {
    * their nominal window (`rate1h`), so dashboards and alerts read the same series either way.
    */
   readonly windowScale: number;
+  /**
+   * Which histograms the SLI and quantile rules read: `classic` (the `_bucket` series and
+   * tokentap_slo_events_total; the default) or `native` (Prometheus native histograms,
+   * native-recording-rules.ts).
+   */
+  readonly histograms?: 'classic' | 'native';
 }
 
 /** A nominal duration scaled by the render options, in whole milliseconds (at least 1). */

@@ -213,7 +213,9 @@ export async function startSidecarProcess(options: SidecarProcessOptions): Promi
     '--config',
     config,
   ]);
-  const env = { ...process.env, TOKENTAP_OBSERVE: options.observe ? 'on' : 'off' };
+  // Model discovery off: the bench pairs log lines with its requests by their (made-up) model
+  // names, which discovery would label "other" (the simulator lists one model).
+  const env = { ...process.env, TOKENTAP_OBSERVE: options.observe ? 'on' : 'off', TOKENTAP_MODEL_DISCOVERY: 'off' };
   const spawnedAtMs = performance.now();
   const child = spawn(command, args, { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';

@@ -57,7 +57,8 @@ const dashboards = renderDashboards(loadSettings({ flags: { config: EXAMPLE_CONF
 );
 
 async function startPodSidecar(simulatorUrl: string, pod: string, dcgmUrl: string, env: Record<string, string>): Promise<RunningSidecar> {
-  const config = `${readFileSync(EXAMPLE_CONFIG, 'utf8')}\ndcgm:\n  url: ${dcgmUrl}\n  interval: 1s\n  timeout: 1s\n`;
+  // No model discovery: the simulator lists one model but answers any, and the traffic below uses two.
+  const config = `${readFileSync(EXAMPLE_CONFIG, 'utf8')}\ndcgm:\n  url: ${dcgmUrl}\n  interval: 1s\n  timeout: 1s\nmodel_discovery:\n  enabled: false\n`;
   const settings = loadSettings({
     flags: { upstream: simulatorUrl, listen: '127.0.0.1:0', adminListen: '127.0.0.1:0', config: EXAMPLE_CONFIG },
     env: { POD_NAME: pod, POD_NAMESPACE: NAMESPACE, ...env },

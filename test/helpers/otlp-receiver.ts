@@ -41,6 +41,10 @@ export interface ReceivedDataPoint {
   readonly attributes: Record<string, unknown>;
   /** Sum/gauge value, or the histogram's count. */
   readonly value: number;
+  /** Which OTLP data kind carried it. */
+  readonly kind: 'sum' | 'gauge' | 'histogram' | 'exponentialHistogram';
+  /** Exponential histograms: the scale and the positive buckets (offset, counts), as sent. */
+  readonly exponential?: { readonly scale: number; readonly offset: number; readonly bucketCounts: number[]; readonly zeroCount: number };
   readonly resource: Record<string, unknown>;
 }
 
@@ -50,6 +54,8 @@ export interface ReceivedDataPoint {
  */
 export async function startOtlpReceiver() {
   const exports: OtlpExport[] = [];
+  /** What the receiver answers; a test sets 400 to stand for a collector that refuses every batch. */
+  let status = 200;
   const server = http.createServer((req, res) => {
     const parts: Buffer[] = [];
     req.on('data', (c: Buffer) => parts.push(c));
@@ -57,7 +63,7 @@ export async function startOtlpReceiver() {
       const body = Buffer.concat(parts);
       const contentType = req.headers['content-type'] ?? '';
       exports.push({ path: req.url ?? '', contentType, body, json: contentType.includes('json') ? JSON.parse(body.toString('utf8')) : undefined });
-      res.writeHead(200, { 'content-type': 'application/json' });
+      res.writeHead(status, { 'content-type': 'application/json' });
       res.end('{}');
     });
   });
@@ -66,6 +72,10 @@ export async function startOtlpReceiver() {
   return {
     url: `http://127.0.0.1:${port}`,
     exports,
+    /** Answer every later export with `code` (200 by default). */
+    respondWith(code: number) {
+      status = code;
+    },
     /** Every span received in JSON exports, flattened. */
     spans(): ReceivedSpan[] {
       return exports
@@ -106,13 +116,21 @@ export async function startOtlpReceiver() {
             const resource = attributeMap(r.resource?.attributes);
             return (r.scopeMetrics ?? []).flatMap((sm) =>
               (sm.metrics ?? []).flatMap((m) => {
-                const data = (m.sum ?? m.gauge ?? m.histogram) as { dataPoints?: Array<Record<string, unknown>> } | undefined;
-                return (data?.dataPoints ?? []).map((p) => ({
-                  metric: m.name as string,
-                  attributes: attributeMap(p.attributes as KeyValue[] | undefined),
-                  value: Number(p.asInt ?? p.asDouble ?? p.count ?? Number.NaN),
-                  resource,
-                }));
+                const kind = (['sum', 'gauge', 'histogram', 'exponentialHistogram'] as const).find((k) => m[k] !== undefined);
+                const data = (kind === undefined ? undefined : m[kind]) as { dataPoints?: Array<Record<string, unknown>> } | undefined;
+                return (data?.dataPoints ?? []).map((p) => {
+                  const positive = p.positive as { offset?: number; bucketCounts?: Array<string | number> } | undefined;
+                  return {
+                    metric: m.name as string,
+                    attributes: attributeMap(p.attributes as KeyValue[] | undefined),
+                    value: Number(p.asInt ?? p.asDouble ?? p.count ?? Number.NaN),
+                    kind: kind ?? 'sum',
+                    ...(kind === 'exponentialHistogram'
+                      ? { exponential: { scale: Number(p.scale ?? 0), offset: Number(positive?.offset ?? 0), bucketCounts: (positive?.bucketCounts ?? []).map(Number), zeroCount: Number(p.zeroCount ?? 0) } }
+                      : {}),
+                    resource,
+                  };
+                });
               }),
             );
           }),

@@ -35,6 +35,8 @@ export interface PrometheusOptions {
   evaluationInterval?: string;
   /** Default 20 s. */
   readyTimeoutMs?: number;
+  /** `--enable-feature=` values, e.g. `native-histograms` (which also makes 2.42 scrape by protobuf first). */
+  featureFlags?: string[];
 }
 
 /** One element of an instant-vector result (`value` already a number; NaN and ±Inf kept). */
@@ -149,6 +151,7 @@ export async function startPrometheus(options: PrometheusOptions = {}): Promise<
         // Prometheus sends a firing alert at once, but drops it when the Alertmanager is not discovered
         // yet (discovery syncs every 5 s) and then waits the resend delay (default 1m) to try again.
         '--rules.alert.resend-delay=1s',
+        ...(options.featureFlags ?? []).map((flag) => `--enable-feature=${flag}`),
       ];
     },
   });

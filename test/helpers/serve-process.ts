@@ -7,7 +7,9 @@ import { eventually } from './sidecar.js';
  */
 export async function startServeProcess(upstream: string, args: readonly string[] = [], env: Record<string, string> = {}) {
   const child = spawn(process.execPath, ['bin/tokentap.js', 'serve', '--upstream', upstream, '--listen', '127.0.0.1:0', '--admin-listen', '127.0.0.1:0', ...args], {
-    env: { ...process.env, ...env },
+    // Model discovery's own GET /v1/models would reach test upstreams that record every request;
+    // a test that wants it passes TOKENTAP_MODEL_DISCOVERY: 'on'.
+    env: { ...process.env, TOKENTAP_MODEL_DISCOVERY: 'off', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stdout = '';

@@ -17,7 +17,10 @@ export async function startTestSidecar(upstream: string, configYaml = '') {
     env: {},
     readFile: () => configYaml,
   });
-  const sidecar = await startSidecar(settings, createLogger('info', sink));
+  // Model discovery (on by default) sends its own GET /v1/models to the upstream, which test
+  // upstreams that record "the last request" would see; only tests that configure it get it.
+  const discovery = /^model_discovery:/m.test(configYaml) ? settings : { ...settings, modelDiscovery: undefined };
+  const sidecar = await startSidecar(discovery, createLogger('info', sink));
   return { ...sidecar, logs };
 }
 

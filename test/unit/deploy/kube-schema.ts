@@ -1,6 +1,7 @@
 import { Model } from '@kubernetes-models/base';
 import { PodMonitor, PrometheusRule } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1';
-import { Deployment } from 'kubernetes-models/apps/v1';
+import { AlertmanagerConfig } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1alpha1';
+import { Deployment, StatefulSet } from 'kubernetes-models/apps/v1';
 import { ConfigMap, Service } from 'kubernetes-models/v1';
 
 /**
@@ -21,10 +22,12 @@ type ModelClass = new (data: Record<string, unknown>) => Model<unknown>;
 /** The kinds the manifests may contain, by `apiVersion/kind`; anything else is an error. */
 const MODELS: Readonly<Record<string, ModelClass>> = {
   'apps/v1/Deployment': Deployment as unknown as ModelClass,
+  'apps/v1/StatefulSet': StatefulSet as unknown as ModelClass,
   'v1/Service': Service as unknown as ModelClass,
   'v1/ConfigMap': ConfigMap as unknown as ModelClass,
   'monitoring.coreos.com/v1/PodMonitor': PodMonitor as unknown as ModelClass,
   'monitoring.coreos.com/v1/PrometheusRule': PrometheusRule as unknown as ModelClass,
+  'monitoring.coreos.com/v1alpha1/AlertmanagerConfig': AlertmanagerConfig as unknown as ModelClass,
 };
 
 export interface KubeObject {

@@ -17,6 +17,8 @@ export interface Kustomization {
   readonly components?: string[];
   readonly configMapGenerator?: { name: string; files?: string[]; options?: { labels?: Record<string, string>; annotations?: Record<string, string> } }[];
   readonly patches?: { path?: string; patch?: string; target?: Record<string, string> }[];
+  /** Transformer configurations (nameReference and the like), files beside the kustomization. */
+  readonly configurations?: string[];
   readonly [key: string]: unknown;
 }
 
@@ -56,6 +58,7 @@ export function referencedPaths(dir: string, kustomization: Kustomization): { wr
     for (const entry of generator.files ?? []) refs.push({ written: generatorFileSource(entry).file, kind: `configMapGenerator ${generator.name}` });
   }
   for (const patch of kustomization.patches ?? []) if (patch.path !== undefined) refs.push({ written: patch.path, kind: 'patches' });
+  for (const configuration of kustomization.configurations ?? []) refs.push({ written: configuration, kind: 'configurations' });
   return refs.map((ref) => ({ ...ref, absolute: path.resolve(dir, ref.written) }));
 }
 

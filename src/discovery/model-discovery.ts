@@ -1,0 +1,137 @@
+import http from 'node:http';
+import type { Logger } from 'pino';
+import type { ModelLabels } from '../metrics/model-labels.js';
+import { servedModelsOf } from './served-models.js';
+
+export interface ModelDiscoverySettings {
+  /** Listing endpoints, tried in order until one answers with model names. */
+  readonly paths: readonly string[];
+  /** Time between two successful discoveries. */
+  readonly intervalMs: number;
+  /** Time before the next try while no discovery has succeeded yet (the model is still loading). */
+  readonly retryMs: number;
+  /** Each listing request is abandoned after this long. */
+  readonly timeoutMs: number;
+}
+
+/**
+ * A listing is a few hundred bytes (vLLM: about 400 per model); this bounds what a confused
+ * upstream can make the sidecar buffer (DESIGN.md section 10: every resource is bounded).
+ */
+const MAX_LISTING_BYTES = 1024 * 1024;
+
+export type DiscoveryOutcome = { readonly ok: true; readonly path: string; readonly models: readonly string[] } | { readonly ok: false; readonly problems: readonly string[] };
+
+/**
+ * Asks the upstream which models it serves, at start-up and then every `intervalMs`, and hands the
+ * names to ModelLabels. The request goes from the sidecar straight to the upstream on a connection
+ * of its own (agent: false), never through the proxy listener, so it is not traffic: it appears in
+ * no request metric. A failed discovery keeps the last list; before the first success it is retried
+ * every `retryMs`, and the labels keep the first-seen fallback meanwhile.
+ */
+export class ModelDiscovery {
+  private timer: NodeJS.Timeout | undefined;
+  private stopped = false;
+  private lastModels = '';
+  private failing = false;
+  private succeededOnce = false;
+
+  constructor(
+    private readonly upstream: URL,
+    private readonly settings: ModelDiscoverySettings,
+    private readonly models: ModelLabels,
+    private readonly logger: Logger,
+  ) {}
+
+  start(): void {
+    this.schedule(0);
+  }
+
+  stop(): void {
+    this.stopped = true;
+    if (this.timer !== undefined) clearTimeout(this.timer);
+  }
+
+  /** One discovery: each path in turn until one lists models. */
+  async refresh(): Promise<DiscoveryOutcome> {
+    const problems: string[] = [];
+    for (const path of this.settings.paths) {
+      const answer = await getJson(new URL(path, this.upstream), this.settings.timeoutMs);
+      if (!answer.ok) {
+        problems.push(`${path}: ${answer.problem}`);
+        continue;
+      }
+      const models = servedModelsOf(answer.body);
+      if (models === undefined) {
+        problems.push(`${path}: the answer lists no model names`);
+        continue;
+      }
+      this.models.serve(models);
+      return this.report({ ok: true, path, models });
+    }
+    return this.report({ ok: false, problems });
+  }
+
+  private report(outcome: DiscoveryOutcome): DiscoveryOutcome {
+    if (outcome.ok) {
+      this.succeededOnce = true;
+      this.failing = false;
+      const key = outcome.models.join('\n');
+      if (key !== this.lastModels) this.logger.info({ models: outcome.models, path: outcome.path }, 'model discovery: the upstream serves these models; other names are labelled "other"');
+      this.lastModels = key;
+    } else if (!this.failing) {
+      // Once per failing streak, not on every retry while the model loads.
+      this.failing = true;
+      this.logger.warn(
+        { problems: outcome.problems, kept: this.succeededOnce ? 'the last list' : 'the first names seen' },
+        'model discovery failed; retrying',
+      );
+    }
+    return outcome;
+  }
+
+  private schedule(delayMs: number): void {
+    if (this.stopped) return;
+    this.timer = setTimeout(() => {
+      void this.refresh().then((outcome) => this.schedule(outcome.ok || this.succeededOnce ? this.settings.intervalMs : this.settings.retryMs));
+    }, delayMs);
+    // Never what keeps the process alive.
+    this.timer.unref();
+  }
+}
+
+type JsonAnswer = { readonly ok: true; readonly body: unknown } | { readonly ok: false; readonly problem: string };
+
+function getJson(url: URL, timeoutMs: number): Promise<JsonAnswer> {
+  return new Promise((resolve) => {
+    const request = http.get(url, { agent: false, timeout: timeoutMs, headers: { accept: 'application/json' } }, (response) => {
+      const status = response.statusCode ?? 0;
+      if (status !== 200) {
+        response.resume();
+        resolve({ ok: false, problem: `HTTP ${status}` });
+        return;
+      }
+      const chunks: Buffer[] = [];
+      let bytes = 0;
+      response.on('data', (chunk: Buffer) => {
+        bytes += chunk.length;
+        if (bytes > MAX_LISTING_BYTES) {
+          response.destroy();
+          resolve({ ok: false, problem: `answer larger than ${MAX_LISTING_BYTES} bytes` });
+          return;
+        }
+        chunks.push(chunk);
+      });
+      response.on('end', () => {
+        try {
+          resolve({ ok: true, body: JSON.parse(Buffer.concat(chunks).toString('utf8')) as unknown });
+        } catch {
+          resolve({ ok: false, problem: 'the answer is not JSON' });
+        }
+      });
+      response.on('error', (error) => resolve({ ok: false, problem: error.message }));
+    });
+    request.on('timeout', () => request.destroy(new Error(`no answer within ${timeoutMs} ms`)));
+    request.on('error', (error: NodeJS.ErrnoException) => resolve({ ok: false, problem: error.code ?? error.message }));
+  });
+}

@@ -1,0 +1,177 @@
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import { describe, expect, it } from 'vitest';
+import { main } from '../../src/cli/main.js';
+import { writeAllOrNone, NODE_WRITE_OPS, type WriteOps } from '../../src/cli/write-all-or-none.js';
+import { loadSettings } from '../../src/config/load.js';
+import { TokentapError } from '../../src/errors.js';
+import { startSimulator } from '../../src/simulator/index.js';
+import { VERSION } from '../../src/version.js';
+import { scrape } from '../helpers/prometheus-text.js';
+import { eventually } from '../helpers/sidecar.js';
+
+/** What a newcomer meets first: version, help, and the messages for the mistakes everyone makes once. */
+
+function memoryStream() {
+  let text = '';
+  return { stream: new Writable({ write(c: Buffer, _e, cb) { text += c.toString(); cb(); } }), text: () => text };
+}
+
+async function run(argv: string[], env: Record<string, string> = {}) {
+  const out = memoryStream();
+  const err = memoryStream();
+  const code = await main(argv, { stdout: out.stream, stderr: err.stream, env, stopped: Promise.resolve() });
+  return { code, out: out.text(), err: err.text() };
+}
+
+function problemsOf(yaml: string): readonly string[] {
+  try {
+    loadSettings({ flags: { config: 'tokentap.yaml' }, env: {}, readFile: () => yaml });
+  } catch (error) {
+    return (error as TokentapError).problems;
+  }
+  return [];
+}
+
+const PACKAGE = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string; license: string };
+
+describe('version and help', () => {
+  it.each([['--version'], ['-v'], ['version']])('`tokentap %s` prints package.json\'s version and exits 0', async (flag) => {
+    expect(await run([flag])).toEqual({ code: 0, out: `tokentap ${PACKAGE.version}\n`, err: '' });
+    expect(VERSION).toBe(PACKAGE.version);
+  });
+
+  it('the bin prints the version too (as `npx tokentap --version` would)', () => {
+    const result = spawnSync(process.execPath, ['bin/tokentap.js', '--version'], { encoding: 'utf8', timeout: 20_000 });
+    expect([result.status, result.stdout]).toEqual([0, `tokentap ${PACKAGE.version}\n`]);
+  });
+
+  it.each([
+    ['serve', /--upstream URL/],
+    ['simulate', /Usage: tokentap simulate/],
+    ['demo', /Usage: tokentap demo[\s\S]*--clients N/],
+    ['check', /Usage: tokentap check --config FILE/],
+    ['render', /Usage: tokentap render --config FILE --out DIR/],
+    ['help', /Commands:[\s\S]*version/],
+  ])('`tokentap %s --help` shows its usage on stdout and exits 0 without running anything', async (command, usage) => {
+    for (const flag of ['--help', '-h']) {
+      const result = await run([command, flag]);
+      expect(result.err).toBe('');
+      expect(result.code).toBe(0);
+      expect(result.out).toMatch(usage);
+    }
+  });
+
+  it('ships the Apache-2.0 licence package.json names', () => {
+    expect(PACKAGE.license).toBe('Apache-2.0');
+    const license = readFileSync(new URL('../../LICENSE', import.meta.url), 'utf8');
+    expect(license).toContain('Apache License\n                           Version 2.0, January 2004');
+    expect(license).toContain('END OF TERMS AND CONDITIONS');
+  });
+});
+
+describe('configuration mistakes get a message that says what to do', () => {
+  it('an upstream without a scheme: add http://', async () => {
+    const result = await run(['serve', '--upstream', 'localhost:8000', '--listen', '127.0.0.1:0', '--admin-listen', '127.0.0.1:0']);
+    expect(result.code).toBe(1);
+    expect(result.err).toContain('--upstream: "localhost:8000" has no scheme: add http://, as in http://localhost:8000');
+    expect(problemsOf('upstream: 127.0.0.1:8000\n')).toEqual(['tokentap.yaml:1: upstream: "127.0.0.1:8000" has no scheme: add http://, as in http://127.0.0.1:8000']);
+  });
+
+  it('a duration without a unit: "a duration like 200ms"', () => {
+    expect(problemsOf('workloads:\n  - name: chat\n    slo:\n      objective: 0.99\n      ttft: 200\n')).toEqual([
+      'tokentap.yaml:5: workloads[0].slo.ttft: expected a duration like 200ms (a number needs a unit: ms, s, m or h), got 200',
+    ]);
+    expect(problemsOf('drain_timeout: 30\n')).toEqual(['tokentap.yaml:1: drain_timeout: expected a duration like 200ms (a number needs a unit: ms, s, m or h), got 30']);
+  });
+
+  it('an unknown key suggests the nearest known key of the same mapping, and nothing when none is close', () => {
+    expect(problemsOf('upstrem: http://127.0.0.1:8000\n')).toEqual(['tokentap.yaml:1: upstrem: unknown setting; did you mean "upstream"?']);
+    expect(problemsOf('metrics:\n  max_model: 4\n')).toEqual(['tokentap.yaml:2: metrics.max_model: unknown setting; did you mean "max_models"?']);
+    expect(problemsOf('model_discovery:\n  intervall: 1m\n')).toEqual(['tokentap.yaml:2: model_discovery.intervall: unknown setting; did you mean "interval"?']);
+    expect(problemsOf('colour: red\n')).toEqual(['tokentap.yaml:1: colour: unknown setting']);
+  });
+
+  it('a YAML syntax error names the line it is on, not line 1', () => {
+    const yaml = ['upstream: http://127.0.0.1:8000', 'listen: 0.0.0.0:8080', 'workloads:', '  - name: chat', '    match: { path: /v1/chat/completions', '  - name: default', ''].join('\n');
+    expect(problemsOf(yaml)).toEqual([expect.stringMatching(/^tokentap\.yaml:6: YAML: /)]);
+    expect(problemsOf('a: 1\nb: 2\nb: 3\n')).toEqual([expect.stringMatching(/^tokentap\.yaml:3: YAML: Map keys must be unique/)]);
+  });
+
+  it('model_discovery: defaults, and the off switch', () => {
+    const on = loadSettings({ flags: {}, env: {} });
+    expect(on.modelDiscovery).toEqual({ paths: ['/v1/models', '/api/tags', '/info'], intervalMs: 300_000, retryMs: 15_000, timeoutMs: 2000 });
+    const off = loadSettings({ flags: { config: 'x.yaml' }, env: {}, readFile: () => 'model_discovery: { enabled: false }\n' });
+    expect(off.modelDiscovery).toBeUndefined();
+    const offByEnv = loadSettings({ flags: { config: 'x.yaml' }, env: { TOKENTAP_MODEL_DISCOVERY: 'off' }, readFile: () => 'model_discovery: { enabled: true }\n' });
+    expect(offByEnv.modelDiscovery).toBeUndefined();
+    expect(loadSettings({ flags: { config: 'x.yaml' }, env: { TOKENTAP_MODEL_DISCOVERY: 'on' }, readFile: () => 'model_discovery: { enabled: false }\n' }).modelDiscovery).toBeDefined();
+    expect(() => loadSettings({ flags: {}, env: { TOKENTAP_MODEL_DISCOVERY: 'yes' } })).toThrow(/TOKENTAP_MODEL_DISCOVERY: expected on or off, got "yes"/);
+    expect(problemsOf('model_discovery: { paths: [] }\n')).toEqual(['tokentap.yaml:1: model_discovery.paths: expected at least one path (or enabled: false)']);
+    expect(problemsOf('model_discovery: { paths: [v1/models] }\n')).toEqual(['tokentap.yaml:1: model_discovery.paths[0]: expected a path starting with "/"']);
+  });
+});
+
+describe('render writes all files or none', () => {
+  const CONFIG = 'alerts: { grafana_url: https://grafana.example.com }\nworkloads:\n  - name: chat\n    slo: { objective: 0.99, ttft: 200ms }\n';
+
+  it('leaves every earlier file as it was when one target cannot be written, and says so in plain words', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tokentap-render-all-'));
+    writeFileSync(join(dir, 'tokentap.yaml'), CONFIG);
+    expect((await run(['render', '--config', join(dir, 'tokentap.yaml'), '--out', join(dir, 'out')])).code).toBe(0);
+    const before = readFileSync(join(dir, 'out/prometheus/rules.yaml'), 'utf8');
+    writeFileSync(join(dir, 'tokentap.yaml'), CONFIG.replace('200ms', '300ms'));
+    // The dashboards' directory is a file: the last files cannot be written.
+    writeFileSync(join(dir, 'dash'), 'in the way');
+    const result = await run(['render', '--config', join(dir, 'tokentap.yaml'), '--out', join(dir, 'out'), '--dashboards-out', join(dir, 'dash')]);
+    expect(result.code).toBe(1);
+    expect(result.out).toBe('');
+    expect(result.err).toMatch(/TOKENTAP_ERR_WRITE[\s\S]*cannot create the directory .*dash: (a part of the path is a file, not a directory \(ENOTDIR\)|a file is in the way of the directory \(EEXIST\)); nothing was written/);
+    expect(readFileSync(join(dir, 'out/prometheus/rules.yaml'), 'utf8')).toBe(before);
+    expect(readdirSync(join(dir, 'out/prometheus')).sort()).toEqual(['prometheusrule.yaml', 'rules.yaml']);
+  });
+
+  it('reports a permission problem as one, and removes the files it had already written', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tokentap-render-perm-'));
+    let writes = 0;
+    // Tests run as root, for whom chmod stops nothing: the third write fails as EACCES would.
+    const ops: WriteOps = {
+      ...NODE_WRITE_OPS,
+      writeFile: async (path, content) => {
+        if (++writes === 3) throw Object.assign(new Error(`EACCES: permission denied, open '${path}'`), { code: 'EACCES' });
+        await NODE_WRITE_OPS.writeFile(path, content);
+      },
+    };
+    const files = ['a/one.yaml', 'a/two.yaml', 'b/three.json', 'b/four.json'].map((p) => ({ path: join(dir, p), content: p }));
+    await expect(writeAllOrNone(files, ops)).rejects.toThrow(/cannot write .*three\.json: permission denied: this user may not write there \(check the directory's owner and mode, or choose another --out\) \(EACCES\); nothing was written/);
+    expect([...readdirSync(join(dir, 'a')), ...readdirSync(join(dir, 'b'))]).toEqual([]);
+  });
+});
+
+describe('the start-up log', () => {
+  it('prints the addresses the listeners really bound (port 0 becomes the real port), and the version', async () => {
+    const simulator = await startSimulator({ port: 0 });
+    const out = memoryStream();
+    let stop!: () => void;
+    const stopped = new Promise<void>((resolve) => (stop = resolve));
+    const serving = main(['serve', '--upstream', simulator.url, '--listen', '127.0.0.1:0', '--admin-listen', '127.0.0.1:0'], { stdout: out.stream, stderr: memoryStream().stream, env: { TOKENTAP_COMMIT: 'abc1234' }, stopped });
+    try {
+      const line = await eventually('serving line', () => out.text().split('\n').find((l) => l.includes('tokentap serving')), (l) => l !== undefined, 15_000);
+      const started = JSON.parse(line as string) as { listen: string; admin_listen: string; proxy: string; admin: string; version: string };
+      expect(started.listen).toMatch(/^127\.0\.0\.1:\d+$/);
+      expect(started.listen).not.toBe('127.0.0.1:0');
+      expect(started.admin_listen).not.toBe('127.0.0.1:0');
+      expect(started.proxy).toBe(`http://${started.listen}`);
+      expect(started.version).toBe(PACKAGE.version);
+      const m = await scrape(started.admin);
+      expect(m.get('tokentap_build_info')?.metrics).toEqual([{ labels: { version: PACKAGE.version, node_version: process.versions.node, commit: 'abc1234' }, value: '1' }]);
+    } finally {
+      stop();
+      await serving;
+      await simulator.close();
+    }
+  });
+});
