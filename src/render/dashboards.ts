@@ -178,7 +178,7 @@ function sloOverview(settings: Settings): dashboard.Dashboard {
 
   for (const workload of settings.workloads) {
     workloadRow(builder, workload, at, settings.histograms === 'native');
-    engineRow(builder, workload, at);
+    engineRow(builder, workload, at, settings.histograms === 'native');
   }
   gpuRows(builder, at);
   return builder.build();

@@ -28,7 +28,7 @@ export const ENGINE_PANEL = {
 
 const NS = `{{${NAMESPACE_LABEL}}}`;
 
-export function engineRow(builder: dashboard.DashboardBuilder, workload: Workload, at: (width: number, height?: number) => Placement): void {
+export function engineRow(builder: dashboard.DashboardBuilder, workload: Workload, at: (width: number, height?: number) => Placement, native = false): void {
   const name = workload.name;
   const slo = workload.slo;
   builder.withRow(new dashboard.RowBuilder(ENGINE_ROW_TITLE(name)).id(at(24).id));
@@ -57,10 +57,10 @@ export function engineRow(builder: dashboard.DashboardBuilder, workload: Workloa
         unit: 's',
         min: 0,
         queries: [
-          { expr: e.meanPerRequest('ttft', name), legend: `wire TTFT ${NS}` },
-          { expr: e.meanPerRequest('engineQueue', name), legend: `engine queue ${NS}` },
-          { expr: e.meanPerRequest('enginePrefill', name), legend: `engine prefill ${NS}` },
-          { expr: e.meanPerRequest('outsideEngineTtft', name), legend: `outside the engine ${NS}` },
+          { expr: e.meanPerRequest('ttft', name, native), legend: `wire TTFT ${NS}` },
+          { expr: e.meanPerRequest('engineQueue', name, native), legend: `engine queue ${NS}` },
+          { expr: e.meanPerRequest('enginePrefill', name, native), legend: `engine prefill ${NS}` },
+          { expr: e.meanPerRequest('outsideEngineTtft', name, native), legend: `outside the engine ${NS}` },
         ],
       },
       at(8),
@@ -78,7 +78,7 @@ export function engineRow(builder: dashboard.DashboardBuilder, workload: Workloa
         unit: 's',
         min: 0,
         thresholdLines: ttftBudget === undefined ? [] : [ttftBudget],
-        queries: [{ expr: e.quantileByInFlight(0.99, 'ttftByConcurrency', name), legend: `{{in_flight}} in flight ${NS}` }],
+        queries: [{ expr: e.quantileByInFlight(0.99, 'ttftByConcurrency', name, native), legend: `{{in_flight}} in flight ${NS}` }],
       },
       at(4),
     ),
@@ -91,7 +91,7 @@ export function engineRow(builder: dashboard.DashboardBuilder, workload: Workloa
         unit: 's',
         min: 0,
         thresholdLines: itlBudget === undefined ? [] : [itlBudget],
-        queries: [{ expr: e.quantileByInFlight(0.99, 'itlByConcurrency', name), legend: `{{in_flight}} in flight ${NS}` }],
+        queries: [{ expr: e.quantileByInFlight(0.99, 'itlByConcurrency', name, native), legend: `{{in_flight}} in flight ${NS}` }],
       },
       at(4),
     ),

@@ -28,16 +28,26 @@ export function goodputPerSecond(workload: string): string {
   return `sum by (${NAMESPACE_LABEL}) (rate(${METRICS.goodput.promName}${scope(workload)}${RATE}))`;
 }
 
-/** The mean sample of a histogram per request over the rate window, per namespace; empty without samples. */
-export function meanPerRequest(key: HistogramKey, workload: string): string {
+/**
+ * The mean sample of a histogram per request over the rate window, per namespace; empty without
+ * samples. With `native` (`metrics.histograms: native`), `or` the same from the native series,
+ * whichever the Prometheus ingested (native-dashboard-queries.ts).
+ */
+export function meanPerRequest(key: HistogramKey, workload: string, native = false): string {
   const name = METRICS[key].promName;
   const sum = (suffix: string): string => `sum by (${NAMESPACE_LABEL}) (rate(${name}_${suffix}${scope(workload)}${RATE}))`;
-  return `(${sum('sum')}) / (${sum('count')} > 0)`;
+  const classic = `(${sum('sum')}) / (${sum('count')} > 0)`;
+  if (!native) return classic;
+  const rate = `sum by (${NAMESPACE_LABEL}) (rate(${name}${scope(workload)}${RATE}))`;
+  return `${classic}\nor\n(histogram_sum(${rate})) / (histogram_count(${rate}) > 0)`;
 }
 
-/** A quantile of a `*_by_concurrency` histogram per `in_flight` band and namespace. */
-export function quantileByInFlight(q: number, key: 'ttftByConcurrency' | 'itlByConcurrency', workload: string): string {
-  return `histogram_quantile(${q}, sum by (le, ${NAMESPACE_LABEL}, ${IN_FLIGHT}) (rate(${METRICS[key].promName}_bucket${scope(workload)}${RATE})))`;
+/** A quantile of a `*_by_concurrency` histogram per `in_flight` band and namespace; `native` as for meanPerRequest. */
+export function quantileByInFlight(q: number, key: 'ttftByConcurrency' | 'itlByConcurrency', workload: string, native = false): string {
+  const by = `${NAMESPACE_LABEL}, ${IN_FLIGHT}`;
+  const classic = `histogram_quantile(${q}, sum by (le, ${by}) (rate(${METRICS[key].promName}_bucket${scope(workload)}${RATE})))`;
+  if (!native) return classic;
+  return `${classic}\nor\nhistogram_quantile(${q}, sum by (${by}) (rate(${METRICS[key].promName}${scope(workload)}${RATE})))`;
 }
 
 /** The engine container's series of the selected pods. */
