@@ -4,6 +4,7 @@ import type { z } from 'zod';
 import { TokentapError } from '../errors.js';
 import { METRICS, type HistogramKey } from '../metrics/definitions.js';
 import { podIdentityFromEnv, type PodIdentity } from '../dcgm/pod-identity.js';
+import { defaultMaxConnections, LIMIT_DEFAULTS, type RelayLimits } from '../proxy/relay-limits.js';
 import type { Route } from '../taps/route-table.js';
 import { parseDurationMs } from './duration.js';
 import { configFileSchema, parseListenAddress, type ConfigFile, type ListenAddress, type WorkloadConfig } from './schema.js';
@@ -59,6 +60,8 @@ export interface Settings {
   readonly observe: boolean;
   /** How `tokentap render` writes the alerting rules. */
   readonly alerts: AlertSettings;
+  /** What the relay may hold per client and in total (`limits:`, src/proxy/relay-limits.ts). */
+  readonly limits: RelayLimits;
   /** The file the settings were read from, if any. */
   readonly configFile: string | undefined;
 }
@@ -231,6 +234,7 @@ function freezeSettings(config: ConfigFile, configFile: string | undefined, env:
     injectUsage: config.inject_usage ?? false,
     observe: observeFromEnv(env),
     alerts: freezeAlerts(config.alerts),
+    limits: freezeLimits(config.limits),
     configFile,
   });
 }
@@ -259,6 +263,22 @@ function freezeAlerts(config: ConfigFile['alerts']): AlertSettings {
     p99TtftForMs: parseDurationMs(config?.p99_ttft_for ?? DEFAULTS.p99TtftFor) as number,
     p99TtftSeverity: config?.p99_ttft_severity ?? DEFAULTS.p99TtftSeverity,
     minRequestsPerHour: config?.min_requests_per_hour ?? DEFAULTS.minRequestsPerHour,
+  });
+}
+
+function freezeLimits(config: ConfigFile['limits']): RelayLimits {
+  const ms = (text: string | undefined, fallback: number) => (text === undefined ? fallback : (parseDurationMs(text) as number));
+  return Object.freeze({
+    maxConnections: config?.max_connections ?? defaultMaxConnections(),
+    requestHeadTimeoutMs: ms(config?.request_head_timeout, LIMIT_DEFAULTS.requestHeadTimeoutMs),
+    requestBodyIdleTimeoutMs: ms(config?.request_body_idle_timeout, LIMIT_DEFAULTS.requestBodyIdleTimeoutMs),
+    sniffedBodyBytes: config?.sniffed_body_bytes ?? LIMIT_DEFAULTS.sniffedBodyBytes,
+    rewrittenBodyBytes: config?.rewritten_body_bytes ?? LIMIT_DEFAULTS.rewrittenBodyBytes,
+    heldBodyBytes: config?.held_body_bytes ?? LIMIT_DEFAULTS.heldBodyBytes,
+    pipelinedRequests: config?.pipelined_requests ?? LIMIT_DEFAULTS.pipelinedRequests,
+    interimResponses: config?.interim_responses ?? LIMIT_DEFAULTS.interimResponses,
+    interimResponseBytes: config?.interim_response_bytes ?? LIMIT_DEFAULTS.interimResponseBytes,
+    logBufferBytes: config?.log_buffer_bytes ?? LIMIT_DEFAULTS.logBufferBytes,
   });
 }
 

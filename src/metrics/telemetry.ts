@@ -3,14 +3,14 @@ import type { Resource } from '@opentelemetry/resources';
 import { PrometheusExporter, PrometheusSerializer } from '@opentelemetry/exporter-prometheus';
 import { metrics } from '@opentelemetry/sdk-node';
 import { collectDefaultMetrics, Registry } from 'prom-client';
-import { GPU_METRICS, METRICS } from './definitions.js';
+import { GPU_METRICS, METRICS, RELAY_METRICS } from './definitions.js';
 import { attachDirectMetrics, DirectMetrics } from './direct-metrics.js';
 import { PrometheusReader } from './prometheus-reader.js';
 
 type ResourceMetrics = metrics.ResourceMetrics;
 
 /** The Prometheus name of each OTel instrument (see definitions.ts for why the exporter needs it). */
-const PROM_NAMES = new Map<string, string>([...Object.values(METRICS), ...Object.values(GPU_METRICS)].map((def) => [def.otelName, def.promName]));
+const PROM_NAMES = new Map<string, string>([...Object.values(METRICS), ...Object.values(GPU_METRICS), ...Object.values(RELAY_METRICS)].map((def) => [def.otelName, def.promName]));
 
 /**
  * The metrics pipeline: an OpenTelemetry MeterProvider whose Prometheus reader is pulled on scrape
