@@ -258,6 +258,8 @@ export class Exchange implements UpstreamOwner, IdleWatched {
   upstreamClosed(error: NodeJS.ErrnoException | undefined): void {
     this.upstream = undefined;
     if (this.phase === Phase.Done) return;
+    // No descriptor left for the upstream connection: the process is past its ulimit -n (limits.max_connections too high).
+    if (error?.code === 'EMFILE' || error?.code === 'ENFILE') this.context.counters.tripped('fds');
     const cause = error === undefined ? '' : ` (${error.code ?? error.message})`;
     if (this.responseHeadSent) {
       // The upstream connection broke mid-body: the client must see a broken stream too, never a

@@ -99,8 +99,9 @@ export class ProxyServer extends net.Server {
       }
       this.clients.add(new ClientConnection(context, socket, forget));
     });
-    // accept() failing for want of descriptors (EMFILE, ENFILE): libuv closes the waiting connection
-    // with its reserved descriptor and goes on; without a listener the error would end the process.
+    // accept() failing for want of descriptors: libuv closes the waiting connections with a
+    // descriptor it keeps in reserve and reports nothing (uv__emfile_trick); only when it has no
+    // reserve does the error come here, where without a listener it would end the process.
     this.on('error', (error: NodeJS.ErrnoException) => {
       if (error.syscall !== 'accept') return;
       counters.tripped('fds');
