@@ -276,6 +276,7 @@ function freezeLimits(config: ConfigFile['limits']): RelayLimits {
     rewrittenBodyBytes: config?.rewritten_body_bytes ?? LIMIT_DEFAULTS.rewrittenBodyBytes,
     heldBodyBytes: config?.held_body_bytes ?? LIMIT_DEFAULTS.heldBodyBytes,
     pipelinedRequests: config?.pipelined_requests ?? LIMIT_DEFAULTS.pipelinedRequests,
+    minRequestChunkBytes: config?.min_request_chunk_bytes ?? LIMIT_DEFAULTS.minRequestChunkBytes,
     interimResponses: config?.interim_responses ?? LIMIT_DEFAULTS.interimResponses,
     interimResponseBytes: config?.interim_response_bytes ?? LIMIT_DEFAULTS.interimResponseBytes,
     logBufferBytes: config?.log_buffer_bytes ?? LIMIT_DEFAULTS.logBufferBytes,

@@ -238,6 +238,8 @@ const limitSettings = z.strictObject({
   held_body_bytes: limitCount.optional(),
   /** Requests queued on one connection behind the one being answered (default 16). */
   pipelined_requests: limitCount.optional(),
+  /** Past 1,024 chunks, the average chunk size a chunked request body must keep, else it is cut with 400 (default 64). */
+  min_request_chunk_bytes: limitCount.optional(),
   /** Interim (1xx) responses relayed per request (default 8). */
   interim_responses: limitCount.optional(),
   /** Bytes of interim (1xx) response heads relayed per request (default 64 KiB). */

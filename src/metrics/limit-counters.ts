@@ -11,6 +11,7 @@ export type LimitName =
   | 'rewritten_body_bytes'
   | 'held_body_bytes'
   | 'pipelined_requests'
+  | 'min_request_chunk_bytes'
   | 'interim_responses'
   | 'interim_response_bytes'
   | 'log_buffer_bytes';

@@ -210,28 +210,28 @@ export class Exchange implements UpstreamOwner, IdleWatched {
   }
 
   /**
-   * The client stopped sending its body for limits.request_body_idle_timeout: the request is the
-   * client's fault (outcome `client_error`, which burns no SLO). Answered 408 when nothing was
+   * The request body broke a limit (it stopped arriving for limits.request_body_idle_timeout: 408;
+   * its chunks were too small, limits.min_request_chunk_bytes: 400): the request is the client's
+   * fault (outcome `client_error`, which burns no SLO). Answered with `status` when nothing was
    * answered yet, else the response is cut; the upstream connection, holding a partial request, is
    * closed. The connection closes after it (the rest of the body would be read as a request).
    */
-  requestBodyTimedOut(): void {
+  requestBodyRefused(status: 400 | 408, detail: string): void {
     if (this.phase === Phase.Done) return;
-    const detail = `the client sent no request body bytes for ${this.context.limits.requestBodyIdleTimeoutMs} ms (limits.request_body_idle_timeout)`;
     const headSent = this.responseHeadSent;
     const queued = this.phase === Phase.Waiting;
     this.settle();
-    this.monitor.fail('client_error', headSent ? undefined : 408, detail);
+    this.monitor.fail('client_error', headSent ? undefined : status, detail);
     this.upstream?.discard();
     this.upstream = undefined;
-    // Queued behind another request: the connection answers the 408 after the one in flight.
+    // Queued behind another request: the connection answers once the one in flight has.
     if (queued) return;
     const socket = this.client.socket;
     if (headSent) {
       socket.destroy();
       return;
     }
-    if (!socket.destroyed) socket.write(simpleResponse(408, 'Request Timeout', 'text/plain; charset=utf-8', `tokentap: ${detail}\n`, true));
+    if (!socket.destroyed) socket.write(simpleResponse(status, status === 408 ? 'Request Timeout' : 'Bad Request', 'text/plain; charset=utf-8', `tokentap: ${detail}\n`, true));
     this.client.exchangeFinished(false);
   }
 

@@ -51,7 +51,7 @@ describe('limits.pipelined_requests: requests queued on one connection', () => {
       await eventually('the first request upstream', () => simulator.stats().inFlight, (n) => n === 1);
       const leftMs = performance.now();
       client.close();
-      const upstreamEnd = await eventually('the upstream stream to end', () => closed[0], (event) => event !== undefined, 5_000);
+      const upstreamEnd = (await eventually('the upstream stream to end', () => closed[0], (event) => event !== undefined, 5_000)) as RequestClosedEvent;
       expect(upstreamEnd.end).toBe('client-closed');
       // Before: the upstream went on generating 7 s after the client left (issue 13).
       expect(upstreamEnd.atMs - leftMs).toBeLessThan(1_000);
