@@ -40,12 +40,19 @@ export const RESERVED_FDS = 128;
 const FALLBACK_FD_LIMIT = 1024;
 
 /**
+ * The default connection limit's ceiling, whatever the descriptors allow (containers often run
+ * with ulimit -n 1,048,576): the inference server in the same pod serves far fewer streams at once
+ * (vLLM's default max_num_seqs is 256), and each open connection costs memory.
+ */
+export const MAX_DEFAULT_CONNECTIONS = 4096;
+
+/**
  * Each client connection with a request in flight holds two descriptors (its socket and the
- * upstream's), so the default is half of what the soft `ulimit -n` leaves above RESERVED_FDS, and
- * at least 16: 448 at 1,024, 64 at 256, 524,224 at 1,048,576.
+ * upstream's), so the default is half of what the soft `ulimit -n` leaves above RESERVED_FDS, at
+ * least 16 and at most MAX_DEFAULT_CONNECTIONS: 448 at 1,024, 64 at 256, 4,096 at 1,048,576.
  */
 export function defaultMaxConnections(fdLimit = processFdLimit()): number {
-  return Math.max(16, Math.floor((fdLimit - RESERVED_FDS) / 2));
+  return Math.min(MAX_DEFAULT_CONNECTIONS, Math.max(16, Math.floor((fdLimit - RESERVED_FDS) / 2)));
 }
 
 /** The soft limit on open files (RLIMIT_NOFILE), from /proc/self/limits; FALLBACK_FD_LIMIT when unreadable. */
