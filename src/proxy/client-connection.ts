@@ -8,7 +8,8 @@ export const KEEP_ALIVE_TIMEOUT_MS = 5_000;
 
 /**
  * Request-body bytes that pipelined requests may hold on one connection while they wait their turn;
- * beyond it the connection stops being read until the queue moves (TCP backpressure on the client).
+ * beyond it, or while the listener's held-bytes budget is spent (they count against it), the
+ * connection stops being read until the queue moves (TCP backpressure on the client).
  * Below it the connection is read while requests wait, so a client that leaves is noticed at once.
  */
 export const MAX_QUEUED_BODY_BYTES = 1 << 20;
@@ -274,7 +275,8 @@ export class ClientConnection implements ExchangeClient {
       return;
     }
     exchange.requestBody(chunk);
-    if (exchange !== this.current && !this.pausedForQueue && this.queuedBodyBytes() > MAX_QUEUED_BODY_BYTES) {
+    if (exchange !== this.current && !this.pausedForQueue && (this.queuedBodyBytes() > MAX_QUEUED_BODY_BYTES || this.context.sniffing.budget.spent)) {
+      if (this.context.sniffing.budget.spent) this.context.counters.tripped('held_body_bytes');
       this.pausedForQueue = true;
       this.socket.pause();
     }
@@ -320,7 +322,7 @@ export class ClientConnection implements ExchangeClient {
     if (next !== undefined) {
       this.current = next;
       next.start();
-      if (this.pausedForQueue && this.queuedBodyBytes() <= MAX_QUEUED_BODY_BYTES) {
+      if (this.pausedForQueue && this.queuedBodyBytes() <= MAX_QUEUED_BODY_BYTES && !this.context.sniffing.budget.spent) {
         this.pausedForQueue = false;
         if (!this.readingPausedByUpstream && this.refusal === undefined) this.socket.resume();
       }

@@ -176,6 +176,7 @@ export class Exchange implements UpstreamOwner, IdleWatched {
     }
     const early = this.early;
     this.early = undefined;
+    this.context.sniffing.budget.give(this.earlyBytes);
     this.earlyBytes = 0;
     if (early !== undefined) for (const chunk of early) this.forwardRequestBody(chunk);
     if (this.requestEnded) this.finishRequestBody();
@@ -184,10 +185,14 @@ export class Exchange implements UpstreamOwner, IdleWatched {
   // From the client connection's parser.
 
   requestBody(chunk: Buffer): void {
+    // The upstream's silence is timed from the client's last body byte too: an upload still
+    // arriving (held by inject_usage, or queued) is not cut by upstream_idle_timeout.
+    this.upstreamActivity++;
     this.sniffer?.push(chunk);
     if (this.phase === Phase.Waiting) {
       (this.early ??= []).push(chunk);
       this.earlyBytes += chunk.length;
+      this.context.sniffing.budget.add(chunk.length);
     } else {
       this.forwardRequestBody(chunk);
     }
@@ -311,8 +316,6 @@ export class Exchange implements UpstreamOwner, IdleWatched {
   private writeRequestBody(chunk: Buffer): void {
     const socket = this.upstream?.socket;
     if (socket === undefined || chunk.length === 0) return;
-    // The upstream's silence is timed from the last byte either way: an upload still sending is not cut by upstream_idle_timeout.
-    this.upstreamActivity++;
     let writable: boolean;
     if (this.request.bodyFraming === 'chunked' && !this.bodyLengthSet) {
       socket.cork();
@@ -532,6 +535,11 @@ export class Exchange implements UpstreamOwner, IdleWatched {
     // Nothing held for the request outlives it: its bytes go back to the held-bytes budget.
     this.sniffer?.release();
     this.injection?.discard();
+    if (this.early !== undefined) {
+      this.early = undefined;
+      this.context.sniffing.budget.give(this.earlyBytes);
+      this.earlyBytes = 0;
+    }
   }
 
   // Failures.
