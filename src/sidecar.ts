@@ -1,7 +1,9 @@
 import type { Server } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
-import { createAdminServer } from './admin/admin-server.js';
+import { createAdminServer, probeUpstream } from './admin/admin-server.js';
+import { packageVersion } from './admin/package-version.js';
+import { StatusSource } from './admin/status-source.js';
 import { systemClock, type Clock } from './clock/clock.js';
 import type { Settings } from './config/load.js';
 import { createGpuMonitor } from './dcgm/gpu-monitor.js';
@@ -20,6 +22,7 @@ import { UsageInjector } from './proxy/usage-injection.js';
 import { WorkloadMatcher } from './slo/workload-matcher.js';
 import { RouteTable } from './taps/route-table.js';
 import { TapSelector } from './taps/select.js';
+import { attachExportFailureCounter } from './tracing/otlp-export-health.js';
 import { startOtlp } from './tracing/otlp-pipeline.js';
 import type { OtlpSettings } from './tracing/otlp-settings.js';
 
@@ -50,9 +53,10 @@ export async function startSidecar(
   clock: Clock = systemClock,
   otlpSettings: OtlpSettings | undefined = undefined,
 ): Promise<RunningSidecar> {
-  const otlp = await startOtlp(otlpSettings, clock, settings.upstream);
+  const otlp = await startOtlp(otlpSettings, clock, settings.upstream, logger);
   const drain = new DrainState();
   const telemetry = new Telemetry(otlp.metricReaders, otlp.resource);
+  attachExportFailureCounter(telemetry.meter, otlp.exportHealth);
   const recorder = new Recorder(telemetry.meter, settings.buckets);
   const routes = new RouteTable(settings.routes);
   const gpus = settings.dcgm === undefined ? undefined : createGpuMonitor(settings.dcgm, telemetry.meter, logger);
@@ -64,6 +68,7 @@ export async function startSidecar(
   const proxy = createProxyServer({
     upstream: settings.upstream,
     upstreamIdleTimeoutMs: settings.upstreamIdleTimeoutMs,
+    upstreamRetryBodyLimitBytes: settings.upstreamRetryBodyLimitBytes,
     observe: settings.observe,
     limits,
     counters: limitCounters,
@@ -76,6 +81,14 @@ export async function startSidecar(
     upstream: settings.upstream,
     upstreamHealthPath: settings.upstreamHealthPath,
     drain,
+    status: new StatusSource({
+      telemetry,
+      settings,
+      clock,
+      version: packageVersion(),
+      probe: () => probeUpstream(new URL(settings.upstreamHealthPath, settings.upstream)),
+      drain,
+    }),
   });
 
   await listen(proxy, settings.listen.host, settings.listen.port, 'listen');

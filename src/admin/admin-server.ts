@@ -2,6 +2,8 @@ import http from 'node:http';
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { DrainState } from '../lifecycle/drain-state.js';
 import type { Telemetry } from '../metrics/telemetry.js';
+import { registerStatusRoutes } from './status-routes.js';
+import type { StatusSource } from './status-source.js';
 
 export interface AdminOptions {
   readonly telemetry: Telemetry;
@@ -9,6 +11,8 @@ export interface AdminOptions {
   readonly upstreamHealthPath: string;
   /** Fails readiness from the first shutdown signal; absent, readiness follows the upstream only. */
   readonly drain?: DrainState;
+  /** The status page and /status.json (status-routes.ts); absent, neither route exists. */
+  readonly status?: StatusSource;
 }
 
 /** How long /readyz waits for the upstream's health answer; kubelet's default probe timeout is 1 s. */
@@ -48,6 +52,8 @@ export function createAdminServer(options: AdminOptions): FastifyInstance {
     return reply.code(answer.ready ? 200 : 503).send({ status: answer.ready ? 'ready' : 'not ready', upstream: answer.detail });
   });
 
+  if (options.status !== undefined) registerStatusRoutes(app, options.status);
+
   return app;
 }
 
@@ -74,7 +80,7 @@ function cachedProbe(url: URL): () => Promise<ProbeAnswer> {
 }
 
 /** Ready when the upstream answers at all below 500 (Ollama has no /health and answers 404: it is up). */
-function probeUpstream(url: URL): Promise<ProbeAnswer> {
+export function probeUpstream(url: URL): Promise<ProbeAnswer> {
   return new Promise((resolve) => {
     const request = http.get(url, { agent: false, timeout: READINESS_TIMEOUT_MS }, (response) => {
       response.resume();

@@ -37,12 +37,16 @@ const timing = (ttft: [number, number], itl: [number, number], tokens: [number, 
 });
 
 const CHAT = '/v1/chat/completions';
-const chatTiming = timing([60, 215], [12, 40], [16, 64]);
-const ragTiming = timing([120, 320], [20, 45], [24, 56]);
-const summarisationTiming = timing([400, 2100], [8, 20], [64, 160]);
+// Within the workloads' thresholds (deploy/tokentap.yaml) with the demo simulator's 4 ms of jitter
+// per delay included: chat's 180 ms + 4 under its 200 ms TTFT, code's 24 + 4 ms under its 30 ms
+// ITL, rag's 260 ms + 48 tokens x 49 ms under its 3 s e2e. So the status page shows these
+// workloads within budget, spending it only on the rare faults below.
+const chatTiming = timing([60, 180], [12, 40], [16, 64]);
+const ragTiming = timing([120, 260], [20, 45], [24, 48]);
+// Summarisation is the one slow on purpose: about a fifth of its first tokens come after its 2 s
+// budget (95 % objective), so the page and the SLO line show a workload burning its budget.
+const summarisationTiming = timing([400, 2500], [8, 20], [64, 160]);
 
-// Each profile stays mostly within its workload's thresholds, near enough that noise and the faults
-// below show some bad events on the SLO line.
 const CALLERS: readonly Caller[] = [
   { weight: 40, path: CHAT, model: 'sim-model', headers: () => ({ 'x-workload': 'chat', ...chatTiming() }) },
   // Untagged chat clients: the chat workload matches them by path.
@@ -50,15 +54,17 @@ const CALLERS: readonly Caller[] = [
   { weight: 20, path: CHAT, model: 'sim-model', headers: () => ({ 'x-workload': 'rag', ...ragTiming() }) },
   { weight: 10, path: CHAT, model: 'sim-model', headers: () => ({ 'x-workload': 'summarisation', ...summarisationTiming() }) },
   // The code workload is matched by model, not by header.
-  { weight: 12, path: CHAT, model: 'qwen2.5-coder-7b-instruct', headers: timing([40, 310], [8, 28], [8, 32]) },
+  { weight: 12, path: CHAT, model: 'qwen2.5-coder-7b-instruct', headers: timing([40, 250], [8, 24], [8, 32]) },
   // Legacy completions endpoint, no header: the last workload (default, no SLO).
   { weight: 8, path: '/v1/completions', model: 'sim-model', headers: timing([50, 300], [10, 30], [8, 48]) },
 ];
+// Rare enough (0.8 % of requests in all) that a 99 % workload stays within budget over 5 minutes,
+// frequent enough that every outcome shows up on /metrics within a few minutes.
 const SCENARIOS: readonly Scenario[] = [
-  { weight: 88, headers: () => ({}) },
-  { weight: 5, headers: () => ({ 'x-sim-ttft-ms': '400', 'x-sim-itl-ms': '25' }), cancelAfterMs: () => between(150, 900) },
-  { weight: 4, headers: () => ({ 'x-sim-fault': `truncate:${between(3, 20)}` }) },
-  { weight: 3, headers: () => ({ 'x-sim-fault': 'status:500' }) },
+  { weight: 992, headers: () => ({}) },
+  { weight: 4, headers: () => ({ 'x-sim-ttft-ms': '400', 'x-sim-itl-ms': '25' }), cancelAfterMs: () => between(150, 900) },
+  { weight: 2, headers: () => ({ 'x-sim-fault': `truncate:${between(3, 20)}` }) },
+  { weight: 2, headers: () => ({ 'x-sim-fault': 'status:500' }) },
 ];
 
 function pick<T extends Weighted>(choices: readonly T[]): T {

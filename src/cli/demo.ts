@@ -24,7 +24,8 @@ const EXAMPLE_CONFIG = fileURLToPath(new URL('../../deploy/tokentap.yaml', impor
 /**
  * `tokentap demo` (what `npm start` runs): the simulator on 127.0.0.1:8000, the sidecar in front of
  * it on 127.0.0.1:8080 with metrics on 127.0.0.1:9464 and the example workloads, a few streaming
- * clients, and live summary lines (traffic, SLO attainment) every few seconds. Ctrl-C stops all of it.
+ * clients, the status page on the admin listener (its URL is the first line printed), and live
+ * summary lines (traffic, SLO attainment) every few seconds. Ctrl-C stops all of it.
  */
 export async function runDemo(argv: readonly string[], io: CliIO, stopped: Promise<void>): Promise<number> {
   const flags = parseDemoFlags(argv);
@@ -41,8 +42,9 @@ export async function runDemo(argv: readonly string[], io: CliIO, stopped: Promi
     const summary = new LiveSummary(sidecar.telemetry);
     const attainment = new SloAttainment(sidecar.telemetry, settings.workloads);
     const workloads = settings.workloads.map((w) => w.name).join(', ');
+    // The status page first: it is what a newcomer should open (issue 18).
     io.stdout.write(
-      `tokentap demo\n` +
+      `tokentap demo: open ${sidecar.adminUrl}/ in a browser for the live status page\n` +
         `  simulator (upstream)  ${simulator.url}\n` +
         `  proxy                 ${sidecar.proxyUrl}   try: curl -N ${sidecar.proxyUrl}/v1/chat/completions -H 'content-type: application/json' -d '{"model":"sim-model","stream":true,"messages":[{"role":"user","content":"hi"}]}'\n` +
         `  metrics               ${sidecar.adminUrl}/metrics\n` +

@@ -12,11 +12,13 @@ export const RENDER_USAGE = `Usage: tokentap render --config FILE --out DIR [fla
 Writes, from the workloads and SLOs in FILE and the metric definitions the sidecar uses:
   DIR/prometheus/rules.yaml            recording and alerting rules (plain Prometheus rule file)
   DIR/prometheus/prometheusrule.yaml   the same groups as a prometheus-operator PrometheusRule
-  DIR/alertmanager/alertmanager.yaml   an example Alertmanager routing tree for these alerts
+  DIR/alertmanager/tokentap-routes.yaml     a route, inhibit rules and receivers to merge into an
+                                            existing Alertmanager configuration (docs/alerts.md)
+  DIR/alertmanager/alertmanagerconfig.yaml  the same routing as a prometheus-operator AlertmanagerConfig
   DIR/grafana/*.json                   Grafana dashboards (or --dashboards-out DIR2)
 
 Flags:
-  --config FILE           tokentap configuration file (workloads, alerts)
+  --config FILE           tokentap configuration file (workloads, alerts; alerts.grafana_url is required)
   --out DIR               where to write; directories are created
   --dashboards-out DIR2   where Grafana dashboards go (default DIR/grafana)
   --window-scale X        for tests only: multiply every rule window and 'for' duration by X

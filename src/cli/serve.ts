@@ -5,6 +5,7 @@ import { createLogger } from '../log/logger.js';
 import { startSidecar, type RunningSidecar } from '../sidecar.js';
 import { loadOtlpSettings } from '../tracing/otlp-settings.js';
 import type { CliIO } from './main.js';
+import { redactUrl } from '../log/redact-url.js';
 
 /**
  * Time allowed after the drain (which ends by drain_timeout plus 2 s for cut requests to be recorded)
@@ -40,13 +41,13 @@ export async function runServe(flags: SettingOverrides, io: CliIO): Promise<numb
   }
   logger.info(
     {
-      upstream: settings.upstream.href,
+      upstream: redactUrl(settings.upstream),
       proxy: sidecar.proxyUrl,
       admin: sidecar.adminUrl,
       config: settings.configFile ?? null,
       drain_timeout_ms: settings.drainTimeoutMs,
-      otlp_metrics: otlp?.metrics?.url ?? null,
-      otlp_traces: otlp?.traces?.url ?? null,
+      otlp_metrics: otlp?.metrics === undefined ? null : redactUrl(otlp.metrics.url),
+      otlp_traces: otlp?.traces === undefined ? null : redactUrl(otlp.traces.url),
     },
     'tokentap serving',
   );

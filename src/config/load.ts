@@ -42,6 +42,8 @@ export interface Settings {
   readonly listen: ListenAddress;
   readonly adminListen: ListenAddress;
   readonly upstreamIdleTimeoutMs: number;
+  /** `upstream_retry_body_limit`: request bytes held for one retry on a fresh upstream connection. */
+  readonly upstreamRetryBodyLimitBytes: number;
   readonly upstreamHealthPath: string;
   /** After SIGTERM, how long in-flight requests may run before they are cut (lifecycle/drain-proxy.ts). */
   readonly drainTimeoutMs: number;
@@ -67,15 +69,26 @@ export interface Settings {
 }
 
 export interface AlertSettings {
-  /** Each alert's runbook is `<runbookUrl>#<alert name in lower case>`. */
-  readonly runbookUrl: string;
-  /** Each alert links here with `var-workload=<workload>` added. */
-  readonly dashboardUrl: string;
+  /** The Grafana every alert's dashboard link points into; undefined when not configured (render refuses then). */
+  readonly grafanaUrl: string | undefined;
+  /** Each alert's runbook is `<runbookBaseUrl>/<runbook file>`: an absolute URL, or the repository path `docs/runbooks` by default. */
+  readonly runbookBaseUrl: string;
+  /** The `severity` label value of each alert level. */
+  readonly severityNames: Readonly<Record<AlertLevel, string>>;
+  /** Static labels added to every alert. */
+  readonly extraLabels: Readonly<Record<string, string>>;
   readonly p99TtftForMs: number;
-  readonly p99TtftSeverity: 'page' | 'ticket';
+  readonly p99TtftLevel: AlertLevel | 'off';
+  /** TokentapTTFTP99OverBudget needs at least this many requests in its 5-minute window. */
+  readonly p99TtftMinRequests: number;
   /** Traffic guard: alerts need at least this many requests per hour over their long window. */
   readonly minRequestsPerHour: number;
+  /** How long a namespace's sidecar metrics must be gone before TokentapMetricsAbsent fires. */
+  readonly absentForMs: number;
 }
+
+/** Alert levels: a page wakes someone up, a ticket waits for working hours. */
+export type AlertLevel = 'page' | 'ticket';
 
 export interface DcgmSettings {
   readonly url: URL;
@@ -118,6 +131,7 @@ export const DEFAULTS = {
   listen: '0.0.0.0:8080',
   adminListen: '0.0.0.0:9464',
   upstreamIdleTimeout: '5m',
+  upstreamRetryBodyLimit: 64 * 1024,
   upstreamHealthPath: '/health',
   /** With the 10 s flush allowance (cli/serve.ts), fits Kubernetes' default terminationGracePeriodSeconds of 30. */
   drainTimeout: '20s',
@@ -126,12 +140,18 @@ export const DEFAULTS = {
   workload: 'default',
   dcgmInterval: '15s',
   dcgmTimeout: '5s',
-  /** The README's alert reference; its headings are the alert names, so `#<alertname>` anchors work. */
-  runbookUrl: 'https://github.com/tokentap/tokentap/blob/main/README.md',
-  /** The SLO overview dashboard rendered under grafana/ (src/render/dashboards.ts), on the Grafana that shows the alert. */
-  dashboardUrl: '/d/tokentap-slo-overview',
-  p99TtftFor: '10m',
-  p99TtftSeverity: 'page',
+  /**
+   * The runbooks as a path in this repository: the project has no public URL to default to, so the
+   * default names the file and `alerts.runbook_base_url` makes it a link (docs/alerts.md).
+   */
+  runbookBaseUrl: 'docs/runbooks',
+  severityNames: { page: 'critical', ticket: 'warning' },
+  p99TtftFor: '15m',
+  /** A ticket: the burn-rate page is the page; a P99 over budget alone is a 1 % tail, worth a look in working hours. */
+  p99TtftLevel: 'ticket',
+  /** histogram_quantile's P99 of fewer than 100 samples is the slowest of them: one slow request. */
+  p99TtftMinRequests: 100,
+  absentFor: '10m',
   /** One request a minute: below that, a single slow request is already 1-2 % of the hour's traffic. */
   minRequestsPerHour: 60,
 } as const;
@@ -223,6 +243,7 @@ function freezeSettings(config: ConfigFile, configFile: string | undefined, env:
     listen: parseListenAddress(config.listen ?? DEFAULTS.listen) as ListenAddress,
     adminListen: parseListenAddress(config.admin_listen ?? DEFAULTS.adminListen) as ListenAddress,
     upstreamIdleTimeoutMs: parseDurationMs(config.upstream_idle_timeout ?? DEFAULTS.upstreamIdleTimeout) as number,
+    upstreamRetryBodyLimitBytes: config.upstream_retry_body_limit ?? DEFAULTS.upstreamRetryBodyLimit,
     upstreamHealthPath: config.upstream_health_path ?? DEFAULTS.upstreamHealthPath,
     drainTimeoutMs: parseDurationMs(config.drain_timeout ?? DEFAULTS.drainTimeout) as number,
     logLevel: config.log_level ?? DEFAULTS.logLevel,
@@ -258,11 +279,18 @@ export function withBoundary(boundaries: readonly number[], value: number): numb
 
 function freezeAlerts(config: ConfigFile['alerts']): AlertSettings {
   return Object.freeze({
-    runbookUrl: config?.runbook_url ?? DEFAULTS.runbookUrl,
-    dashboardUrl: config?.dashboard_url ?? DEFAULTS.dashboardUrl,
+    grafanaUrl: config?.grafana_url?.replace(/\/+$/, ''),
+    runbookBaseUrl: (config?.runbook_base_url ?? DEFAULTS.runbookBaseUrl).replace(/\/+$/, ''),
+    severityNames: Object.freeze({
+      page: config?.severity_names?.page ?? DEFAULTS.severityNames.page,
+      ticket: config?.severity_names?.ticket ?? DEFAULTS.severityNames.ticket,
+    }),
+    extraLabels: Object.freeze({ ...config?.labels }),
     p99TtftForMs: parseDurationMs(config?.p99_ttft_for ?? DEFAULTS.p99TtftFor) as number,
-    p99TtftSeverity: config?.p99_ttft_severity ?? DEFAULTS.p99TtftSeverity,
+    p99TtftLevel: config?.p99_ttft_severity ?? DEFAULTS.p99TtftLevel,
+    p99TtftMinRequests: config?.p99_ttft_min_requests ?? DEFAULTS.p99TtftMinRequests,
     minRequestsPerHour: config?.min_requests_per_hour ?? DEFAULTS.minRequestsPerHour,
+    absentForMs: parseDurationMs(config?.absent_for ?? DEFAULTS.absentFor) as number,
   });
 }
 

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { parseDurationMs } from './duration.js';
 import { pathPatternProblem, PROTOCOLS } from '../taps/route-table.js';
+import { redactUrl } from '../log/redact-url.js';
 
 /**
  * The configuration file's schema, validated once at start-up (STYLE.md habit 2): unknown keys are
@@ -19,7 +20,7 @@ const upstreamUrl = z.string().superRefine((value, ctx) => {
   try {
     url = new URL(value);
   } catch {
-    ctx.addIssue({ code: 'custom', message: `expected an http:// URL such as http://127.0.0.1:8000, got "${value}"` });
+    ctx.addIssue({ code: 'custom', message: `expected an http:// URL such as http://127.0.0.1:8000, got "${redactUrl(value)}"` });
     return;
   }
   if (url.protocol !== 'http:') {
@@ -143,7 +144,7 @@ const dcgmUrl = z.string().superRefine((value, ctx) => {
   try {
     url = new URL(value);
   } catch {
-    ctx.addIssue({ code: 'custom', message: `expected the DCGM exporter's metrics URL such as http://10.0.0.7:9400/metrics, got "${value}"` });
+    ctx.addIssue({ code: 'custom', message: `expected the DCGM exporter's metrics URL such as http://10.0.0.7:9400/metrics, got "${redactUrl(value)}"` });
     return;
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') {
@@ -187,36 +188,79 @@ const route = z.strictObject({
     .optional(),
 });
 
-/** A link target in alert annotations: an http(s) URL, or a path on the Grafana that shows the alert ("/d/uid"). */
-const linkUrl = z.string().superRefine((value, ctx) => {
-  if (value.startsWith('/') && !value.startsWith('//')) return;
-  let url: URL;
-  try {
-    url = new URL(value);
-  } catch {
-    ctx.addIssue({ code: 'custom', message: `expected an http:// or https:// URL (or a path starting with "/"), got "${value}"` });
-    return;
-  }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
-    ctx.addIssue({ code: 'custom', message: `expected an http:// or https:// URL, got "${url.protocol}"` });
-  }
-});
+/**
+ * An absolute http(s) URL for alert annotations: alerts are read in PagerDuty, Slack and e-mail,
+ * where a relative link leads nowhere.
+ */
+function absoluteUrl(example: string) {
+  return z.string().superRefine((value, ctx) => {
+    let url: URL;
+    try {
+      url = new URL(value);
+    } catch {
+      ctx.addIssue({ code: 'custom', message: `expected an absolute http:// or https:// URL such as ${example}, got "${value}" (alerts are read in PagerDuty, Slack and e-mail, where a relative link leads nowhere)` });
+      return;
+    }
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+      ctx.addIssue({ code: 'custom', message: `expected an http:// or https:// URL, got "${url.protocol}"` });
+    }
+    if (url.search || url.hash) ctx.addIssue({ code: 'custom', message: 'must not carry a query string or fragment (tokentap appends the path and the query)' });
+  });
+}
+
+/** A Prometheus label value used as an alert's severity ("critical", "warning", "P1"). */
+const severityName = z
+  .string({ error: 'expected a severity label value such as "critical"' })
+  .regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/, { error: 'expected a severity label value of letters, digits, "_", "." or "-", such as "critical"' });
+
+/** The labels tokentap's alerts set themselves; an extra static label may not replace one. */
+const RESERVED_ALERT_LABELS = ['alertname', 'severity', 'namespace', 'workload', 'slo'];
+
+/** Extra static labels on every alert (team, service, ...): Prometheus label names, string values. */
+const extraAlertLabels = z
+  .record(z.string(), z.string({ error: 'expected the label value as a string (quote numbers and booleans)' }))
+  .superRefine((labels, ctx) => {
+    for (const name of Object.keys(labels)) {
+      if (!/^[a-zA-Z_][a-zA-Z0-9_]*$/.test(name) || name.startsWith('__')) {
+        ctx.addIssue({ code: 'custom', path: [name], message: 'expected a Prometheus label name (letters, digits and "_", not starting with a digit or "__")' });
+      } else if (RESERVED_ALERT_LABELS.includes(name)) {
+        ctx.addIssue({ code: 'custom', path: [name], message: `tokentap sets this label itself (${RESERVED_ALERT_LABELS.join(', ')}); choose another name` });
+      }
+    }
+  });
 
 /** How `tokentap render` writes the alerting rules (src/render/); the sidecar itself ignores it. */
 const alertSettings = z.strictObject({
-  /** Runbook base URL; each alert links to `<runbook_url>#<alert name in lower case>`. */
-  runbook_url: linkUrl.optional(),
-  /** The Grafana dashboard each alert links to, with `var-workload=<workload>` added. */
-  dashboard_url: linkUrl.optional(),
+  /**
+   * The Grafana that shows the tokentap dashboards, e.g. https://grafana.example.com: every alert
+   * links to its SLO dashboard there. Required by `tokentap render` (src/render/alert-links.ts).
+   */
+  grafana_url: absoluteUrl('https://grafana.example.com').optional(),
+  /** Where docs/runbooks of this repository are browsable; each alert links to `<runbook_base_url>/<runbook>.md`. */
+  runbook_base_url: absoluteUrl('https://github.com/ORG/tokentap/blob/main/docs/runbooks').optional(),
+  /** The `severity` label values of the two alert levels: pages wake someone up, tickets wait for working hours. */
+  severity_names: z
+    .strictObject({ page: severityName.optional(), ticket: severityName.optional() })
+    .superRefine((names, ctx) => {
+      // The defaults of config/load.ts: one name for both levels would make every ticket inhibit itself.
+      if ((names.page ?? 'critical') === (names.ticket ?? 'warning')) ctx.addIssue({ code: 'custom', message: 'page and ticket need different severity names (the Alertmanager inhibition tells them apart by it)' });
+    })
+    .optional(),
+  /** Static labels added to every alert (routing keys such as team or service). */
+  labels: extraAlertLabels.optional(),
   /** How long a workload's P99 TTFT must stay above its threshold before TokentapTTFTP99OverBudget fires. */
   p99_ttft_for: duration.optional(),
-  /** Severity of TokentapTTFTP99OverBudget. */
-  p99_ttft_severity: z.enum(['page', 'ticket'], { error: 'expected "page" or "ticket"' }).optional(),
+  /** Level of TokentapTTFTP99OverBudget, or `off` for no such alert. */
+  p99_ttft_severity: z.enum(['page', 'ticket', 'off'], { error: 'expected "ticket", "page" or "off" (the level; severity_names maps it to the label value)' }).optional(),
+  /** TokentapTTFTP99OverBudget needs at least this many requests in its 5-minute window: a P99 of fewer samples is their maximum. */
+  p99_ttft_min_requests: z.number({ error: 'expected a number of requests, e.g. 100' }).int({ error: 'expected a whole number of requests' }).nonnegative({ error: 'expected a number of requests, 0 or more' }).optional(),
   /**
    * Traffic guard: a workload's alerts stay silent while it served fewer requests per hour than this,
    * averaged over the alert's long window, so one slow request on a quiet workload pages nobody.
    */
   min_requests_per_hour: z.number({ error: 'expected a number of requests per hour, e.g. 60' }).nonnegative({ error: 'expected a number of requests per hour, 0 or more' }).finite().optional(),
+  /** How long a namespace's sidecar metrics must be gone before TokentapMetricsAbsent fires. */
+  absent_for: duration.optional(),
 });
 
 /** A count or size limit: a whole number of at least 1. */
@@ -254,6 +298,8 @@ export const configFileSchema = z.strictObject({
   admin_listen: listenAddress.optional(),
   /** Seconds of silence from the upstream (before headers or between chunks) before the request is cut as `timeout`. */
   upstream_idle_timeout: duration.optional(),
+  /** Bytes of a request held to retry it on a fresh connection when a reused one closes before answering; 0 disables retries. */
+  upstream_retry_body_limit: z.number({ error: 'expected a number of bytes, e.g. 65536 (0 disables retries)' }).int().min(0).max(16 * 1024 * 1024).optional(),
   /** Path the readiness check requests from the upstream (vLLM, TGI, llama.cpp: /health). */
   upstream_health_path: z.string().startsWith('/', { error: 'expected a path starting with "/"' }).optional(),
   /** After SIGTERM, how long in-flight requests may run before they are cut (outcome `shutdown`). */

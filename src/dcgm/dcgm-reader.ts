@@ -2,6 +2,7 @@ import { ExpositionParseError, parseExposition } from './exposition-parser.js';
 import { isReadField, toGpuReadings, type GpuReading } from './gpu-readings.js';
 import { selectOwnSeries } from './own-series.js';
 import type { PodIdentity } from './pod-identity.js';
+import { redactUrl } from '../log/redact-url.js';
 
 /** The `reason` label of tokentap_dcgm_scrape_errors_total. */
 export type DcgmScrapeErrorReason =
@@ -48,7 +49,12 @@ export class DcgmReader {
   private abort: AbortController | undefined;
   private stopped = false;
 
-  constructor(private readonly options: DcgmReaderOptions) {}
+  /** The URL as problems name it: userinfo and query redacted (they may hold credentials). */
+  private readonly shownUrl: string;
+
+  constructor(private readonly options: DcgmReaderOptions) {
+    this.shownUrl = redactUrl(options.url);
+  }
 
   /** The GPUs of this pod as of the last scrape; empty when it failed or found none. */
   get gpus(): readonly GpuReading[] {
@@ -85,7 +91,7 @@ export class DcgmReader {
       this.options.onSuccess?.(this.readings);
     } catch (error) {
       this.readings = [];
-      const failure = error instanceof ScrapeFailure ? error : new ScrapeFailure('unreachable', `${this.options.url.href}: ${describe(error)}`);
+      const failure = error instanceof ScrapeFailure ? error : new ScrapeFailure('unreachable', `${this.shownUrl}: ${describe(error).replaceAll(this.options.url.href, this.shownUrl)}`);
       if (!this.stopped) this.options.onError(failure.reason, failure.message);
     }
   }
@@ -107,27 +113,27 @@ export class DcgmReader {
     try {
       samples = parseExposition(text, isReadField);
     } catch (error) {
-      if (error instanceof ExpositionParseError) throw new ScrapeFailure('bad_text', `${this.options.url.href}: ${error.message}`);
+      if (error instanceof ExpositionParseError) throw new ScrapeFailure('bad_text', `${this.shownUrl}: ${error.message}`);
       throw error;
     }
     const own = selectOwnSeries(samples, this.options.identity);
     const { gpus, sawSentinel } = toGpuReadings(own);
-    if (sawSentinel) this.options.onError('sentinel', `${this.options.url.href}: a GPU field of this pod holds DCGM's blank value`);
-    if (gpus.length === 0) throw new ScrapeFailure('no_match', `${this.options.url.href}: no GPU series for this pod or its GPUs`);
+    if (sawSentinel) this.options.onError('sentinel', `${this.shownUrl}: a GPU field of this pod holds DCGM's blank value`);
+    if (gpus.length === 0) throw new ScrapeFailure('no_match', `${this.shownUrl}: no GPU series for this pod or its GPUs`);
     return gpus;
   }
 
   private async fetchText(): Promise<string> {
     const abort = new AbortController();
     this.abort = abort;
-    const timer = setTimeout(() => abort.abort(new ScrapeFailure('timeout', `${this.options.url.href}: no answer within ${this.options.timeoutMs} ms`)), this.options.timeoutMs);
+    const timer = setTimeout(() => abort.abort(new ScrapeFailure('timeout', `${this.shownUrl}: no answer within ${this.options.timeoutMs} ms`)), this.options.timeoutMs);
     try {
       const response = await fetch(this.options.url, { signal: abort.signal, headers: { accept: 'text/plain' } });
       if (!response.ok) {
         await response.body?.cancel();
-        throw new ScrapeFailure('http_status', `${this.options.url.href}: HTTP ${response.status}`);
+        throw new ScrapeFailure('http_status', `${this.shownUrl}: HTTP ${response.status}`);
       }
-      return await readCapped(response, this.options.url.href);
+      return await readCapped(response, this.shownUrl);
     } catch (error) {
       if (abort.signal.aborted && abort.signal.reason instanceof ScrapeFailure) throw abort.signal.reason;
       throw error;

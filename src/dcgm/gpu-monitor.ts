@@ -4,6 +4,7 @@ import type { DcgmSettings } from '../config/load.js';
 import { DcgmReader, type DcgmScrapeErrorReason } from './dcgm-reader.js';
 import { createScrapeErrorCounter, registerGpuGauges } from './gpu-gauges.js';
 import { IDENTITY_ENV, isAnonymous } from './pod-identity.js';
+import { redactUrl } from '../log/redact-url.js';
 
 /**
  * Reads this pod's GPUs from the DCGM exporter and exports them as tokentap_gpu_* gauges. Problems
@@ -15,7 +16,7 @@ export function createGpuMonitor(settings: DcgmSettings, meter: Meter, logger: L
   const identity = settings.identity;
   if (isAnonymous(identity)) {
     logger.warn(
-      { dcgm_url: settings.url.href },
+      { dcgm_url: redactUrl(settings.url) },
       `dcgm: neither ${IDENTITY_ENV.podName} nor ${IDENTITY_ENV.visibleDevices} names this pod or its GPUs, so no DCGM series can be claimed; set them from the downward API`,
     );
   }

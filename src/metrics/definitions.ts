@@ -24,7 +24,16 @@ export const ATTR = {
   slo: 'slo',
   sloResult: 'result',
   limit: 'limit',
+  operation: 'operation',
 } as const;
+
+/**
+ * The `operation` label of tokentap_requests_total: `generation` for a request on an inference
+ * route (the route table's, built-in or configured) or answered with a stream or completion body a
+ * tap reads; `other` for the rest (health checks, `/v1/models`, tokenizer endpoints), which are
+ * counted there only, never in the latency histograms, token counters or SLO events.
+ */
+export type Operation = 'generation' | 'other';
 
 export interface MetricDefinition {
   readonly kind: MetricKind;
@@ -41,22 +50,27 @@ export interface MetricDefinition {
 }
 
 /**
- * Default TTFT boundaries: the OTel semconv advice list, which vLLM also uses, plus the common SLO
- * thresholds the advice list lacks (0.2 s, 0.3 s): without them `bucket{le="0.2"}` cannot be an
- * exact SLI, which is the commonest complaint about vLLM's buckets.
+ * Default TTFT boundaries: about ten per decade (steps of 1.2-1.33) from 10 ms to 5 s, where
+ * servers' TTFT lives, coarse outside it. With the OTel advice list (vLLM's), nearly every sample of
+ * a 150 ms server fell in (0.1, 0.2] and histogram_quantile answered about 150 ms whatever the data
+ * (issue 14); with these, p50 and p99 of a 40 ms, 150 ms or 1 s server are within 6.8 % of the
+ * exact quantiles (test/unit/metrics/default-buckets.test.ts, docs/measurement.md). The common SLO
+ * thresholds (0.2, 0.3, 0.5, 1, 2 s) are boundaries; configured ones are inserted (config/load.ts).
  */
 const TTFT_BUCKETS = [
-  0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.2, 0.25, 0.3, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40,
-  80,
+  0.001, 0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.06, 0.075, 0.1, 0.125, 0.15, 0.2, 0.25, 0.3,
+  0.35, 0.4, 0.5, 0.6, 0.75, 1, 1.25, 1.5, 2, 2.5, 3, 4, 5, 7.5, 10, 20, 40, 80,
 ] as const;
 
 /**
- * vLLM's inter-token latency list (which holds the usual ITL budgets, 0.05 and 0.1 s), extended
- * downwards to 1 ms: gaps on small models and with speculative decoding are well under 10 ms.
+ * Default inter-token boundaries: about ten per decade from 2 ms to 100 ms (decode steps of small
+ * and large models, speculative decoding), coarse above; the usual ITL budgets (0.05, 0.1 s) are
+ * boundaries. p50 and p99 of a 5 ms, 20 ms or 50 ms server are within 4.3 % of the exact quantiles
+ * (test/unit/metrics/default-buckets.test.ts).
  */
 const ITL_BUCKETS = [
-  0.001, 0.0025, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5, 5,
-  7.5, 10, 20, 40, 80,
+  0.001, 0.002, 0.0025, 0.003, 0.004, 0.005, 0.006, 0.0075, 0.01, 0.0125, 0.015, 0.02, 0.025, 0.03, 0.04,
+  0.05, 0.06, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1, 2.5, 5, 10, 20, 40, 80,
 ] as const;
 
 /** OTel semconv advice for gen_ai.server.time_per_output_token, extended down to 1 ms. */
@@ -165,14 +179,18 @@ export const METRICS = {
     description: 'Input and output tokens, with where the count came from (usage reported by the server, or counted from content events).',
     extraLabels: [ATTR.tokenType, ATTR.tokenSource],
   },
-  /** One per finished request, by outcome (completed, client_cancelled, upstream_error, truncated, timeout, shutdown). */
+  /**
+   * One per finished request, by outcome (completed, client_cancelled, upstream_error, truncated,
+   * timeout, shutdown) and operation (generation, other: see Operation). Rules and dashboards count
+   * requests per second with `operation!="other"`.
+   */
   requests: {
     kind: 'counter',
     otelName: 'tokentap.requests',
     promName: 'tokentap_requests_total',
     unit: '{request}',
-    description: 'Finished requests by outcome and HTTP status class; the source of requests per second.',
-    extraLabels: [ATTR.outcome, ATTR.statusClass],
+    description: 'Finished requests by outcome, HTTP status class and operation (generation, or other: health checks, model listings); the source of requests per second.',
+    extraLabels: [ATTR.outcome, ATTR.statusClass, ATTR.operation],
   },
   inFlight: {
     kind: 'updowncounter',
@@ -209,6 +227,32 @@ export const METRICS = {
     unit: '{request}',
     description: 'Streams whose counted output tokens differ from the usage the server reported.',
     extraLabels: [],
+  },
+  /**
+   * Requests sent a second time, on a fresh upstream connection, because the reused connection they
+   * were written on closed before any response byte (the server closed the kept-alive connection as
+   * the request crossed it). One per retried request; a request is retried at most once.
+   */
+  upstreamRetries: {
+    kind: 'counter',
+    otelName: 'tokentap.upstream.retries',
+    promName: 'tokentap_upstream_retries_total',
+    unit: '{request}',
+    description: 'Requests retried once on a fresh upstream connection after their reused connection closed before any response byte.',
+    extraLabels: [],
+  },
+  /**
+   * Upstream connections closed by tokentap after a clean response instead of pooled, by reason:
+   * `upstream_closes_after_response` when the pool has learnt that the upstream closes every
+   * connection right after its response (llama-server does, without `Connection: close`).
+   */
+  upstreamNotReused: {
+    kind: 'counter',
+    otelName: 'tokentap.upstream.connections.not_reused',
+    promName: 'tokentap_upstream_connections_not_reused_total',
+    unit: '{connection}',
+    description: 'Upstream connections closed after a clean response instead of being kept for the next request, by reason.',
+    extraLabels: [ATTR.reason],
   },
   /** A tap that threw: counted, disabled for that request, the stream itself untouched. */
   tapErrors: {
@@ -308,5 +352,20 @@ export const RELAY_METRICS = {
     unit: '{event}',
     description: 'Times a relay limit tripped (limits: in the configuration), by limit; log_buffer_bytes counts dropped log lines.',
     labels: [ATTR.limit],
+  },
+} as const;
+
+/**
+ * tokentap's own health. Like GPU_METRICS they carry no workload or model: they concern the whole
+ * sidecar.
+ */
+export const SELF_METRICS = {
+  /** One per failed OTLP export request (the SDK's export callback reported FAILED), by `signal` (metrics, traces). */
+  otlpExportFailures: {
+    kind: 'counter',
+    otelName: 'tokentap.otlp.export.failures',
+    promName: 'tokentap_otlp_export_failures_total',
+    unit: '{export}',
+    description: 'Failed OTLP export requests, by signal (metrics, traces); the collector did not take the batch.',
   },
 } as const;

@@ -1,7 +1,7 @@
 import type { Attributes, Histogram, Meter } from '@opentelemetry/api';
 import type { TokenSource } from '../clock/token-timeline.js';
 import type { SloKind } from '../config/load.js';
-import { ATTR, METRICS, type HistogramKey, type MetricDefinition } from './definitions.js';
+import { ATTR, METRICS, type HistogramKey, type MetricDefinition, type Operation } from './definitions.js';
 import { directMetricsOf, type HistogramSeries, type HistogramSeriesSet } from './direct-metrics.js';
 
 /**
@@ -28,6 +28,8 @@ export interface RequestSummary {
   readonly tokenSource: TokenSource;
   /** Counted output tokens differ from the reported usage (TokenTimeline.tokenCountMismatch). */
   readonly tokenCountMismatch: boolean;
+  /** `other`: not a generation (health check, model listing): counted in tokentap_requests_total only. Absent: generation. */
+  readonly operation?: Operation;
 }
 
 const MS_PER_S = 1000;
@@ -57,6 +59,8 @@ export class Recorder {
   private readonly tapErrors: SumSink;
   private readonly tokenCountMismatches: SumSink;
   private readonly sloEventCounter: SumSink;
+  private readonly upstreamRetries: SumSink;
+  private readonly upstreamNotReused: SumSink;
   /** The inter-token histograms outside the SDK (direct-metrics.ts), when the meter's Telemetry has them. */
   private readonly itlChunkSeries: HistogramSeriesSet | undefined;
   private readonly itlTokenSeries: HistogramSeriesSet | undefined;
@@ -95,6 +99,8 @@ export class Recorder {
     this.tapErrors = counter(tapErrors);
     this.tokenCountMismatches = counter(tokenCountMismatches);
     this.sloEventCounter = counter(sloEvents);
+    this.upstreamRetries = counter(METRICS.upstreamRetries);
+    this.upstreamNotReused = counter(METRICS.upstreamNotReused);
   }
 
   /** The base attributes of every series of one request: one object per (workload, model), shared. */
@@ -127,11 +133,16 @@ export class Recorder {
     this.inFlight.add(-1, attributes);
     const h = this.histograms;
     const v = this.variants;
+    if (summary.operation === 'other') {
+      // Not a generation: counted apart, kept out of every latency, token and SLO series.
+      this.requests.add(1, v.of(attributes, ATTR.outcome, summary.outcome, ATTR.statusClass, summary.statusClass, ATTR.operation, 'other'));
+      return;
+    }
     if (!Number.isNaN(summary.ttfbMs)) h.ttfb.record(summary.ttfbMs / MS_PER_S, attributes);
     if (!Number.isNaN(summary.ttftMs)) h.ttft.record(summary.ttftMs / MS_PER_S, attributes);
     if (!Number.isNaN(summary.tpotMs)) h.tpot.record(summary.tpotMs / MS_PER_S, attributes);
     h.e2e.record(summary.e2eMs / MS_PER_S, v.of(attributes, ATTR.outcome, summary.outcome));
-    this.requests.add(1, v.of(attributes, ATTR.outcome, summary.outcome, ATTR.statusClass, summary.statusClass));
+    this.requests.add(1, v.of(attributes, ATTR.outcome, summary.outcome, ATTR.statusClass, summary.statusClass, ATTR.operation, 'generation'));
     if (!Number.isNaN(summary.inputTokens)) {
       h.tokenUsage.record(summary.inputTokens, v.of(attributes, ATTR.tokenType, 'input'));
       this.tokens.add(summary.inputTokens, v.of(attributes, ATTR.tokenType, 'input', ATTR.tokenSource, 'usage'));
@@ -141,6 +152,14 @@ export class Recorder {
       this.tokens.add(summary.outputTokens, v.of(attributes, ATTR.tokenType, 'output', ATTR.tokenSource, summary.tokenSource));
     }
     if (summary.tokenCountMismatch) this.tokenCountMismatches.add(1, attributes);
+  }
+
+  upstreamRetry(attributes: Attributes): void {
+    this.upstreamRetries.add(1, attributes);
+  }
+
+  upstreamConnectionNotReused(attributes: Attributes, reason: string): void {
+    this.upstreamNotReused.add(1, this.variants.of(attributes, ATTR.reason, reason));
   }
 
   tapProblem(attributes: Attributes, reason: string): void {
@@ -165,16 +184,20 @@ export class Recorder {
 class AttributeVariants {
   private readonly byBase = new WeakMap<Attributes, Map<string, Attributes>>();
 
-  of(base: Attributes, key: string, value: string, key2?: string, value2?: string): Attributes {
+  of(base: Attributes, key: string, value: string, key2?: string, value2?: string, key3?: string, value3?: string): Attributes {
     let variants = this.byBase.get(base);
     if (variants === undefined) {
       variants = new Map();
       this.byBase.set(base, variants);
     }
-    const id = key2 === undefined ? `${key}=${value}` : `${key}=${value}\u0000${key2}=${value2}`;
+    let id = key2 === undefined ? `${key}=${value}` : `${key}=${value}\u0000${key2}=${value2}`;
+    if (key3 !== undefined) id += `\u0000${key3}=${value3}`;
     let attributes = variants.get(id);
     if (attributes === undefined) {
-      attributes = Object.freeze(key2 === undefined ? { ...base, [key]: value } : { ...base, [key]: value, [key2]: value2 });
+      const added: Attributes = { [key]: value };
+      if (key2 !== undefined) added[key2] = value2;
+      if (key3 !== undefined) added[key3] = value3;
+      attributes = Object.freeze({ ...base, ...added });
       variants.set(id, attributes);
     }
     return attributes;

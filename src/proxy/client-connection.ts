@@ -1,7 +1,9 @@
 import type net from 'node:net';
-import { Exchange, type ExchangeClient, type ExchangeContext, type RequestHead } from './exchange.js';
-import { HTTPParser, isParseError, METHODS, PARSER_RESOURCE, type NativeHttpParser, type ParseError } from './http1/node-http-parser.js';
+import { Exchange, type ExchangeClient, type ExchangeContext } from './exchange.js';
+import { HTTPParser, isParseError, METHODS, parserResource, STOP_AFTER_HEAD, type NativeHttpParser, type ParseError } from './http1/node-http-parser.js';
+import { checkRequestHead, targetPath } from './http1/request-rules.js';
 import { simpleResponse } from './http1/wire.js';
+import { recordRefusal } from './refused-request.js';
 
 /** Idle time after which a keep-alive client connection is closed by default: node:http's keepAliveTimeout. */
 export const KEEP_ALIVE_TIMEOUT_MS = 5_000;
@@ -86,7 +88,7 @@ export class ClientConnection implements ExchangeClient {
     this.socket = socket;
     this.forget = forget;
     const parser = this.parser;
-    parser.initialize(HTTPParser.REQUEST, PARSER_RESOURCE, 0, HTTPParser.kLenientNone);
+    parser.initialize(HTTPParser.REQUEST, parserResource(), 0, HTTPParser.kLenientNone);
     parser[HTTPParser.kOnMessageBegin] = () => {
       this.headStartedMs = performance.now();
       this.idleSinceMs = -1;
@@ -105,13 +107,20 @@ export class ClientConnection implements ExchangeClient {
     };
     parser[HTTPParser.kOnMessageComplete] = () => {
       this.flushBody();
+      // Node's parser hands a chunked body's trailer fields (and the URL buffer) to kOnHeaders just
+      // before this: they are not forwarded, and must not become the next request's head (they
+      // did: `Authorization` in a trailer reached the next request, issue 13's suite).
+      this.flushedHeaders = [];
+      this.flushedUrl = '';
       const exchange = this.receiving;
       this.receiving = undefined;
       this.bodyActiveSinceMs = -1;
       exchange?.requestEnd();
     };
     socket.on('data', (data: Buffer) => {
-      if (this.discarding) return;
+      // Refused: nothing after the refused bytes is parsed, let alone forwarded. Still read, so a
+      // client that leaves is noticed.
+      if (this.discarding || this.refusal !== undefined) return;
       let result;
       try {
         result = parser.execute(data);
@@ -192,7 +201,7 @@ export class ClientConnection implements ExchangeClient {
   }
 
   private headComplete(
-    _major: number,
+    major: number,
     minor: number,
     headers: string[] | undefined,
     method: number,
@@ -211,32 +220,35 @@ export class ClientConnection implements ExchangeClient {
       this.flushedHeaders = [];
       this.flushedUrl = '';
     }
-    if (this.discarding) return 1;
+    // Pipelined behind a refused request: never read, never forwarded.
+    if (this.discarding || this.refusal !== undefined) return STOP_AFTER_HEAD;
     if (this.current !== undefined && this.queue.length >= this.context.limits.pipelinedRequests) {
       this.tooManyPipelined();
-      return 1;
+      return STOP_AFTER_HEAD;
     }
+    const methodName = METHODS[method] as string;
     if (upgrade) {
       // WebSocket and CONNECT tunnels are not inference traffic: refused, not half-relayed.
-      this.refuse(501, 'Not Implemented', 'tokentap: protocol upgrades and CONNECT are not proxied');
-      return 0;
+      this.refuseRequest(methodName, target, 501, 'protocol upgrades and CONNECT are not proxied');
+      return STOP_AFTER_HEAD;
     }
-    let bodyFraming: RequestHead['bodyFraming'] = 'none';
-    for (let i = 0; i < rawHeaders.length; i += 2) {
-      const name = (rawHeaders[i] as string).toLowerCase();
-      if (name === 'transfer-encoding') bodyFraming = 'chunked';
-      else if (name === 'content-length' && bodyFraming === 'none') bodyFraming = 'length';
+    const checked = checkRequestHead(major, minor, methodName, target, rawHeaders);
+    if (!checked.ok) {
+      this.refuseRequest(methodName, target, checked.status, checked.reason);
+      return STOP_AFTER_HEAD;
     }
     const exchange = new Exchange(this.context, this, {
-      method: METHODS[method] as string,
-      url: target,
+      method: methodName,
+      url: checked.target,
       rawHeaders,
       http11: minor >= 1,
       keepAlive,
-      bodyFraming,
+      bodyFraming: checked.framing,
+      contentLength: checked.contentLength,
+      host: checked.host ?? (checked.hostMissing ? this.context.upstreamAddress : undefined),
     });
     this.receiving = exchange;
-    if (bodyFraming !== 'none') {
+    if (checked.framing !== 'none') {
       this.bodyActiveSinceMs = performance.now();
       this.bodyCheckedActivity = this.bodyActivity;
       this.bodyChunks = 0;
@@ -312,6 +324,12 @@ export class ClientConnection implements ExchangeClient {
 
   exchangeFinished(keepAlive: boolean): void {
     this.current = undefined;
+    // Requests read before a refused one are still answered, in order; then the refusal goes out.
+    if (this.refusal !== undefined && keepAlive && this.queue.length > 0) {
+      this.current = this.queue.shift();
+      this.current?.start();
+      return;
+    }
     if (!keepAlive || (this.closing && !(this.answerQueue && this.queue.length > 0))) {
       this.closing = true;
       for (const queued of this.queue.splice(0)) queued.clientClosed();
@@ -401,10 +419,35 @@ export class ClientConnection implements ExchangeClient {
     this.refuse(408, 'Request Timeout', 'tokentap: the request head did not arrive in time');
   }
 
+  /**
+   * A parse error in a head or a body. Fail fast and close: the 400 goes out now (after the
+   * responses to requests read before it), the request is counted `client_error`, and an exchange
+   * whose body broke is ended, its upstream connection (holding half a request) destroyed; nothing
+   * after the error is parsed. Before this, a broken body waited for upstream_idle_timeout and was
+   * counted `timeout` (issue 13).
+   */
   private malformed(error: ParseError): void {
     const tooLarge = error.code === 'HPE_HEADER_OVERFLOW';
-    const problem = `tokentap: malformed request (${error.code}: ${error.reason ?? error.message})`;
-    this.refuse(tooLarge ? 431 : 400, tooLarge ? 'Request Header Fields Too Large' : 'Bad Request', problem);
+    const problem = `malformed request (${error.code}: ${error.reason ?? error.message})`;
+    const status = tooLarge ? 431 : 400;
+    const broken = this.receiving;
+    this.receiving = undefined;
+    this.refuse(status, tooLarge ? 'Request Header Fields Too Large' : 'Bad Request', `tokentap: ${problem}`);
+    if (broken === undefined) {
+      recordRefusal(this.context, 'UNKNOWN', '', status, problem);
+      return;
+    }
+    const queued = this.queue.indexOf(broken);
+    if (queued !== -1) this.queue.splice(queued, 1);
+    // For the exchange in flight this ends it; the refusal follows through exchangeFinished.
+    broken.requestMalformed(status, problem);
+  }
+
+  /** A head the relay will not forward (request-rules.ts): answered, counted `client_error`, logged by its path only. */
+  private refuseRequest(method: string, target: string, status: 400 | 501 | 505, reason: string): void {
+    const statusMessage = status === 400 ? 'Bad Request' : status === 501 ? 'Not Implemented' : 'HTTP Version Not Supported';
+    this.refuse(status, statusMessage, `tokentap: ${reason}`);
+    recordRefusal(this.context, method, targetPath(target), status, reason);
   }
 
   /**

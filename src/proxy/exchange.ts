@@ -1,7 +1,8 @@
 import type net from 'node:net';
-import { endToEndHeaders, withoutHeader } from './hop-by-hop.js';
+import { endToEndHeaders, withHost } from './hop-by-hop.js';
 import { ChunkedBody, ChunkedBodyError } from './http1/chunked-body.js';
 import { incomingHeaders, rawHeader } from './http1/incoming-headers.js';
+import type { RequestBodyFraming } from './http1/request-rules.js';
 import { bodyFraming, ResponseHeadError, type BodyFraming, type ResponseHead } from './http1/response-head.js';
 import { CHUNK_END, chunkSizeLine, LAST_CHUNK, requestHead, responseHead, simpleResponse } from './http1/wire.js';
 import type { LimitCounters } from '../metrics/limit-counters.js';
@@ -20,6 +21,12 @@ export interface ExchangeContext {
   /** host:port, named in every failure the proxy reports (client error body, request log line). */
   readonly upstreamAddress: string;
   readonly upstreamIdleTimeoutMs: number;
+  /**
+   * Request bytes (head, framing and body) held so that a request whose reused upstream connection
+   * failed before any response byte can be sent again on a fresh one; a request that has sent more
+   * is not retried. 0: no retries.
+   */
+  readonly upstreamRetryBodyLimitBytes: number;
   /** Cuts exchanges whose upstream has been silent for upstreamIdleTimeoutMs. */
   readonly idleSweep: IdleSweep;
   readonly observe: boolean;
@@ -36,17 +43,24 @@ export interface ExchangeContext {
   readonly sniffing: SnifferLimits;
 }
 
-/** One parsed client request head. */
+/** One parsed client request head, as request-rules.ts accepted it. */
 export interface RequestHead {
   readonly method: string;
-  /** The request target exactly as the client sent it. */
+  /**
+   * The target that goes upstream: origin-form (path and query; an absolute-form target reduced to
+   * it) or `*`. The monitor logs, routes and matches its path only.
+   */
   readonly url: string;
   readonly rawHeaders: string[];
   /** HTTP/1.1 or later: chunked framing and interim (1xx) responses may be sent to this client. */
   readonly http11: boolean;
   /** The client may send another request on this connection after this one. */
   readonly keepAlive: boolean;
-  readonly bodyFraming: 'none' | 'length' | 'chunked';
+  readonly bodyFraming: RequestBodyFraming;
+  /** The Content-Length the parser validated, for bodyFraming 'length'. */
+  readonly contentLength: number;
+  /** Host to send in place of the client's (absolute-form target, or none sent): request-rules.ts. */
+  readonly host: string | undefined;
 }
 
 /** What an exchange needs of the client connection it answers on. */
@@ -128,6 +142,16 @@ export class Exchange implements UpstreamOwner, IdleWatched {
   private dataWanted = false;
   /** The response's last write carries the delivered callback. */
   private deliveryTracked = false;
+  /** What was written upstream, byte for byte, while it may still be sent again (see retry()); undefined once it cannot. */
+  private replay: Array<Buffer | string> | undefined;
+  private replayBytes = 0;
+  /** The connection had carried a response before this request: the server may have closed it unseen. */
+  private reusedConnection = false;
+  private retried = false;
+  /** The monitor saw the protocol's terminal event; the client write that carried it has been issued. */
+  private terminalNoted = false;
+  /** ... and handed to the client's socket: a client that leaves now got its answer. */
+  private terminalDelivered = false;
 
   constructor(context: ExchangeContext, client: ExchangeClient, request: RequestHead) {
     this.context = context;
@@ -163,6 +187,8 @@ export class Exchange implements UpstreamOwner, IdleWatched {
   start(): void {
     this.phase = Phase.AwaitingHead;
     this.upstream = this.context.pool.acquire(this);
+    this.reusedConnection = this.upstream.responses > 0;
+    if (this.reusedConnection && this.context.upstreamRetryBodyLimitBytes > 0) this.replay = [];
     this.context.idleSweep.watch(this);
     this.upstream.head.begin();
     this.upstreamHeaders = endToEndHeaders(this.request.rawHeaders);
@@ -204,11 +230,38 @@ export class Exchange implements UpstreamOwner, IdleWatched {
     if (this.phase !== Phase.Waiting) this.finishRequestBody();
   }
 
+  /**
+   * The request's body could not be parsed (client-connection.ts): the exchange ends now, counted
+   * `client_error`. The upstream connection holds half a request, so it is destroyed, never
+   * pooled; the client gets the connection's 400 after this (or, if the upstream had already
+   * answered, a broken stream: a clean end would pass for a complete answer).
+   */
+  requestMalformed(status: number, problem: string): void {
+    if (this.phase === Phase.Done) return;
+    const started = this.phase !== Phase.Waiting;
+    this.settle();
+    this.monitor.fail('client_error', status, problem);
+    this.upstream?.discard();
+    this.upstream = undefined;
+    if (!started) return;
+    if (this.responseHeadSent) this.client.socket.destroy();
+    else this.client.exchangeFinished(false);
+  }
+
   /** The client connection closed (or sent FIN) while this exchange was open. */
   clientClosed(): void {
     if (this.phase === Phase.Done && this.monitor.finished) return;
-    // The client went away before the last byte: stop the upstream at once so the GPU stops too.
-    if (!this.monitor.finished) this.monitor.fail('client_cancelled');
+    if (!this.monitor.finished) {
+      if (this.terminalDelivered) {
+        // The client left after the terminal event reached it (GuideLLM closes on `[DONE]`, before
+        // uvicorn's separate chunked terminator: fixtures/streams/vllm/): it got its answer.
+        if (this.phase !== Phase.Done) this.monitor.bodyEnd();
+        this.monitor.delivered();
+      } else {
+        // The client went away before the last byte: stop the upstream at once so the GPU stops too.
+        this.monitor.fail('client_cancelled');
+      }
+    }
     this.settle();
     this.upstream?.discard();
     this.upstream = undefined;
@@ -265,6 +318,10 @@ export class Exchange implements UpstreamOwner, IdleWatched {
     if (this.phase === Phase.Done) return;
     // No descriptor left for the upstream connection: the process is past its ulimit -n (limits.max_connections too high).
     if (error?.code === 'EMFILE' || error?.code === 'ENFILE') this.context.counters.tripped('fds');
+    if (this.retryable()) {
+      this.retry();
+      return;
+    }
     const cause = error === undefined ? '' : ` (${error.code ?? error.message})`;
     if (this.responseHeadSent) {
       // The upstream connection broke mid-body: the client must see a broken stream too, never a
@@ -290,22 +347,69 @@ export class Exchange implements UpstreamOwner, IdleWatched {
     this.client.resumeReading();
   }
 
+  // Retry on a fresh connection.
+
+  /**
+   * A request may be sent again when its reused connection closed before any response byte: the
+   * server closed the kept-alive connection as the request crossed it (RFC 9112 9.8: a client
+   * "MAY" retry a request when the connection closed before any response; undici and Go's net/http
+   * do so for a reused connection), and every byte written is still held. Once a response byte has
+   * arrived, never: it may have been forwarded.
+   */
+  private retryable(): boolean {
+    return this.reusedConnection && !this.retried && this.replay !== undefined && this.phase === Phase.AwaitingHead && this.upstreamActivity === 0 && !this.client.socket.destroyed;
+  }
+
+  private retry(): void {
+    this.retried = true;
+    this.context.pool.closedAfterResponse();
+    this.monitor.retried();
+    const upstream = this.context.pool.acquireFresh(this);
+    this.upstream = upstream;
+    upstream.head.begin();
+    const replay = this.replay as Array<Buffer | string>;
+    // A fresh connection is never retried again: nothing more needs holding.
+    this.replay = undefined;
+    let writable = true;
+    for (const piece of replay) writable = typeof piece === 'string' ? upstream.socket.write(piece, 'latin1') : upstream.socket.write(piece);
+    // The failed connection's 'drain' will never come: the client is read again unless this one is full.
+    if (writable) this.client.resumeReading();
+    else this.client.pauseReading();
+  }
+
+  /** Keeps a copy of what goes upstream for retry(), until it exceeds the limit. */
+  private hold(piece: Buffer | string): void {
+    const replay = this.replay;
+    if (replay === undefined) return;
+    this.replayBytes += piece.length;
+    if (this.replayBytes > this.context.upstreamRetryBodyLimitBytes) this.replay = undefined;
+    else replay.push(piece);
+  }
+
   // Request: client to upstream.
 
   /** Writes the request head: with `contentLength`, for a body tokentap rewrote; else the client's framing. */
   private sendRequestHead(contentLength: number | undefined): void {
     if (this.requestHeadSent || this.upstream === undefined) return;
     this.requestHeadSent = true;
+    const request = this.request;
     let headers = this.upstreamHeaders;
+    // The framing is tokentap's, from what its parser decided (RFC 9112 section 6): the client's
+    // Content-Length and Transfer-Encoding never pass through (hop-by-hop.ts drops them), so the
+    // upstream cannot read a different length than tokentap did, and never gets both.
     let framing = '';
     if (contentLength !== undefined) {
-      headers = withoutHeader(headers, 'content-length');
       this.bodyLengthSet = true;
       framing = `Content-Length: ${contentLength}\r\n`;
-    } else if (this.request.bodyFraming === 'chunked') {
+    } else if (request.bodyFraming === 'chunked') {
       framing = 'Transfer-Encoding: chunked\r\n';
+    } else if (request.bodyFraming === 'length') {
+      framing = `Content-Length: ${request.contentLength}\r\n`;
     }
-    this.upstream.socket.write(requestHead(this.request.method, this.request.url, headers, framing), 'latin1');
+    if (request.host !== undefined) headers = withHost(headers, request.host);
+    const head = requestHead(request.method, request.url, headers, framing);
+    this.hold(head);
+    this.upstream.socket.write(head, 'latin1');
   }
 
   private forwardRequestBody(chunk: Buffer): void {
@@ -318,12 +422,19 @@ export class Exchange implements UpstreamOwner, IdleWatched {
     if (socket === undefined || chunk.length === 0) return;
     let writable: boolean;
     if (this.request.bodyFraming === 'chunked' && !this.bodyLengthSet) {
+      const sizeLine = chunkSizeLine(chunk.length);
+      if (this.replay !== undefined) {
+        this.hold(sizeLine);
+        this.hold(chunk);
+        this.hold(CHUNK_END);
+      }
       socket.cork();
-      socket.write(chunkSizeLine(chunk.length));
+      socket.write(sizeLine);
       socket.write(chunk);
       writable = socket.write(CHUNK_END);
       socket.uncork();
     } else {
+      this.hold(chunk);
       writable = socket.write(chunk);
     }
     if (!writable) this.client.pauseReading();
@@ -335,12 +446,17 @@ export class Exchange implements UpstreamOwner, IdleWatched {
   }
 
   private endRequestBody(): void {
-    if (this.request.bodyFraming === 'chunked' && !this.bodyLengthSet) this.upstream?.socket.write(LAST_CHUNK);
+    if (this.request.bodyFraming === 'chunked' && !this.bodyLengthSet) {
+      this.hold(LAST_CHUNK);
+      this.upstream?.socket.write(LAST_CHUNK);
+    }
   }
 
   // Response: upstream to client.
 
   private responseHead(buffer: Buffer): void {
+    // A response has begun: the request is never sent again.
+    this.replay = undefined;
     const upstream = this.upstream as UpstreamConnection;
     let read;
     try {
@@ -374,9 +490,14 @@ export class Exchange implements UpstreamOwner, IdleWatched {
         return;
       }
       // Through writeClient: a client that does not drain pauses the upstream, as for the body.
+      // (endToEndHeaders drops a Content-Length: an interim response has no body, RFC 9110 section 15.2.)
       if (this.request.http11) this.writeClient(responseHead(head.status, head.statusMessage, endToEndHeaders(head.rawHeaders), ''), 'latin1');
       upstream.head.begin();
       if (rest !== undefined) this.responseHead(rest);
+      return;
+    }
+    if (head.framingProblem !== undefined && bodyFraming(head, this.request.method) !== 'none') {
+      this.unforwardable(head.framingProblem);
       return;
     }
     this.startResponse(head);
@@ -394,12 +515,18 @@ export class Exchange implements UpstreamOwner, IdleWatched {
     let headers = endToEndHeaders(head.rawHeaders);
     let extra = '';
     let closeDelimited = framing === 'close';
+    // The head tokentap writes carries exactly the framing its own decision implies (RFC 9112
+    // section 6): endToEndHeaders dropped the upstream's Content-Length and Transfer-Encoding.
     if (framing === 'none') {
       this.output = Output.None;
+      // HEAD and 304 answers describe the representation's length (RFC 9110 sections 8.6, 15.4.5);
+      // a 204 or a zero-length body has none to describe.
+      if (head.contentLength >= 0 && head.status !== 204 && (request.method === 'HEAD' || head.status === 304 || head.contentLength === 0)) extra = `Content-Length: ${head.contentLength}\r\n`;
     } else if (this.stripper === undefined && (framing !== 'chunked' || request.http11)) {
       this.output = Output.Verbatim;
-      // Transfer-Encoding is hop-by-hop, but the bytes are forwarded framed as they came.
-      if (head.transferEncoded) extra = `Transfer-Encoding: ${head.transferEncoding}\r\n`;
+      // The bytes are forwarded framed as they came, and that framing was checked at head time.
+      if (framing === 'chunked') extra = 'Transfer-Encoding: chunked\r\n';
+      else if (framing === 'length') extra = `Content-Length: ${head.contentLength}\r\n`;
     } else {
       if (this.stripper !== undefined) headers = this.stripper.responseHeaders(headers);
       if (request.http11) {
@@ -471,6 +598,19 @@ export class Exchange implements UpstreamOwner, IdleWatched {
       this.writeData(forwarded);
     }
     this.monitor.body(data);
+    if (!this.terminalNoted && this.monitor.terminalSeen) this.noteTerminal();
+  }
+
+  /**
+   * The terminal event has been read, and the bytes that carried it were written to the client
+   * before the monitor saw them (forward first): an empty write after them says when they have
+   * left for the client's socket.
+   */
+  private noteTerminal(): void {
+    this.terminalNoted = true;
+    this.client.socket.write('', 'latin1', (error) => {
+      if (!error) this.terminalDelivered = true;
+    });
   }
 
   private writeData(data: Buffer): void {
@@ -512,8 +652,12 @@ export class Exchange implements UpstreamOwner, IdleWatched {
     if (upstream !== undefined) {
       if (this.upstreamPaused) upstream.socket.resume();
       // A connection whose request is still being sent, or that sent more than its response, is not reused.
-      if (this.upstreamReusable && this.requestEnded && !trailingBytes) this.context.pool.release(upstream);
-      else upstream.discard();
+      if (this.upstreamReusable && this.requestEnded && !trailingBytes) {
+        const notReused = this.context.pool.release(upstream);
+        if (notReused !== undefined) this.monitor.upstreamNotReused(notReused);
+      } else {
+        upstream.discard();
+      }
     }
     this.client.exchangeFinished(this.clientKeepAlive && this.requestEnded);
   }
@@ -523,7 +667,8 @@ export class Exchange implements UpstreamOwner, IdleWatched {
     this.deliveryTracked = true;
     const monitor = this.monitor;
     return (error) => {
-      if (error) monitor.fail('client_cancelled');
+      // A client that left after the terminal event reached it got its answer (see clientClosed).
+      if (error && !this.terminalDelivered) monitor.fail('client_cancelled');
       else monitor.delivered();
     };
   }

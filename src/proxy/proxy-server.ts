@@ -28,7 +28,12 @@ export interface ProxyOptions {
   readonly counters?: LimitCounters;
   /** The held-bytes budget, shared with the usage injector; one of limits.heldBodyBytes when absent. */
   readonly heldBytes?: HeldBytesBudget;
+  /** Request bytes held for a retry on a fresh upstream connection (exchange.ts); default RETRY_BODY_LIMIT_BYTES. */
+  readonly upstreamRetryBodyLimitBytes?: number;
 }
+
+/** `upstream_retry_body_limit`'s default: 64 KiB holds any chat request but a long-context one. */
+export const RETRY_BODY_LIMIT_BYTES = 64 * 1024;
 
 /** At most one warning a minute when accept() fails for want of file descriptors: the counter has the rate. */
 const FD_WARNING_EVERY_MS = 60_000;
@@ -76,6 +81,7 @@ export class ProxyServer extends net.Server {
       pool: this.pool,
       upstreamAddress: `${hostname}:${upstreamPort}`,
       upstreamIdleTimeoutMs: options.upstreamIdleTimeoutMs,
+      upstreamRetryBodyLimitBytes: options.upstreamRetryBodyLimitBytes ?? RETRY_BODY_LIMIT_BYTES,
       idleSweep: new IdleSweep(options.upstreamIdleTimeoutMs),
       observe: options.observe !== false,
       monitor: options.monitor,

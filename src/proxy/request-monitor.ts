@@ -5,12 +5,14 @@ import type { Clock } from '../clock/clock.js';
 import type { DrainState } from '../lifecycle/drain-state.js';
 import type { Workload } from '../config/load.js';
 import { TokenTimeline, type InterTokenSink } from '../clock/token-timeline.js';
+import type { Operation } from '../metrics/definitions.js';
 import type { ModelLabels } from '../metrics/model-labels.js';
 import type { InterTokenSeries, Outcome, Recorder, RequestSummary } from '../metrics/recorder.js';
 import { interTokenIsBad, isClientErrorStatus, recordSloEvents } from '../slo/slo-events.js';
 import type { WorkloadMatcher } from '../slo/workload-matcher.js';
 import { DEFAULT_TAP_SELECTOR, type TapSelector } from '../taps/select.js';
 import type { Tap, TapContext, TapProblemReason } from '../taps/tap.js';
+import type { NotReusedReason } from './upstream-pool.js';
 import { NULL_SPAN, NULL_TRACER, type RequestSpan, type RequestTracer } from '../tracing/request-span.js';
 
 /** What every request's monitor shares: built once at start-up. */
@@ -63,6 +65,8 @@ export class RequestMonitor implements InterTokenSink, TapContext {
   private failureLogged = false;
   /** Why the request failed, for its log line: the upstream address and the socket error, or what went silent. */
   private failureDetail: string | undefined;
+  /** Sent a second time on a fresh upstream connection (exchange.ts retry()): logged as `retried: true`. */
+  private wasRetried = false;
   /** As the body named it, for the span only (a span is not a series, so no folding into `other`). */
   private requestedModel: string | undefined;
 
@@ -166,6 +170,30 @@ export class RequestMonitor implements InterTokenSink, TapContext {
     return this.done;
   }
 
+  /** The tap has seen the protocol's terminal event ([DONE], finish_reason, message_stop...). */
+  get terminalSeen(): boolean {
+    return this.timeline.terminal;
+  }
+
+  /** The request is being sent again on a fresh upstream connection. */
+  retried(): void {
+    this.wasRetried = true;
+    try {
+      this.deps.recorder.upstreamRetry(this.labels(undefined));
+    } catch (error) {
+      this.observationFailed('retried', error);
+    }
+  }
+
+  /** The upstream connection of this request's clean response was closed rather than pooled. */
+  upstreamNotReused(reason: NotReusedReason): void {
+    try {
+      this.deps.recorder.upstreamConnectionNotReused(this.labels(undefined), reason);
+    } catch (error) {
+      this.observationFailed('upstreamNotReused', error);
+    }
+  }
+
   // InterTokenSink
   interToken(gapMs: number, tokens: number): void {
     if (this.itlSeries === undefined) this.labels(undefined);
@@ -219,6 +247,17 @@ export class RequestMonitor implements InterTokenSink, TapContext {
     return this.attributes;
   }
 
+  /**
+   * A generation: on an inference route, or, off the routes, answered with what a tap reads as a
+   * completion (a content event, a terminal event or a usage report). Anything else (a health check,
+   * `/v1/models`, a tokenizer's JSON) is `other`.
+   */
+  private operation(): Operation {
+    if ((this.deps.taps ?? DEFAULT_TAP_SELECTOR).routed(this.method, this.path)) return 'generation';
+    const timeline = this.timeline;
+    return timeline.contentEvents > 0 || timeline.terminal || !Number.isNaN(timeline.reportedOutputTokens) ? 'generation' : 'other';
+  }
+
   private finish(outcome: Outcome): void {
     if (this.done) return;
     this.done = true;
@@ -235,7 +274,9 @@ export class RequestMonitor implements InterTokenSink, TapContext {
   private record(outcome: Outcome): void {
     const attributes = this.labels(undefined);
     const timeline = this.timeline;
+    const operation = this.operation();
     const summary: RequestSummary = {
+      operation,
       outcome,
       statusClass: this.status === 0 ? 'none' : `${Math.floor(this.status / 100)}xx`,
       ttfbMs: timeline.ttfbMs,
@@ -249,7 +290,7 @@ export class RequestMonitor implements InterTokenSink, TapContext {
     };
     this.deps.recorder.finished(attributes, summary);
     const workload = this.workload as Workload;
-    if (workload.slo !== undefined) {
+    if (workload.slo !== undefined && operation === 'generation') {
       const nonStreamedAnswer = this.status >= 200 && this.status < 300 && !this.streaming;
       const facts = { outcome, status: this.status, nonStreamedAnswer, ttftMs: summary.ttftMs, e2eMs: summary.e2eMs };
       recordSloEvents(this.deps.recorder, attributes, workload, facts, this.itlTokens, this.itlBadTokens);
@@ -274,6 +315,8 @@ export class RequestMonitor implements InterTokenSink, TapContext {
         counted_tokens: timeline.countedTokens,
         server_timings: timeline.serverTimings ?? null,
         ...(this.failureDetail === undefined ? {} : { error: this.failureDetail }),
+        ...(this.wasRetried ? { retried: true } : {}),
+        ...(operation === 'other' ? { operation } : {}),
         // The last scraped value (no I/O here); null while the DCGM reading is unknown.
         ...(this.deps.gpuMemory === undefined ? {} : { gpu_memory_used_bytes: this.deps.gpuMemory.memoryUsedBytes() ?? null }),
       },

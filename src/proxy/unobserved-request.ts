@@ -1,7 +1,7 @@
 import type { RequestMonitor } from './request-monitor.js';
 
 /** The part of RequestMonitor the proxy calls; the unobserved stand-in must answer all of it. */
-type ProxiedRequest = Pick<RequestMonitor, 'trace' | 'requestBody' | 'response' | 'body' | 'bodyEnd' | 'delivered' | 'fail' | 'finished'>;
+type ProxiedRequest = Pick<RequestMonitor, 'trace' | 'requestBody' | 'response' | 'body' | 'bodyEnd' | 'delivered' | 'fail' | 'finished' | 'terminalSeen' | 'retried' | 'upstreamNotReused'>;
 
 /**
  * Stands in for a RequestMonitor when observation is switched off (`TOKENTAP_OBSERVE=off`): no tap,
@@ -15,7 +15,14 @@ export class UnobservedRequest implements ProxiedRequest {
     return this.done;
   }
 
+  /** Without a tap no terminal event is seen: a client that leaves early is cancelled. */
+  get terminalSeen(): boolean {
+    return false;
+  }
+
   trace(): void {}
+  retried(): void {}
+  upstreamNotReused(): void {}
   requestBody(): void {}
   response(): void {}
   body(): void {}

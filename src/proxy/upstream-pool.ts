@@ -42,14 +42,21 @@ export class UpstreamConnection {
   owner: UpstreamOwner | undefined;
   /** performance.now() when it went back to the pool. */
   idleSinceMs = 0;
+  /** Responses completed on it: above 0 it is a reused connection, which the server may have closed unseen. */
+  responses = 0;
   private error: NodeJS.ErrnoException | undefined;
 
   constructor(pool: UpstreamPool, options: net.NetConnectOpts) {
     const socket = net.connect({ ...options, onread: { buffer: READ_BUFFER, callback: (bytes: number, buffer: Uint8Array) => this.read(bytes, buffer) } });
     this.socket = socket;
     socket.on('end', () => {
-      if (this.owner === undefined) socket.destroy();
-      else this.owner.upstreamEnd();
+      if (this.owner === undefined) {
+        // The server closed a kept-alive connection between requests: it is never handed out again.
+        pool.closedWhileIdle(this);
+        socket.destroy();
+      } else {
+        this.owner.upstreamEnd();
+      }
     });
     socket.on('error', (error: NodeJS.ErrnoException) => {
       this.error = error;
@@ -71,7 +78,8 @@ export class UpstreamConnection {
   private read(bytes: number, buffer: Uint8Array): boolean {
     const owner = this.owner;
     if (owner === undefined) {
-      // Nothing is owed on an idle connection: bytes there mean it is out of step.
+      // Nothing is owed on an idle connection: bytes there mean it is out of step, and it is never
+      // handed out again (the readable-while-idle check of undici and Go's net/http).
       this.socket.destroy();
       return false;
     }
@@ -96,9 +104,31 @@ export class UpstreamConnection {
 }
 
 /**
+ * A connection the server closed within this time of its response is taken for a server that closes
+ * after every response (llama-server closes 0.3 ms after its last chunk, without `Connection:
+ * close`: fixtures/streams/llamacpp/chat-close-after-stream.wire.jsonl), not for a keep-alive
+ * timeout, which is seconds (uvicorn 5 s, Node 5 s, llama-server's announced `timeout=5`).
+ */
+const CLOSED_AFTER_RESPONSE_MS = 1_000;
+/** Two such closes in a row (or failed reuses) and the pool stops keeping this upstream's connections. */
+const CLOSES_TO_STOP_POOLING = 2;
+/** While not pooling, one connection is kept again after this long, to notice a server that changed (restarted, reconfigured). */
+const POOLING_RETRY_MS = 30_000;
+
+/** Why a connection whose response ended cleanly was closed rather than kept: the `reason` label. */
+export type NotReusedReason = 'upstream_closes_after_response';
+
+/**
  * Keep-alive connections to the upstream, unbounded: every concurrent stream gets its own connection
  * at once (a bounded pool would queue stream N+1 behind N, inflating its TTFT). The most recently
  * used idle connection is taken first, so the idle ones age out.
+ *
+ * Reuse is treated as robust clients (undici, Go's net/http, Envoy) treat it: a connection the
+ * server closed (FIN, or bytes nobody asked for) is never handed out; a request that fails on a
+ * reused connection before any response byte may be retried once on a fresh one (exchange.ts); and
+ * an upstream that closes its connections right after each response is learnt, and its connections
+ * are then closed by tokentap after each response instead of pooled, so no request is sent into
+ * the server's close.
  */
 export class UpstreamPool {
   private readonly idle: UpstreamConnection[] = [];
@@ -106,6 +136,10 @@ export class UpstreamPool {
   private readonly port: number;
   private closed = false;
   private idleCheck: NodeJS.Timeout | undefined;
+  /** Consecutive signs that the upstream closes after every response. */
+  private closesAfterResponse = 0;
+  /** performance.now() until which released connections are closed, not pooled; 0 while pooling. */
+  private notPoolingUntilMs = 0;
 
   constructor(host: string, port: number) {
     this.host = host;
@@ -114,23 +148,73 @@ export class UpstreamPool {
 
   acquire(owner: UpstreamOwner): UpstreamConnection {
     let connection = this.idle.pop();
-    // One destroyed a moment ago whose 'close' has not yet removed it.
-    while (connection !== undefined && connection.socket.destroyed) connection = this.idle.pop();
-    connection ??= new UpstreamConnection(this, { host: this.host, port: this.port, noDelay: true });
+    // One destroyed (or half-closed by the server) a moment ago whose 'close' has not yet removed it.
+    while (connection !== undefined && (connection.socket.destroyed || connection.socket.readableEnded)) connection = this.idle.pop();
+    connection ??= this.connect();
     connection.owner = owner;
     return connection;
   }
 
-  /** Takes back a connection whose response ended cleanly and that may carry another request. */
-  release(connection: UpstreamConnection): void {
+  /** A new connection, never a pooled one: for the retry of a request whose reused connection failed. */
+  acquireFresh(owner: UpstreamOwner): UpstreamConnection {
+    const connection = this.connect();
+    connection.owner = owner;
+    return connection;
+  }
+
+  private connect(): UpstreamConnection {
+    return new UpstreamConnection(this, { host: this.host, port: this.port, noDelay: true });
+  }
+
+  /** Learning is off while the pool keeps connections: a released one is pooled. */
+  get pooling(): boolean {
+    return this.notPoolingUntilMs === 0 || performance.now() >= this.notPoolingUntilMs;
+  }
+
+  /**
+   * Takes back a connection whose response ended cleanly and that may carry another request.
+   * Returns why it was closed instead, when the pool has learnt that this upstream closes after
+   * every response; undefined when it was pooled (or the pool is closing).
+   */
+  release(connection: UpstreamConnection): NotReusedReason | undefined {
     connection.owner = undefined;
-    if (this.closed || connection.socket.destroyed) {
+    const reused = connection.responses > 0;
+    connection.responses++;
+    // A second response on one connection: this upstream keeps connections after all.
+    if (reused) this.closesAfterResponse = 0;
+    if (this.closed || connection.socket.destroyed || connection.socket.readableEnded) {
       connection.socket.destroy();
-      return;
+      return undefined;
+    }
+    if (this.notPoolingUntilMs !== 0) {
+      if (!this.pooling) {
+        connection.socket.destroy();
+        return 'upstream_closes_after_response';
+      }
+      // Time to look again: this connection is pooled; one more early close stops pooling again.
+      this.notPoolingUntilMs = 0;
+      this.closesAfterResponse = CLOSES_TO_STOP_POOLING - 1;
     }
     connection.idleSinceMs = performance.now();
     this.idle.push(connection);
     this.idleCheck ??= setInterval(() => this.closeStale(), POOL_CHECK_MS).unref();
+    return undefined;
+  }
+
+  /** The server closed `connection` while it sat in the pool. */
+  closedWhileIdle(connection: UpstreamConnection): void {
+    if (performance.now() - connection.idleSinceMs < CLOSED_AFTER_RESPONSE_MS) this.closedAfterResponse();
+  }
+
+  /**
+   * A sign that the upstream closes after every response: an idle connection closed right after its
+   * response, or a request that failed on a reused connection before any answer.
+   */
+  closedAfterResponse(): void {
+    if (++this.closesAfterResponse < CLOSES_TO_STOP_POOLING) return;
+    this.notPoolingUntilMs = performance.now() + POOLING_RETRY_MS;
+    for (const connection of this.idle.splice(0)) connection.socket.destroy();
+    this.stopIdleCheck();
   }
 
   /** Closes connections idle for POOL_IDLE_MS: the oldest are first in the list. */

@@ -1,5 +1,7 @@
 import type { Settings } from '../config/load.js';
-import { renderAlertmanagerConfig } from './alertmanager-config.js';
+import { missingGrafanaUrl } from './alert-links.js';
+import { renderAlertmanagerConfigCrd } from './alertmanager-config-crd.js';
+import { renderAlertmanagerRoutes } from './alertmanager-routes.js';
 import { dashboardFileText, renderDashboards } from './dashboards.js';
 import { generatedYaml } from './generated-text.js';
 import { renderPrometheusRule } from './prometheus-rule-crd.js';
@@ -19,11 +21,13 @@ export interface Artefact {
 }
 
 export function renderArtefacts(settings: Settings, options: RenderOptions): Artefact[] {
+  if (settings.alerts.grafanaUrl === undefined) throw missingGrafanaUrl(settings.configFile);
   const rules = renderPrometheusRules(settings, options);
   return [
     { root: 'out', path: 'prometheus/rules.yaml', content: generatedYaml(rules) },
     { root: 'out', path: 'prometheus/prometheusrule.yaml', content: generatedYaml(renderPrometheusRule(rules)) },
-    { root: 'out', path: 'alertmanager/alertmanager.yaml', content: generatedYaml(renderAlertmanagerConfig()) },
+    { root: 'out', path: 'alertmanager/tokentap-routes.yaml', content: generatedYaml(renderAlertmanagerRoutes(settings.alerts)) },
+    { root: 'out', path: 'alertmanager/alertmanagerconfig.yaml', content: generatedYaml(renderAlertmanagerConfigCrd(settings.alerts)) },
     ...renderDashboards(settings).map((d): Artefact => ({ root: 'dashboards', path: d.fileName, content: dashboardFileText(d) })),
   ];
 }

@@ -1,4 +1,5 @@
 import { SLO_KINDS, type Settings, type SloKind, type Workload } from '../config/load.js';
+import { alertLabels } from './alert-labels.js';
 import { dashboardUrl, runbookUrl } from './alert-links.js';
 import { BURN_RATE_POLICIES, windowMs, type BurnRateCondition, type BurnRatePolicy, type SliWindowName } from './burn-rate-windows.js';
 import { humanSeconds, percent } from './human-format.js';
@@ -65,7 +66,7 @@ function burnAlert(workload: Workload, slo: SloKind, thresholdS: number, policy:
   return {
     alert: BURN_ALERT,
     expr: policy.conditions.map((c) => conditionExpr(workload.name, slo, budget, c, settings, options)).join('\nor\n'),
-    labels: { severity: policy.severity, [LABEL.workload]: workload.name, [LABEL.slo]: slo },
+    labels: alertLabels(settings.alerts, policy.severity, { [LABEL.workload]: workload.name, [LABEL.slo]: slo }),
     annotations: {
       summary: `${workload.name}${IN_NAMESPACE}: ${SLO_TITLE[slo]} error budget burning ${pace}`,
       description:
@@ -73,7 +74,7 @@ function burnAlert(workload: Workload, slo: SloKind, thresholdS: number, policy:
         `${BAD_EVENT[slo](humanSeconds(thresholdS))}. The objective (${percent(objective)} good) allows ${percent(budget)}. ` +
         `This ${policy.severity} fires while the bad share is ${describeConditions(budget, policy, options)}, ` +
         `with at least ${promNumber(settings.alerts.minRequestsPerHour)} requests per hour.`,
-      runbook_url: runbookUrl(settings.alerts, BURN_ALERT),
+      runbook_url: runbookUrl(settings.alerts, BURN_ALERT, slo),
       dashboard_url: dashboardUrl(settings.alerts, workload.name),
     },
   };

@@ -1,6 +1,6 @@
 import { ATTR, METRICS, GPU_METRICS } from '../metrics/definitions.js';
 import type { SloKind } from '../config/load.js';
-import { NAMESPACE_LABEL, promLabel, promNumber } from './promql.js';
+import { GENERATIONS_ONLY, NAMESPACE_LABEL, promLabel, promNumber } from './promql.js';
 
 /**
  * PromQL for the dashboards, built from the metric definitions table only (metric names, label
@@ -110,13 +110,13 @@ const REQUESTS = METRICS.requests.promName;
 
 /** Finished requests per second by outcome, all selected namespaces and workloads together (rates add up). */
 export function requestsPerSecondByOutcome(): string {
-  return `sum by (${LABEL.outcome}) (rate(${REQUESTS}${scope()}[$__rate_interval]))`;
+  return `sum by (${LABEL.outcome}) (rate(${REQUESTS}${scope(undefined, GENERATIONS_ONLY)}[$__rate_interval]))`;
 }
 
 /** Share of finished requests per namespace and workload that ended with `outcome`; 0 when there were requests but none such. */
 export function outcomeRatio(outcome: string): string {
-  const all = scope();
-  const matching = scope(undefined, `${LABEL.outcome}="${outcome}"`);
+  const all = scope(undefined, GENERATIONS_ONLY);
+  const matching = scope(undefined, `${LABEL.outcome}="${outcome}", ${GENERATIONS_ONLY}`);
   const by = [NAMESPACE_LABEL, LABEL.workload];
   return safeRatio(completed('rate', REQUESTS, matching, all, '$__rate_interval', by), `sum by (${by.join(', ')}) (rate(${REQUESTS}${all}[$__rate_interval]))`);
 }

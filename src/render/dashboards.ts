@@ -33,7 +33,7 @@ const BURN_CONDITIONS = BURN_RATE_POLICIES.flatMap((policy) => policy.conditions
 const BURN_RATE_LINES = [...new Set(BURN_CONDITIONS.map((c) => c.factor))];
 const BURN_RATE_LEGEND = BURN_CONDITIONS.map((c) => `${c.factor} (${c.severity}, over ${c.long} and ${c.short})`).join(', ');
 
-const SLO_OVERVIEW_UID = 'tokentap-slo-overview';
+export const SLO_OVERVIEW_UID = 'tokentap-slo-overview';
 
 /**
  * Per-workload panels keep the namespace apart (dashboard-queries.ts), so the same workload in
@@ -103,7 +103,7 @@ function sloOverview(settings: Settings): dashboard.Dashboard {
     timeSeriesPanel(
       {
         title: 'Requests per second by outcome',
-        description: 'Finished requests per second, all selected namespaces and workloads together: completed, client_cancelled, upstream_error, truncated (upstream closed without a terminal event), timeout, shutdown (cut at the end of the sidecar drain on SIGTERM).',
+        description: 'Finished requests per second, all selected namespaces and workloads together: completed, client_cancelled, client_error (a 4xx other than 408, 429 and 499: refused for what the client asked; burns no SLO), upstream_error, truncated (upstream closed without a terminal event), timeout, shutdown (cut at the end of the sidecar drain on SIGTERM).',
         unit: 'reqps',
         min: 0,
         queries: [{ expr: q.requestsPerSecondByOutcome(), legend: '{{outcome}}' }],
@@ -144,7 +144,7 @@ function sloOverview(settings: Settings): dashboard.Dashboard {
         min: 0,
         queries: [{ expr: q.outcomeRatio('client_cancelled'), legend: `{{workload}} ${NAMESPACE_LEGEND}` }],
       },
-      at(12),
+      at(8),
     ),
   );
   builder.withPanel(
@@ -156,7 +156,21 @@ function sloOverview(settings: Settings): dashboard.Dashboard {
         min: 0,
         queries: [{ expr: q.outcomeRatio('truncated'), legend: `{{workload}} ${NAMESPACE_LEGEND}` }],
       },
-      at(12),
+      at(8),
+    ),
+  );
+  builder.withPanel(
+    timeSeriesPanel(
+      {
+        title: 'Client error rate',
+        description:
+          'Share of finished requests refused for what the client asked (client_error: an HTTP 4xx other than 408, 429 and 499), per namespace and workload. ' +
+          'The client failed, not the server: these burn no SLO and do not count for the alerts\' traffic guard. A rise points at a client release or a changed API, not at the inference server.',
+        unit: 'percentunit',
+        min: 0,
+        queries: [{ expr: q.outcomeRatio('client_error'), legend: `{{workload}} ${NAMESPACE_LEGEND}` }],
+      },
+      at(8),
     ),
   );
 

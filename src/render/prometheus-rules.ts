@@ -1,4 +1,5 @@
 import type { Settings } from '../config/load.js';
+import { absentMetricsAlert } from './absent-metrics-alert.js';
 import { burnRateAlerts } from './burn-rate-alerts.js';
 import { p99TtftAlerts } from './p99-ttft-alert.js';
 import { latencyRecordingRules, sliRecordingRules, trafficRecordingRules } from './recording-rules.js';
@@ -17,7 +18,7 @@ export function renderPrometheusRules(settings: Settings, options: RenderOptions
       { name: 'tokentap-slo', rules: [...sliRecordingRules(settings, options), ...burnRateAlerts(settings, options)] },
       { name: 'tokentap-latency', rules: [...latencyRecordingRules(options), ...p99TtftAlerts(settings, options)] },
       { name: 'tokentap-traffic', rules: trafficRecordingRules(options) },
-      { name: 'tokentap-meta', rules: [watchdogAlert(settings)] },
+      { name: 'tokentap-meta', rules: [watchdogAlert(settings), absentMetricsAlert(settings, options)] },
     ],
   };
 }

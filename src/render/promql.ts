@@ -27,6 +27,13 @@ export const LABEL = {
  */
 export const NAMESPACE_LABEL = 'namespace';
 
+/**
+ * The matcher that keeps generation requests of tokentap_requests_total (definitions.ts,
+ * Operation): health checks and model listings are not traffic an SLO or RPS panel is about.
+ * `!="other"` rather than `="generation"`, so series from before the label existed still count.
+ */
+export const GENERATIONS_ONLY = `${promLabel(ATTR.operation)}!="other"`;
+
 /** The labels that identify one workload's series: namespace and workload name. */
 export const WORKLOAD_KEY: readonly string[] = [NAMESPACE_LABEL, LABEL.workload];
 

@@ -2,7 +2,7 @@ import { SLO_KINDS, type Settings } from '../config/load.js';
 import { METRICS } from '../metrics/definitions.js';
 import { SLI_WINDOWS, type SliWindowName } from './burn-rate-windows.js';
 import { formatPromDuration } from './prometheus-duration.js';
-import { LABEL, WORKLOAD_KEY, labelList, promNumber, selector } from './promql.js';
+import { GENERATIONS_ONLY, LABEL, WORKLOAD_KEY, labelList, promNumber, selector } from './promql.js';
 import { scaledMs, type RecordingRule, type RenderOptions } from './rule-types.js';
 
 /**
@@ -98,7 +98,7 @@ export function sliRecordingRules(settings: Settings, options: RenderOptions): R
 export function trafficRecordingRules(options: RenderOptions): RecordingRule[] {
   const range = formatPromDuration(scaledMs(RATE_WINDOW_MS, options));
   return [
-    { record: RECORD.requests, expr: `sum by (${labelList(...WORKLOAD_KEY, LABEL.outcome)}) (rate(${METRICS.requests.promName}[${range}]))` },
+    { record: RECORD.requests, expr: `sum by (${labelList(...WORKLOAD_KEY, LABEL.outcome)}) (rate(${METRICS.requests.promName}{${GENERATIONS_ONLY}}[${range}]))` },
     { record: RECORD.tokens, expr: `sum by (${labelList(...WORKLOAD_KEY, LABEL.tokenType)}) (rate(${METRICS.tokens.promName}[${range}]))` },
   ];
 }

@@ -1,5 +1,5 @@
 import { METRICS } from '../metrics/definitions.js';
-import { LABEL, WORKLOAD_KEY, labelList, promNumber, selector } from './promql.js';
+import { GENERATIONS_ONLY, LABEL, WORKLOAD_KEY, labelList, promNumber, quote } from './promql.js';
 
 /**
  * The traffic guard: the workload's request rate averaged over `range`, in requests per hour, at
@@ -10,5 +10,9 @@ import { LABEL, WORKLOAD_KEY, labelList, promNumber, selector } from './promql.j
 export const GUARD_MATCH = `and on (${labelList(...WORKLOAD_KEY)})`;
 
 export function trafficGuard(workload: string, range: string, minRequestsPerHour: number): string {
-  return `sum by (${labelList(...WORKLOAD_KEY)}) (rate(${selector(METRICS.requests.promName, { [LABEL.workload]: workload })}[${range}])) * 3600 >= ${promNumber(minRequestsPerHour)}`;
+  // Client errors burn no SLO (slo-events.ts), so they do not count as traffic either: a client
+  // sending bad requests must not lift a quiet workload over the guard. Nor do requests that are not
+  // generations (health checks, model listings).
+  const requests = `${METRICS.requests.promName}{${LABEL.workload}=${quote(workload)}, ${GENERATIONS_ONLY}, ${LABEL.outcome}!="client_error"}`;
+  return `sum by (${labelList(...WORKLOAD_KEY)}) (rate(${requests}[${range}])) * 3600 >= ${promNumber(minRequestsPerHour)}`;
 }

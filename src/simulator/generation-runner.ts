@@ -15,6 +15,10 @@ export interface RunOptions {
   readonly stamp: boolean;
   /** Idle ms before the writer's keep-alive comment, if it has one. */
   readonly keepAliveMs: number;
+  /** Close the connection right after a stream's last chunk, having announced Keep-Alive (llama-server). */
+  readonly closeAfterStream: boolean;
+  /** Ms between a stream's terminal event and its chunked terminator, written apart (uvicorn); 0: together. */
+  readonly terminatorDelayMs: number;
   /** performance.now() when the request body was received: the plan's time origin. */
   readonly startMs: number;
   /** The API's error body, for the `error` fault on a non-streaming request. */
@@ -89,8 +93,18 @@ export function runGeneration(
     }
     write(writer.step(tokens, step.finish, progress));
     if (step.finish === null) return;
-    res.end();
     end('completed');
+    if (options.terminatorDelayMs > 0) setTimeout(finishStream, options.terminatorDelayMs);
+    else finishStream();
+  };
+
+  const finishStream = (): void => {
+    if (res.destroyed) return;
+    // Taken now: node:http detaches the socket from the response once it has finished.
+    const socket = res.socket;
+    res.end();
+    // llama-server closes about 0.3 ms after its last chunk: the next turn of the event loop.
+    if (options.closeAfterStream) res.once('finish', () => setImmediate(() => socket?.destroy()));
   };
 
   /** Non-streaming: nothing leaves until the generation is done, as with every server's full-response path. */
@@ -197,7 +211,7 @@ export function runGeneration(
   });
 
   if (stream) {
-    res.writeHead(200, { 'content-type': writer.streamContentType });
+    res.writeHead(200, options.closeAfterStream ? { 'keep-alive': 'timeout=5, max=100', 'content-type': writer.streamContentType } : { 'content-type': writer.streamContentType });
     const opening = writer.open();
     // With nothing to send yet, the head goes out alone, as every server sends it when the response starts.
     if (opening.length === 0) res.flushHeaders();

@@ -37,6 +37,18 @@ export interface SimulatorOptions {
   stamp?: boolean;
   /** Idle time before a keep-alive comment on protocols that send them (TGI's `:` lines). */
   keepAliveMs?: number;
+  /**
+   * As llama-server: a stream's response announces `Keep-Alive: timeout=5, max=100`, and the
+   * connection is closed right after its last chunk anyway, without `Connection: close`
+   * (test/fixtures/streams/llamacpp/chat-close-after-stream.wire.jsonl).
+   */
+  closeAfterStream?: boolean;
+  /**
+   * As uvicorn (vLLM): the chunked terminator `0\r\n\r\n` is written this long after the terminal
+   * event, as a write of its own (0.1 ms in test/fixtures/streams/vllm/chat-two-streams-one-connection.wire.jsonl).
+   * 0: together.
+   */
+  terminatorDelayMs?: number;
 }
 
 /** How one generation behaves: the simulator's settings, overridable per request by `x-sim-*` headers. */
@@ -50,6 +62,8 @@ export interface Behaviour {
   readonly usage: UsageMode;
   readonly stamp: boolean;
   readonly keepAliveMs: number;
+  readonly closeAfterStream: boolean;
+  readonly terminatorDelayMs: number;
 }
 
 /**
@@ -92,6 +106,8 @@ export const SIM_HEADER = Object.freeze({
   usage: 'x-sim-usage',
   stamp: 'x-sim-stamp',
   keepAliveMs: 'x-sim-keep-alive-ms',
+  closeAfterStream: 'x-sim-close-after-stream',
+  terminatorDelayMs: 'x-sim-terminator-delay-ms',
   fault: 'x-sim-fault',
   seed: 'x-sim-seed',
 });
@@ -111,6 +127,8 @@ const DEFAULT_SETTINGS: SimulatorSettings = Object.freeze({
     stamp: false,
     // axum's KeepAlive default, which TGI's router uses for /generate_stream.
     keepAliveMs: 15_000,
+    closeAfterStream: false,
+    terminatorDelayMs: 0,
   }),
 });
 
@@ -226,6 +244,16 @@ const BEHAVIOUR_SETTINGS: { readonly [K in keyof Behaviour]: Setting<Behaviour[K
     type: millisecondsType,
     flag: '--keep-alive-ms',
     help: 'idle ms before a `:` keep-alive line on TGI streams',
+  },
+  closeAfterStream: {
+    type: switchType,
+    flag: '--close-after-stream',
+    help: "as llama-server: announce Keep-Alive, then close the connection right after each stream's last chunk; header value 1 or 0",
+  },
+  terminatorDelayMs: {
+    type: millisecondsType,
+    flag: '--terminator-delay-ms',
+    help: "as uvicorn: write a stream's chunked terminator this many ms after its terminal event, on its own",
   },
 };
 

@@ -197,6 +197,8 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Ru
         stream: request.stream,
         stamp: behaviour.stamp,
         keepAliveMs: behaviour.keepAliveMs,
+        closeAfterStream: behaviour.closeAfterStream,
+        terminatorDelayMs: behaviour.terminatorDelayMs,
         startMs,
         serverError: () => protocol.errorResponse(500, `Simulated failure (${SIM_HEADER.fault}: error)`),
       },

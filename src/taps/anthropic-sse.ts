@@ -63,6 +63,7 @@ class AnthropicSseTap extends SseEventTap {
       }
       case 'message_stop':
         timeline.terminal = true;
+        this.ended = true;
         return;
       case 'error':
         timeline.errorEvent = true;

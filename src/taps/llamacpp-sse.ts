@@ -52,6 +52,7 @@ class LlamaCppSseTap extends SseEventTap {
     }
     if (event.stop === true) {
       timeline.terminal = true;
+      this.ended = true;
       timeline.usage(tokenCount(event.tokens_evaluated), predicted);
       const timings = event.timings;
       if (timings != null && typeof timings === 'object') {

@@ -16,7 +16,9 @@ import type { Tap, TapContext } from './tap.js';
  *
  * Tokens per event: the delta of a cumulative count when the server reports one per chunk (vLLM
  * `continuous_usage_stats` usage, llama.cpp `timings.predicted_n`), else one per content-bearing
- * choice. The end-of-stream usage (when present) replaces the counted total for output tokens.
+ * choice; the cumulative count advances only at content events, so growth on an empty delta is
+ * counted with the next content event. The end-of-stream usage (when present) replaces the counted
+ * total for output tokens. Events after `[DONE]` are ignored (sse-event-tap.ts).
  *
  * Framing, split chunks and the event size cap: see sse-decoder.ts.
  */
@@ -54,6 +56,7 @@ class OpenAISseTap extends SseEventTap {
     const data = event.data;
     if (data === '[DONE]') {
       this.context.timeline.terminal = true;
+      this.ended = true;
       return;
     }
     if (isPlainContentChunk(data)) {
@@ -89,9 +92,12 @@ class OpenAISseTap extends SseEventTap {
 
     const reported = reportedCumulativeTokens(chunk);
     let tokens = contentChoices;
-    if (reported !== undefined) {
-      // A cumulative count that grew with this event says how many tokens it carried.
-      if (contentChoices > 0 && reported > this.cumulativeTokens) tokens = reported - this.cumulativeTokens;
+    if (reported !== undefined && contentChoices > 0) {
+      // A cumulative count that grew with this event says how many tokens it carried. It advances
+      // only at content events: vLLM's continuous_usage_stats also grows on an empty delta (a token
+      // whose text is not complete yet, fixtures/streams/vllm/chat.sse), and that token is carried
+      // to the next content event rather than lost.
+      if (reported > this.cumulativeTokens) tokens = reported - this.cumulativeTokens;
       this.cumulativeTokens = Math.max(this.cumulativeTokens, reported);
     }
     if (contentChoices > 0) timeline.content(this.nowMs, tokens);

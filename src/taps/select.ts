@@ -49,6 +49,15 @@ export class TapSelector {
     this.routes = routes;
   }
 
+  /**
+   * The request is on an inference route (any route, `none` included): a generation even when its
+   * answer has no tap (an error, an unobserved protocol). Anything else is a generation only if its
+   * response turns out to be one a tap reads (see select()).
+   */
+  routed(method: string, path: string): boolean {
+    return this.routes.protocolFor(method, path) !== undefined;
+  }
+
   select(method: string, path: string, contentType: string | undefined): TapChoice | undefined {
     const protocol = this.routes.protocolFor(method, path);
     if (protocol === 'none' || contentType === undefined) return undefined;

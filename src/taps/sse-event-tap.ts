@@ -17,12 +17,22 @@ export abstract class SseEventTap implements Tap {
   protected readonly context: TapContext;
   /** Arrival time of the chunk being decoded: every event completed by it happened then. */
   protected nowMs = 0;
+  /**
+   * Set by the subclass at its protocol's last event (`[DONE]`, `message_stop`, `stop: true`):
+   * nothing after it is part of the answer, so later events are ignored, and counted once as
+   * `data_after_end` (a server, or something between, appending to a finished stream).
+   */
+  protected ended = false;
+  private afterEndCounted = false;
   private readonly decoder: SseDecoder;
 
   constructor(context: TapContext) {
     this.context = context;
     this.decoder = new SseDecoder(
-      (event) => this.onEvent(event),
+      (event) => {
+        if (this.ended) this.afterEnd();
+        else this.onEvent(event);
+      },
       () => context.problem('oversized_event'),
     );
   }
@@ -35,6 +45,12 @@ export abstract class SseEventTap implements Tap {
   end(nowMs: number): void {
     this.nowMs = nowMs;
     this.decoder.end();
+  }
+
+  private afterEnd(): void {
+    if (this.afterEndCounted) return;
+    this.afterEndCounted = true;
+    this.context.problem('data_after_end');
   }
 
   protected abstract onEvent(message: EventSourceMessage): void;

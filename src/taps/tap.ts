@@ -14,10 +14,11 @@ export interface Tap {
 }
 
 /**
- * Problems counted per reason, never thrown: the first three a tap finds in the data;
+ * Problems counted per reason, never thrown: the first four a tap finds in the data
+ * (`data_after_end`: events after the protocol's terminal event, ignored);
  * `tap_exception` is the tap itself throwing, counted by the request monitor, which then stops it.
  */
-export type TapProblemReason = 'malformed_event' | 'oversized_event' | 'oversized_body' | 'tap_exception';
+export type TapProblemReason = 'malformed_event' | 'oversized_event' | 'oversized_body' | 'data_after_end' | 'tap_exception';
 
 export interface TapContext {
   readonly timeline: TokenTimeline;

@@ -1,7 +1,9 @@
 import type { Resource } from '@opentelemetry/resources';
 import type { IMetricReader } from '@opentelemetry/sdk-metrics';
+import type { Logger } from 'pino';
 import type { Clock } from '../clock/clock.js';
 import { NULL_TRACER, type RequestTracer } from './request-span.js';
+import { loggableEndpoint, OtlpExportHealth, watchExports } from './otlp-export-health.js';
 import type { OtlpProtocol, OtlpSettings } from './otlp-settings.js';
 
 /** The OTLP side of telemetry: a push metric reader for the MeterProvider, and the request tracer. */
@@ -12,6 +14,8 @@ export interface OtlpPipeline {
   readonly resource: Resource | undefined;
   /** NULL_TRACER when spans are not exported. */
   readonly tracer: RequestTracer;
+  /** One per exporter: its failures, for tokentap_otlp_export_failures_total. */
+  readonly exportHealth: readonly OtlpExportHealth[];
   /** Exports the spans still buffered, then stops. */
   shutdown(): Promise<void>;
 }
@@ -20,6 +24,7 @@ export const OTLP_OFF: OtlpPipeline = Object.freeze({
   metricReaders: [],
   resource: undefined,
   tracer: NULL_TRACER,
+  exportHealth: [],
   shutdown: async () => undefined,
 });
 
@@ -32,29 +37,35 @@ export const OTLP_OFF: OtlpPipeline = Object.freeze({
  * Not NodeSDK: it registers global providers and a context manager, and tests run several
  * sidecars in one process; tokentap needs neither auto-instrumentation nor in-process context.
  */
-export async function startOtlp(settings: OtlpSettings | undefined, clock: Clock, upstream: URL): Promise<OtlpPipeline> {
+export async function startOtlp(settings: OtlpSettings | undefined, clock: Clock, upstream: URL, logger: Logger): Promise<OtlpPipeline> {
   if (settings === undefined) return OTLP_OFF;
   const { defaultResource, resourceFromAttributes } = await import('@opentelemetry/resources');
   const resource = defaultResource().merge(resourceFromAttributes(settings.resourceAttributes));
 
   const metricReaders: IMetricReader[] = [];
+  const exportHealth: OtlpExportHealth[] = [];
   if (settings.metrics !== undefined) {
     const { PeriodicExportingMetricReader } = await import('@opentelemetry/sdk-metrics');
     const { url, protocol, intervalMs, timeoutMs } = settings.metrics;
     const { OTLPMetricExporter } = await metricExporterModule(protocol);
-    metricReaders.push(
-      new PeriodicExportingMetricReader({ exporter: new OTLPMetricExporter({ url }), exportIntervalMillis: intervalMs, exportTimeoutMillis: timeoutMs }),
-    );
+    const health = new OtlpExportHealth('metrics', loggableEndpoint(url), logger);
+    exportHealth.push(health);
+    const exporter = watchExports(new OTLPMetricExporter({ url }), health);
+    metricReaders.push(new PeriodicExportingMetricReader({ exporter, exportIntervalMillis: intervalMs, exportTimeoutMillis: timeoutMs }));
   }
 
-  if (settings.traces === undefined) return { ...OTLP_OFF, metricReaders, resource };
+  if (settings.traces === undefined) return { ...OTLP_OFF, metricReaders, resource, exportHealth };
   const { BasicTracerProvider, BatchSpanProcessor } = await import('@opentelemetry/sdk-trace-base');
   const { OtelRequestTracer } = await import('./otel-request-tracer.js');
   const { OTLPTraceExporter } = await traceExporterModule(settings.traces.protocol);
-  const provider = new BasicTracerProvider({ resource, spanProcessors: [new BatchSpanProcessor(new OTLPTraceExporter({ url: settings.traces.url }))] });
+  const traceHealth = new OtlpExportHealth('traces', loggableEndpoint(settings.traces.url), logger);
+  exportHealth.push(traceHealth);
+  const spanExporter = watchExports(new OTLPTraceExporter({ url: settings.traces.url }), traceHealth);
+  const provider = new BasicTracerProvider({ resource, spanProcessors: [new BatchSpanProcessor(spanExporter)] });
   return {
     metricReaders,
     resource,
+    exportHealth,
     tracer: new OtelRequestTracer(provider.getTracer('tokentap'), clock, upstream),
     shutdown: () => provider.shutdown(),
   };

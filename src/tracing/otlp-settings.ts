@@ -1,4 +1,5 @@
 import { TokentapError } from '../errors.js';
+import { redactUrl } from '../log/redact-url.js';
 
 /**
  * OpenTelemetry export settings, read from the standard OTEL_* variables (the OpenTelemetry
@@ -72,7 +73,7 @@ function signal(env: Env, name: 'METRICS' | 'TRACES', path: string, problems: st
   if (specific === undefined && generic === undefined) return undefined;
   const [variable, url] = specific !== undefined ? [specificVariable, specific] : ['OTEL_EXPORTER_OTLP_ENDPOINT', `${(generic as string).replace(/\/+$/, '')}/${path}`];
   if (!/^https?:\/\/[^/]/.test(url) || !URL.canParse(url)) {
-    problems.push(`${variable}: expected an http:// or https:// URL such as http://otel-collector:4318, got "${specific ?? generic}"`);
+    problems.push(`${variable}: expected an http:// or https:// URL such as http://otel-collector:4318, got "${redactUrl((specific ?? generic) as string)}"`);
     return undefined;
   }
   const protocolVariable = value(env, `OTEL_EXPORTER_OTLP_${name}_PROTOCOL`) !== undefined ? `OTEL_EXPORTER_OTLP_${name}_PROTOCOL` : 'OTEL_EXPORTER_OTLP_PROTOCOL';

@@ -3,6 +3,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { setPriority } from 'node:os';
 import { dirname, join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { AGAINST_PLAN, renderAgainst, runAgainst } from './against.js';
 import { CORRECTNESS_PLAN, FULL_PLAN, runBench } from './bench.js';
 import { hasTaskset, pin } from './procfs.js';
 import { repoRoot } from './processes.js';
@@ -22,11 +23,13 @@ import { renderSoak, runSoak, SOAK_PLAN } from './soak.js';
  *   --soak           the soak: 100,000 streamed requests of mixed outcomes through one sidecar,
  *                    RSS, heap, handles and series at start, middle and end; exit 1 unless flat
  *                    (--soak-requests N, --soak-seconds S to change its size and time bound)
+ *   --against DIR    paired A/B: this build's tokentap and the built checkout in DIR under the same
+ *                    load at the same time (against.ts); what a change cost in CPU per token
  *   --priority       run the bench and its processes at nice -10 (root only; on a machine shared
  *                    with other work, so the proxy is not waiting for its core)
  *   --out PATH       where to write the JSON
  */
-const USAGE = 'usage: npm run bench [-- --correctness | --profile [--no-observe] [--no-request-log] | --soak [--soak-requests N] [--soak-seconds S]] [--priority] [--out PATH]';
+const USAGE = 'usage: npm run bench [-- --correctness | --profile [--no-observe] [--no-request-log] | --soak [--soak-requests N] [--soak-seconds S] | --against DIR] [--priority] [--out PATH]';
 
 /**
  * nice -10 for this process and everything it starts (children inherit it). With autogroup
@@ -51,6 +54,7 @@ async function main(): Promise<number> {
         'soak-requests': { type: 'string' },
         'soak-seconds': { type: 'string' },
         priority: { type: 'boolean' },
+        against: { type: 'string' },
         out: { type: 'string' },
       },
       strict: true,
@@ -101,6 +105,15 @@ async function main(): Promise<number> {
     await mkdir(dirname(out), { recursive: true });
     await writeFile(out, `${JSON.stringify(run, null, 2)}\n`);
     return 0;
+  }
+
+  if (values.against !== undefined) {
+    const result = await runAgainst({ ...AGAINST_PLAN, otherRoot: values.against, pin: canPin, log });
+    process.stdout.write(`${renderAgainst(result)}\n`);
+    const out = values.out ?? join(repoRoot(), 'test', 'bench', 'results', 'against.json');
+    await mkdir(dirname(out), { recursive: true });
+    await writeFile(out, `${JSON.stringify(result, null, 2)}\n`);
+    return result.rounds.some((r) => r.failed[0] + r.failed[1] > 0) ? 1 : 0;
   }
 
   const plan = { ...(values.correctness ? CORRECTNESS_PLAN : FULL_PLAN), pin: canPin, log };

@@ -2,10 +2,11 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
 import { loadSettings } from '../../src/config/load.js';
-import { renderAlertmanagerConfig } from '../../src/render/alertmanager-config.js';
 import { renderArtefacts } from '../../src/render/artefacts.js';
 import { SIM_HEADER, startSimulator, type RunningSimulator } from '../../src/simulator/index.js';
+import { mergeTokentapRoutes, type AlertmanagerConfigFile } from '../helpers/alertmanager-merge.js';
 import { startAlertmanager, type AlertmanagerServer } from '../helpers/alertmanager-server.js';
 import { startPrometheus, type PrometheusServer } from '../helpers/prometheus-server.js';
 import { eventually, startTestSidecar } from '../helpers/sidecar.js';
@@ -15,7 +16,8 @@ import { startWebhookReceiver, type WebhookReceiver } from '../helpers/webhook-r
  * End to end with the real servers on loopback: the simulator as upstream, slow to first token for
  * workload chat only; the sidecar in front; a real Prometheus scraping the sidecar every second with
  * the rules `tokentap render` writes, at test-sized windows (x0.01: the 1h window is 36 s); a real
- * Alertmanager with the rendered routing tree, its receivers pointed at this test's webhook.
+ * Alertmanager with the rendered routes merged into a configuration of its own, as a user would
+ * (docs/alerts.md), every receiver pointed at this test's webhook.
  */
 
 const CONFIG = `
@@ -27,22 +29,36 @@ workloads:
     match: { header: { x-workload: rag } }
     slo: { objective: 0.99, ttft: 1500ms }
   - name: default
+alerts:
+  grafana_url: https://grafana.example.com
+  # The test sends a few requests a second: its 3 s P99 window holds about a dozen first tokens.
+  p99_ttft_min_requests: 5
 `;
 const WINDOW_SCALE = 0.01;
 const SLOW_TTFT_MS = 400;
 const FAST_TTFT_MS = 5;
 
 /**
- * The rendered Alertmanager example with the same routes and inhibition, but every receiver posting
- * to the test's webhook (at /<receiver name>) and the waits shortened from tens of seconds to one.
+ * The user's own configuration (a default receiver and nothing else) with the rendered routes,
+ * inhibitions and receivers merged in; every receiver posts to the test's webhook (at
+ * /<receiver name>). Waits are shortened from tens of seconds to one, except the tickets', which
+ * keep several seconds: a ticket that fires a moment before its page must still be held back, as
+ * the real 30 s group_wait holds it.
  */
-function alertmanagerForTest(webhookUrl: string): object {
-  const config = renderAlertmanagerConfig() as { route: Record<string, unknown> & { routes: Record<string, unknown>[] }; receivers: { name: string }[] };
-  const shorten = (route: Record<string, unknown>) => ({ ...route, ...('group_wait' in route ? { group_wait: '1s' } : {}), ...('group_interval' in route ? { group_interval: '1s' } : {}) });
+function alertmanagerForTest(snippetYaml: string, webhookUrl: string): object {
+  const snippet = parse(snippetYaml) as Parameters<typeof mergeTokentapRoutes>[1];
+  const merged = mergeTokentapRoutes({ route: { receiver: 'default' }, receivers: [{ name: 'default' }] }, snippet) as AlertmanagerConfigFile & {
+    route: { routes: Array<Record<string, unknown> & { routes: Record<string, unknown>[] }> };
+  };
+  const shorten = (route: Record<string, unknown>, wait: string) => ({ ...route, group_wait: wait, group_interval: '1s' });
+  const [tokentap] = merged.route.routes;
   return {
-    ...config,
-    route: { ...shorten(config.route), routes: config.route.routes.map(shorten) },
-    receivers: config.receivers.map(({ name }) => ({ name, webhook_configs: [{ url: `${webhookUrl}/${name}`, send_resolved: true }] })),
+    ...merged,
+    route: {
+      ...merged.route,
+      routes: [{ ...shorten(tokentap as Record<string, unknown>, '5s'), routes: (tokentap?.routes ?? []).map((r) => shorten(r, r['receiver'] === 'tokentap-ticket' ? '5s' : '1s')) }],
+    },
+    receivers: merged.receivers.map(({ name }) => ({ name, webhook_configs: [{ url: `${webhookUrl}/${name}`, send_resolved: true }] })),
   };
 }
 
@@ -53,6 +69,7 @@ let alertmanager: AlertmanagerServer;
 let prometheus: PrometheusServer;
 let rulesDir: string;
 let trafficStopped = false;
+let sidecarClosed = false;
 let traffic: Promise<void> = Promise.resolve();
 
 /**
@@ -77,11 +94,12 @@ beforeAll(async () => {
   simulator = await startSimulator({ port: 0 });
   sidecar = await startTestSidecar(simulator.url, CONFIG);
   receiver = await startWebhookReceiver();
-  alertmanager = await startAlertmanager(alertmanagerForTest(receiver.url));
+  const settings = loadSettings({ flags: { config: 'tokentap.yaml' }, env: {}, readFile: () => CONFIG });
+  const artefacts = renderArtefacts(settings, { windowScale: WINDOW_SCALE });
+  alertmanager = await startAlertmanager(alertmanagerForTest(artefacts.find((a) => a.path === 'alertmanager/tokentap-routes.yaml')?.content ?? '', receiver.url));
 
   rulesDir = await mkdtemp(join(tmpdir(), 'tokentap-e2e-rules-'));
-  const settings = loadSettings({ flags: { config: 'tokentap.yaml' }, env: {}, readFile: () => CONFIG });
-  const rules = renderArtefacts(settings, { windowScale: WINDOW_SCALE }).find((a) => a.path === 'prometheus/rules.yaml');
+  const rules = artefacts.find((a) => a.path === 'prometheus/rules.yaml');
   await writeFile(join(rulesDir, 'rules.yaml'), rules?.content ?? '');
   prometheus = await startPrometheus({ scrapeTargets: [`${sidecar.adminUrl}/metrics`], ruleFiles: [join(rulesDir, 'rules.yaml')], alertmanager: alertmanager.url });
 
@@ -96,22 +114,26 @@ afterAll(async () => {
   await prometheus?.stop();
   await alertmanager?.stop();
   await receiver?.stop();
-  await sidecar?.close();
+  if (!sidecarClosed) await sidecar?.close();
   await simulator?.close();
   if (rulesDir) await rm(rulesDir, { recursive: true, force: true });
 }, 30_000);
 
+const isChat = (a: { labels: Record<string, string> }) => a.labels.workload === 'chat';
+
 describe('alerting end to end', () => {
-  it('pages for the workload whose first tokens are slow, with slo="ttft", and never for the healthy one', async () => {
+  it('pages once for the workload whose first tokens are slow, with slo="ttft", and never for the healthy one', async () => {
     const { alert, notification } = await receiver.waitForAlert(
-      'a TokentapErrorBudgetBurn page for chat/ttft at the pager receiver',
-      (a) => a.status === 'firing' && a.labels.alertname === 'TokentapErrorBudgetBurn' && a.labels.severity === 'page' && a.labels.workload === 'chat',
+      'a TokentapErrorBudgetBurn page for chat/ttft at the page receiver',
+      (a) => a.status === 'firing' && a.labels.alertname === 'TokentapErrorBudgetBurn' && a.labels.severity === 'critical' && a.labels.workload === 'chat',
       40_000,
     );
-    expect(notification.path).toBe('/pager');
-    expect(alert.labels).toEqual({ alertname: 'TokentapErrorBudgetBurn', severity: 'page', workload: 'chat', slo: 'ttft' });
+    expect(notification.path).toBe('/tokentap-page');
+    expect(alert.labels).toEqual({ alertname: 'TokentapErrorBudgetBurn', severity: 'critical', workload: 'chat', slo: 'ttft' });
     expect(alert.annotations.summary).toBe('chat: TTFT error budget burning fast');
     expect(alert.annotations.description).toMatch(/^\d+(\.\d+)?% of chat's TTFT events/);
+    expect(alert.annotations.runbook_url).toBe('docs/runbooks/TokentapErrorBudgetBurn-ttft.md');
+    expect(alert.annotations.dashboard_url).toBe('https://grafana.example.com/d/tokentap-slo-overview?var-workload=chat');
 
     // The healthy workload is measured (its SLI is there, far below the page threshold of 14.4 %)
     // but nothing alerts for it.
@@ -123,16 +145,35 @@ describe('alerting end to end', () => {
     expect((await prometheus.alerts()).filter((a) => a.labels.workload === 'rag')).toEqual([]);
   }, 60_000);
 
-  it('holds back the chat/ttft ticket while the page fires, and delivers the Watchdog to its own receiver', async () => {
-    const isChatTicket = (a: { labels: Record<string, string> }) => a.labels.alertname === 'TokentapErrorBudgetBurn' && a.labels.severity === 'ticket' && a.labels.workload === 'chat';
-    const ticket = await eventually('the chat/ttft ticket at Alertmanager', async () => (await alertmanager.alerts()).find(isChatTicket), (a) => a !== undefined, 20_000);
-    expect(ticket?.labels.slo).toBe('ttft');
-    expect(ticket?.status.state).toBe('suppressed');
-    expect(ticket?.status.inhibitedBy.length).toBeGreaterThan(0);
-    const tickets = receiver.notifications.filter((n) => n.path === '/ticket').flatMap((n) => n.alerts);
-    expect(tickets.filter((a) => a.labels.workload === 'chat' && a.labels.slo === 'ttft')).toEqual([]);
+  it('holds back the chat tickets (burn rate and P99) while the page fires: one notification for the incident', async () => {
+    // Both tickets fire at Prometheus (the P99 one after its 9 s `for`) and reach Alertmanager, which suppresses them.
+    const suppressed = await eventually(
+      'the chat burn-rate and P99 tickets suppressed at Alertmanager',
+      async () => (await alertmanager.alerts()).filter((a) => isChat(a) && a.labels.severity === 'warning'),
+      (list) => list.length === 2 && list.every((a) => a.status.state === 'suppressed'),
+      30_000,
+    );
+    expect(suppressed.map((a) => a.labels.alertname).sort()).toEqual(['TokentapErrorBudgetBurn', 'TokentapTTFTP99OverBudget']);
+    // Let a few group intervals pass: still the one page, nothing else about chat anywhere.
+    await new Promise((resolve) => setTimeout(resolve, 6000));
+    const chatNotifications = receiver.notifications.filter((n) => n.alerts.some(isChat));
+    expect(chatNotifications.map((n) => n.path)).toEqual(['/tokentap-page']);
+    expect(chatNotifications[0]?.alerts.map((a) => `${a.labels.alertname}/${a.labels.severity}/${a.labels.workload}`)).toEqual(['TokentapErrorBudgetBurn/critical/chat']);
+  }, 60_000);
 
-    const { notification } = await receiver.waitForAlert('the Watchdog', (a) => a.labels.alertname === 'Watchdog', 20_000);
-    expect(notification.path).toBe('/watchdog');
+  it('delivers TokentapWatchdog to its own receiver', async () => {
+    const { notification } = await receiver.waitForAlert('the watchdog', (a) => a.labels.alertname === 'TokentapWatchdog', 20_000);
+    expect(notification.path).toBe('/tokentap-watchdog');
+  }, 30_000);
+
+  it('notifies TokentapMetricsAbsent once the sidecar\'s metrics are gone', async () => {
+    trafficStopped = true;
+    await traffic;
+    sidecarClosed = true;
+    await sidecar.close();
+    const { alert, notification } = await receiver.waitForAlert('TokentapMetricsAbsent', (a) => a.status === 'firing' && a.labels.alertname === 'TokentapMetricsAbsent', 40_000);
+    expect(notification.path).toBe('/tokentap-ticket');
+    expect(alert.labels).toEqual({ alertname: 'TokentapMetricsAbsent', severity: 'warning' });
+    expect(alert.annotations.runbook_url).toBe('docs/runbooks/TokentapMetricsAbsent.md');
   }, 60_000);
 });

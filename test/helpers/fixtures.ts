@@ -43,3 +43,39 @@ export function randomChunks(data: Buffer, seed: number, maxChunk = 97): Buffer[
   }
   return chunks;
 }
+
+export function vllmStream(name: string): Buffer {
+  return readFileSync(join(FIXTURES, 'streams', 'vllm', name));
+}
+
+/**
+ * `stream` (a vLLM chat stream captured without usage options) as vLLM sends it with
+ * `stream_options: {include_usage: true, continuous_usage_stats: true}`: every chunk carries the
+ * cumulative `usage`, the prelude with 0 completion tokens, each later chunk one token more (one
+ * chunk per generated token, empty deltas included: vLLM's serving_chat.py adds the engine's
+ * running count to every chunk), then a usage-only chunk (`"choices": []`) before `[DONE]`.
+ * Compare fixtures/streams/vllm/chat-continuous-usage.sse, captured with those options.
+ */
+export function withContinuousUsage(stream: Buffer, promptTokens: number): Buffer {
+  let completion = 0;
+  let last: Record<string, unknown> | undefined;
+  const out: string[] = [];
+  for (const event of splitEvents(stream)) {
+    const data = event.toString('utf8').replace(/^data: /, '').trim();
+    if (data === '[DONE]') {
+      const usageOnly = { id: last?.id, object: last?.object, created: last?.created, model: last?.model, choices: [], usage: usage(promptTokens, completion) };
+      out.push(`data: ${JSON.stringify(usageOnly)}\n\n`, 'data: [DONE]\n\n');
+      continue;
+    }
+    const chunk = JSON.parse(data) as Record<string, unknown>;
+    const prelude = (chunk.choices as Array<{ delta?: { role?: string } }>)[0]?.delta?.role !== undefined;
+    if (!prelude) completion++;
+    out.push(`data: ${JSON.stringify({ ...chunk, usage: usage(promptTokens, completion) })}\n\n`);
+    last = chunk;
+  }
+  return Buffer.from(out.join(''), 'utf8');
+}
+
+function usage(prompt: number, completion: number) {
+  return { prompt_tokens: prompt, total_tokens: prompt + completion, completion_tokens: completion };
+}

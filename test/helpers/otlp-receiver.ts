@@ -50,6 +50,8 @@ export interface ReceivedDataPoint {
  */
 export async function startOtlpReceiver() {
   const exports: OtlpExport[] = [];
+  /** What the receiver answers; a test sets 400 to stand for a collector that refuses every batch. */
+  let status = 200;
   const server = http.createServer((req, res) => {
     const parts: Buffer[] = [];
     req.on('data', (c: Buffer) => parts.push(c));
@@ -57,7 +59,7 @@ export async function startOtlpReceiver() {
       const body = Buffer.concat(parts);
       const contentType = req.headers['content-type'] ?? '';
       exports.push({ path: req.url ?? '', contentType, body, json: contentType.includes('json') ? JSON.parse(body.toString('utf8')) : undefined });
-      res.writeHead(200, { 'content-type': 'application/json' });
+      res.writeHead(status, { 'content-type': 'application/json' });
       res.end('{}');
     });
   });
@@ -66,6 +68,10 @@ export async function startOtlpReceiver() {
   return {
     url: `http://127.0.0.1:${port}`,
     exports,
+    /** Answer every later export with `code` (200 by default). */
+    respondWith(code: number) {
+      status = code;
+    },
     /** Every span received in JSON exports, flattened. */
     spans(): ReceivedSpan[] {
       return exports

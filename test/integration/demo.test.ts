@@ -23,6 +23,11 @@ describe('tokentap demo', () => {
       const banner = await eventually('banner', () => out.text(), (t) => t.includes('Ctrl-C stops'), 15_000);
       expect(banner).toMatch(/workloads +rag, summarisation, code, chat, default +\(.*deploy\/tokentap\.yaml\)/);
       const admin = /metrics +(http:\/\/\S+)\/metrics/.exec(banner)![1]!;
+      // The status page's URL is the very first thing printed, and it serves the page.
+      expect(banner.split('\n')[0]).toBe(`tokentap demo: open ${admin}/ in a browser for the live status page`);
+      const page = await fetch(`${admin}/`);
+      expect(page.headers.get('content-type')).toBe('text/html; charset=utf-8');
+      expect(await page.text()).toContain('<title>tokentap status</title>');
       const events = (m: Awaited<ReturnType<typeof scrape>>, workload: string) => sumValues(m, 'tokentap_slo_events_total', { workload, slo: 'ttft' });
       const m = await eventually('SLO events for chat and rag', () => scrape(admin), (x) => events(x, 'chat') > 0 && events(x, 'rag') > 0, 20_000);
       expect(sumValues(m, 'tokentap_slo_events_total', { workload: 'default' })).toBe(0);

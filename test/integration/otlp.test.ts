@@ -158,6 +158,27 @@ describe('OpenTelemetry export over OTLP/HTTP', () => {
     expect(metrics.some((e) => e.body.includes(Buffer.from('gen_ai.server.time_to_first_token')))).toBe(true);
   }, 60_000);
 
+  it('logs a failing export once with its endpoint and cause, counts every failure, and logs the recovery once', async () => {
+    const { receiver, serve } = await startStack({ OTEL_TRACES_EXPORTER: 'none' });
+    // 400: a collector refusing the batch (not retried by the exporter, so each interval fails once).
+    receiver.respondWith(400);
+    const failing = await eventually('the failing log line', () => serve.logs().filter((l) => l.msg === 'OTLP export failing'), (l) => l.length > 0, 20_000);
+    expect(failing[0]).toMatchObject({ level: 40, signal: 'metrics', endpoint: `${receiver.url}/v1/metrics` });
+    expect(String(failing[0]?.['cause'])).toMatch(/Bad Request|400/);
+    const counted = await eventually(
+      'two failures counted on /metrics',
+      async () => /^tokentap_otlp_export_failures_total\{signal="metrics"\} (\d+)/m.exec(await (await fetch(`${serve.admin}/metrics`)).text()),
+      (match) => match !== null && Number(match[1]) >= 2,
+      20_000,
+    );
+    expect(Number(counted?.[1])).toBeGreaterThanOrEqual(2);
+    receiver.respondWith(200);
+    await eventually('the recovery log line', () => serve.logs().filter((l) => l.msg === 'OTLP export recovered'), (l) => l.length > 0, 20_000);
+    // Several intervals failed, one line said so; one line said it is over.
+    expect(serve.logs().filter((l) => l.msg === 'OTLP export failing')).toHaveLength(1);
+    expect(serve.logs().filter((l) => l.msg === 'OTLP export recovered')).toEqual([expect.objectContaining({ level: 30, signal: 'metrics', failedExports: expect.any(Number) })]);
+  }, 60_000);
+
   it('without OTLP configured adds no traceparent and passes the client\'s through untouched', async () => {
     const upstream = await startReplayUpstream(() => ({ chunks: STREAM }));
     cleanups.push(() => upstream.close());

@@ -11,7 +11,13 @@ let sidecar: Awaited<ReturnType<typeof startTestSidecar>>;
 
 beforeAll(async () => {
   simulator = await startSimulator({ port: 0, ttftMs: 150, itlMs: 20, outputTokens: 16 });
-  sidecar = await startTestSidecar(simulator.url);
+  // The coarse lists that were the defaults before issue 14: this test asks only that samples land
+  // in the bucket holding the configured value, with the tolerance for late timers on a loaded
+  // machine that a 100 ms-wide bucket gives (the default buckets' resolution has its own test).
+  sidecar = await startTestSidecar(
+    simulator.url,
+    ['metrics:', '  buckets:', '    ttft: [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.2, 0.25, 0.3, 0.5, 1]', '    itl: [0.001, 0.0025, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.075, 0.1, 0.5, 1]', ''].join('\n'),
+  );
 });
 
 afterAll(async () => {

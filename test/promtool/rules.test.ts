@@ -1,14 +1,17 @@
 import { execFile } from 'node:child_process';
-import { copyFile, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { copyFile, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parse, stringify } from 'yaml';
 import { loadSettings, type Settings } from '../../src/config/load.js';
 import { renderArtefacts } from '../../src/render/artefacts.js';
+import { EXISTING_CONFIG, mergeTokentapRoutes } from '../helpers/alertmanager-merge.js';
 
 /**
- * The rendered rules under the real tools: `promtool check rules`, `amtool check-config`, and the
+ * The rendered rules under the real tools: `promtool check rules`, `amtool check-config` on an
+ * existing Alertmanager configuration with tokentap's routes merged in, and the
  * `promtool test rules` unit tests beside this file (*.promtool.yaml), run against rules rendered
  * from ./tokentap.yaml. Each test file names `rules.yaml`; it is run from a temporary directory
  * holding a copy of it and the freshly rendered rules.
@@ -45,7 +48,6 @@ let dir: string;
 let configYaml: string;
 
 beforeAll(async () => {
-  const { readFile } = await import('node:fs/promises');
   configYaml = await readFile(join(HERE, 'tokentap.yaml'), 'utf8');
   dir = await renderInto(settingsFrom(configYaml));
 });
@@ -61,14 +63,30 @@ describe('rendered rules under promtool and amtool', () => {
     expect(result.code, result.output).toBe(0);
   });
 
-  it('come with an Alertmanager example that passes amtool check-config', async () => {
-    const result = await run('amtool', ['check-config', 'alertmanager.yaml'], dir);
+  it('come with Alertmanager routes that, merged into an existing configuration, pass amtool check-config', async () => {
+    const snippet = parse(await readFile(join(dir, 'tokentap-routes.yaml'), 'utf8')) as Parameters<typeof mergeTokentapRoutes>[1];
+    await writeFile(join(dir, 'merged.yaml'), stringify(mergeTokentapRoutes(EXISTING_CONFIG, snippet)));
+    const result = await run('amtool', ['check-config', 'merged.yaml'], dir);
     expect(result.output).toContain('SUCCESS');
-    expect(result.output).toContain('1 inhibit rules');
+    expect(result.output).toContain('3 inhibit rules');
+    expect(result.output).toContain('5 receivers');
     expect(result.code, result.output).toBe(0);
   });
 
-  it.each(['burn-rate.promtool.yaml', 'p99-ttft.promtool.yaml', 'traffic-guard.promtool.yaml', 'namespaces.promtool.yaml'])('pass the promtool unit tests in %s', async (file) => {
+  it('route each tokentap alert to the receiver the merged configuration says, and leave the rest of it alone', async () => {
+    const snippet = parse(await readFile(join(dir, 'tokentap-routes.yaml'), 'utf8')) as Parameters<typeof mergeTokentapRoutes>[1];
+    await writeFile(join(dir, 'merged.yaml'), stringify(mergeTokentapRoutes(EXISTING_CONFIG, snippet)));
+    // amtool prints the receiver on the first line (and may warn on stderr after it).
+    const receiverOf = async (...labels: string[]) => (await run('amtool', ['config', 'routes', 'test', '--config.file=merged.yaml', ...labels], dir)).output.split('\n')[0]?.trim();
+    expect(await receiverOf('alertname=TokentapErrorBudgetBurn', 'severity=critical', 'workload=chat', 'slo=ttft')).toBe('tokentap-page');
+    expect(await receiverOf('alertname=TokentapTTFTP99OverBudget', 'severity=warning', 'workload=chat', 'slo=ttft')).toBe('tokentap-ticket');
+    expect(await receiverOf('alertname=TokentapWatchdog', 'severity=none')).toBe('tokentap-watchdog');
+    expect(await receiverOf('alertname=TokentapMetricsAbsent', 'severity=warning', 'namespace=prod')).toBe('tokentap-ticket');
+    expect(await receiverOf('alertname=Watchdog', 'severity=none')).toBe('null');
+    expect(await receiverOf('alertname=KubePodCrashLooping', 'severity=critical')).toBe('platform-team');
+  });
+
+  it.each(['burn-rate.promtool.yaml', 'p99-ttft.promtool.yaml', 'traffic-guard.promtool.yaml', 'namespaces.promtool.yaml', 'one-page.promtool.yaml', 'absent-metrics.promtool.yaml'])('pass the promtool unit tests in %s', async (file) => {
     const result = await run('promtool', ['test', 'rules', file], dir);
     expect(result.code, result.output).toBe(0);
     expect(result.output).toContain('SUCCESS');
@@ -85,20 +103,51 @@ describe('rendered rules under promtool and amtool', () => {
     }
   });
 
-  /** Runs namespaces.promtool.yaml against the rendered rules.yaml after `edit`. */
-  async function namespaceTestsWith(edit: (rules: string) => string): Promise<Run> {
+  it('fail the one-page tests when the P99 alert pages, as it once did: a 2x burn pages and a 20x burn pages twice', async () => {
+    const paging = await renderInto(settingsFrom(`${configYaml}  p99_ttft_severity: page\n`));
+    try {
+      const result = await run('promtool', ['test', 'rules', 'one-page.promtool.yaml'], paging);
+      expect(result.code).not.toBe(0);
+      // promtool names the failing expression and time, not the test: 2h50m is the 2x case, 1h the 20x case.
+      expect(result.output).toMatch(/time: 2h50m,\s+exp: \{__name__="ALERTS", alertname="TokentapErrorBudgetBurn"[^\n]*\n\s+got: [^\n]*alertname="TokentapTTFTP99OverBudget", alertstate="firing", severity="critical"/);
+      expect(result.output).toMatch(/expr: "count\(ALERTS\{alertstate=\\"firing\\", severity=\\"critical\\"\}\)", time: 1h,\s+exp: \{\} 1E\+00\s+got: \{\} 2E\+00/);
+    } finally {
+      await rm(paging, { recursive: true, force: true });
+    }
+  });
+
+  /** Runs the promtool test file `file` against the rendered rules.yaml after `edit`. */
+  async function testsWith(file: string, edit: (rules: string) => string): Promise<Run> {
     const edited = await renderInto(settingsFrom(configYaml));
     try {
-      const { readFile } = await import('node:fs/promises');
       const rules = await readFile(join(edited, 'rules.yaml'), 'utf8');
       const changed = edit(rules);
       expect(changed).not.toBe(rules);
       await writeFile(join(edited, 'rules.yaml'), changed);
-      return await run('promtool', ['test', 'rules', 'namespaces.promtool.yaml'], edited);
+      return await run('promtool', ['test', 'rules', file], edited);
     } finally {
       await rm(edited, { recursive: true, force: true });
     }
   }
+  const namespaceTestsWith = (edit: (rules: string) => string) => testsWith('namespaces.promtool.yaml', edit);
+
+  it('fail the one-page tests when client errors count as traffic for the guard', async () => {
+    const result = await testsWith('one-page.promtool.yaml', (rules) => rules.replaceAll(', outcome!="client_error"', ''));
+    expect(result.code).not.toBe(0);
+    expect(result.output).toMatch(/time: 2h50m,\s+exp: nil\s+got: \{__name__="ALERTS", alertname="TokentapErrorBudgetBurn"/);
+  });
+
+  it('fail the one-page tests when the P99 alert has no sample guard of its own', async () => {
+    const result = await testsWith('one-page.promtool.yaml', (rules) => rules.replace(/\[5m\]\)\) >= 100/g, '[5m])) >= 0'));
+    expect(result.code).not.toBe(0);
+    expect(result.output).toMatch(/time: 1h,\s+exp: [^\n]*\n\s+got: [^\n]*alertname="TokentapTTFTP99OverBudget"/);
+  });
+
+  it('fail the absent-metrics tests when the alert counts the whole cluster instead of each namespace', async () => {
+    const result = await testsWith('absent-metrics.promtool.yaml', (rules) => rules.replaceAll('count by (namespace) (', 'count (').replace('unless on (namespace)', 'unless'));
+    expect(result.code).not.toBe(0);
+    expect(result.output).toContain('the namespace whose sidecar metrics vanished alerts');
+  });
 
   it('fail the namespace tests when the rules aggregate by workload alone, as they once did', async () => {
     const result = await namespaceTestsWith((rules) => rules.replace(/\b(by|on) \(namespace, /g, '$1 ('));

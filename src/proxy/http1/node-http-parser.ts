@@ -54,8 +54,16 @@ export const METHODS = common.methods;
  */
 export const STOP_AFTER_HEAD = 2;
 
-/** The async-hooks resource the parser wants; the relay keeps no async context per message. */
-export const PARSER_RESOURCE = Object.freeze({});
+/**
+ * The async-hooks resource the parser wants, one per initialize(). It must be a fresh, extensible
+ * object: AsyncLocalStorage (OpenTelemetry's context manager uses one) writes the active store onto
+ * the resource when the parser is initialized, so a frozen one throws inside the async hook, which
+ * Node treats as fatal (the whole sidecar exits), and a shared one would hand one connection's
+ * context to the callbacks of another.
+ */
+export function parserResource(): object {
+  return {};
+}
 
 export function isParseError(result: unknown): result is ParseError {
   return result instanceof Error;

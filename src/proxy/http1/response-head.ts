@@ -1,4 +1,4 @@
-import { HTTPParser, PARSER_RESOURCE, STOP_AFTER_HEAD, isParseError, type NativeHttpParser } from './node-http-parser.js';
+import { HTTPParser, STOP_AFTER_HEAD, isParseError, parserResource, type NativeHttpParser } from './node-http-parser.js';
 
 /** How a response's body is delimited on the wire (RFC 9112 section 6.3). */
 export type BodyFraming = 'none' | 'chunked' | 'length' | 'close';
@@ -16,8 +16,14 @@ export interface ResponseHead {
   readonly chunked: boolean;
   /** A Transfer-Encoding header is present (chunked or not). */
   readonly transferEncoded: boolean;
-  /** Its value (repeats joined), forwarded with a body relayed as framed. */
-  readonly transferEncoding: string;
+  /**
+   * Why tokentap cannot frame this response for the client, or undefined: a transfer coding other
+   * than chunked alone (tokentap would have to forward a coding it does not decode, or drop it and
+   * alter the body), an empty Transfer-Encoding (llhttp lets it through beside a Content-Length,
+   * and the body's end is then unknowable), or Transfer-Encoding on HTTP/1.0 (RFC 9112 section 6.1:
+   * faulty framing).
+   */
+  readonly framingProblem: string | undefined;
 }
 
 export class ResponseHeadError extends Error {
@@ -56,7 +62,7 @@ export class ResponseHeadReader {
         rawHeaders = this.flushedHeaders.concat(rawHeaders);
         this.flushedHeaders = [];
       }
-      this.head = describe(status, statusMessage, rawHeaders, keepAlive && minor >= 1);
+      this.head = describe(status, statusMessage, rawHeaders, keepAlive && minor >= 1, minor);
       return STOP_AFTER_HEAD;
     };
     this.parser[HTTPParser.kOnBody] = () => {};
@@ -65,7 +71,7 @@ export class ResponseHeadReader {
 
   /** Starts reading a new head (each response, and again after an interim 1xx one). */
   begin(): void {
-    this.parser.initialize(HTTPParser.RESPONSE, PARSER_RESOURCE, 0, HTTPParser.kLenientNone);
+    this.parser.initialize(HTTPParser.RESPONSE, parserResource(), 0, HTTPParser.kLenientNone);
     this.flushedHeaders = [];
     this.head = undefined;
   }
@@ -86,7 +92,7 @@ export class ResponseHeadReader {
   }
 }
 
-function describe(status: number, statusMessage: string, rawHeaders: string[], keepAlive: boolean): ResponseHead {
+function describe(status: number, statusMessage: string, rawHeaders: string[], keepAlive: boolean, minor: number): ResponseHead {
   let contentType: string | undefined;
   let contentLength = -1;
   let transferEncoding: string | undefined;
@@ -96,18 +102,25 @@ function describe(status: number, statusMessage: string, rawHeaders: string[], k
     else if (name === 'content-length') contentLength = Number(rawHeaders[i + 1]);
     else if (name === 'transfer-encoding') transferEncoding = transferEncoding === undefined ? rawHeaders[i + 1] : `${transferEncoding}, ${rawHeaders[i + 1]}`;
   }
-  const codings = transferEncoding?.toLowerCase().split(',');
-  const chunked = codings !== undefined && codings[codings.length - 1]?.trim() === 'chunked';
-  return { status, statusMessage, rawHeaders, keepAlive, contentType, contentLength, chunked, transferEncoded: transferEncoding !== undefined, transferEncoding: transferEncoding ?? '' };
+  let chunked = false;
+  let framingProblem: string | undefined;
+  if (transferEncoding !== undefined) {
+    // Empty list elements are ignored (RFC 9110 section 5.6.1).
+    const codings = transferEncoding.toLowerCase().split(',').map((coding) => coding.trim()).filter((coding) => coding !== '');
+    chunked = codings.length === 1 && codings[0] === 'chunked';
+    if (codings.length === 0) framingProblem = 'Transfer-Encoding names no transfer coding';
+    else if (!chunked) framingProblem = `transfer coding "${codings.join(', ')}" (tokentap relays chunked alone)`;
+    else if (minor === 0) framingProblem = 'Transfer-Encoding in an HTTP/1.0 response';
+  }
+  return { status, statusMessage, rawHeaders, keepAlive, contentType, contentLength, chunked, transferEncoded: transferEncoding !== undefined, framingProblem };
 }
 
 /** How the body of `head`, answering a `method` request, is delimited. */
 export function bodyFraming(head: ResponseHead, method: string): BodyFraming {
   const status = head.status;
   if (method === 'HEAD' || (status >= 100 && status < 200) || status === 204 || status === 304) return 'none';
+  // A head with framingProblem never gets here (the exchange answers 502 first).
   if (head.chunked) return 'chunked';
-  // A transfer coding other than chunked last: the body runs until the connection closes.
-  if (head.transferEncoded) return 'close';
   if (head.contentLength >= 0) return head.contentLength === 0 ? 'none' : 'length';
   return 'close';
 }

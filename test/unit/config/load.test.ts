@@ -43,6 +43,17 @@ describe('settings', () => {
     expect(s.upstreamIdleTimeoutMs).toBe(90_000);
   });
 
+  it('reads upstream_retry_body_limit (64 KiB by default, 0 disables retries) and refuses a bad one, naming it', () => {
+    expect(loadSettings({ flags: {}, env: {} }).upstreamRetryBodyLimitBytes).toBe(65_536);
+    const ok = loadSettings({ flags: { config: 'c.yaml' }, env: {}, readFile: files({ 'c.yaml': 'upstream_retry_body_limit: 0\n' }) });
+    expect(ok.upstreamRetryBodyLimitBytes).toBe(0);
+    const problems = problemsOf(() => loadSettings({ flags: { config: 'c.yaml' }, env: {}, readFile: files({ 'c.yaml': 'upstream_retry_body_limit: 64KiB\n' }) }));
+    expect(problems).toEqual([expect.stringMatching(/^c\.yaml:1: upstream_retry_body_limit: expected a number of bytes/)]);
+    expect(problemsOf(() => loadSettings({ flags: { config: 'c.yaml' }, env: {}, readFile: files({ 'c.yaml': 'upstream_retry_body_limit: -1\n' }) }))).toEqual([
+      expect.stringMatching(/^c\.yaml:1: upstream_retry_body_limit: /),
+    ]);
+  });
+
   it('reports every problem at once, each with the file, line and path', () => {
     const readFile = files({
       'bad.yaml': ['upstream: ftp://x', 'listen: nonsense', 'metrics:', '  buckets:', '    ttft: [0.1, 0.05]', '  colour: red', ''].join('\n'),

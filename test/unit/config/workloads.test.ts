@@ -46,15 +46,15 @@ describe('SLO thresholds as exact bucket boundaries', () => {
 workloads:
   - name: a
     match: { path: /a }
-    slo: { objective: 0.99, ttft: 150ms, itl: 33ms, e2e: 3s }
+    slo: { objective: 0.99, ttft: 160ms, itl: 33ms, e2e: 3s }
   - name: b
     match: { path: /b }
-    slo: { objective: 0.9, ttft: 150ms, e2e: 7s }
+    slo: { objective: 0.9, ttft: 160ms, e2e: 7s }
   - name: c
     slo: { objective: 0.9, ttft: 100s }
 `);
     const added = (key: keyof typeof s.buckets) => s.buckets[key].filter((b) => !(METRICS[key].defaultBuckets as readonly number[]).includes(b));
-    expect(added('ttft')).toEqual([0.15, 100]);
+    expect(added('ttft')).toEqual([0.16, 100]);
     expect(added('itlToken')).toEqual([0.033]);
     expect(added('itlChunk')).toEqual([0.033]);
     expect(added('e2e')).toEqual([7]); // 3 s is a default boundary already

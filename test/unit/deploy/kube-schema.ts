@@ -1,5 +1,6 @@
 import { Model } from '@kubernetes-models/base';
 import { PodMonitor, PrometheusRule } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1';
+import { AlertmanagerConfig } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1alpha1';
 import { Deployment } from 'kubernetes-models/apps/v1';
 import { ConfigMap, Service } from 'kubernetes-models/v1';
 
@@ -25,6 +26,7 @@ const MODELS: Readonly<Record<string, ModelClass>> = {
   'v1/ConfigMap': ConfigMap as unknown as ModelClass,
   'monitoring.coreos.com/v1/PodMonitor': PodMonitor as unknown as ModelClass,
   'monitoring.coreos.com/v1/PrometheusRule': PrometheusRule as unknown as ModelClass,
+  'monitoring.coreos.com/v1alpha1/AlertmanagerConfig': AlertmanagerConfig as unknown as ModelClass,
 };
 
 export interface KubeObject {

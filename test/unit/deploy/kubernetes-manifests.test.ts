@@ -66,7 +66,7 @@ describe.each(VARIANTS)('the %s variant', (variant) => {
 
   it('holds only objects that validate against the Kubernetes and prometheus-operator schemas', () => {
     const { objects } = bundle();
-    expect(objects.map((o) => `${String(o.object['kind'])}`).sort()).toEqual(['ConfigMap', 'ConfigMap', 'Deployment', 'PodMonitor', 'PrometheusRule', 'Service']);
+    expect(objects.map((o) => `${String(o.object['kind'])}`).sort()).toEqual(['ConfigMap', 'Deployment', 'PodMonitor', 'Service']);
     expect(objects.flatMap((o) => schemaProblems(o.object, o.file))).toEqual([]);
   });
 

@@ -1,4 +1,5 @@
-import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { schemaProblems } from './kube-schema.js';
@@ -6,13 +7,15 @@ import { collectObjects, findKustomize, kustomizeBuild, parseYamlFile, readKusto
 import { podMonitorProblems, podProblems, serviceProblems, settingsProblems, type ConfigSource, type DeploymentLike, type PodMonitorLike, type ServiceLike } from './pod-wiring.js';
 
 /**
- * The kustomize layout: deploy/kubernetes/{base,variants/*,overlays/example}, plus the small
- * kustomizations beside the rendered rule (deploy/prometheus) and dashboards (grafana). Every file
+ * The kustomize layout: deploy/kubernetes/{base,variants/*,overlays/example} per namespace, and the
+ * cluster-level package deploy/cluster with the small kustomizations beside the rendered rule
+ * (deploy/prometheus), AlertmanagerConfig (deploy/alertmanager) and dashboards (grafana). Every file
  * a kustomization names exists, every manifest is named by one, every dashboard is shipped; and,
  * where kustomize is installed, what it builds validates and is wired as the files say.
  */
 
 const OVERLAY = path.join(REPO, 'deploy/kubernetes/overlays/example');
+const CLUSTER = path.join(REPO, 'deploy/cluster');
 const BUILDS = ['deploy/kubernetes/overlays/example', 'deploy/kubernetes/variants/native-sidecar', 'deploy/kubernetes/variants/second-container'];
 /** A ConfigMap's data may not exceed 1 MiB (etcd's object limit leaves no more). */
 const CONFIGMAP_LIMIT_BYTES = 1024 * 1024;
@@ -35,7 +38,7 @@ const rel = (absolute: string) => path.relative(REPO, absolute);
 describe('the kustomizations', () => {
   it('exist where the layout says', () => {
     expect(kustomizationDirs().map(rel)).toEqual(
-      expect.arrayContaining(['deploy/kubernetes/base', 'deploy/kubernetes/overlays/example', 'deploy/kubernetes/variants/native-sidecar', 'deploy/kubernetes/variants/second-container', 'deploy/prometheus', 'grafana']),
+      expect.arrayContaining(['deploy/alertmanager', 'deploy/cluster', 'deploy/kubernetes/base', 'deploy/kubernetes/overlays/example', 'deploy/kubernetes/variants/native-sidecar', 'deploy/kubernetes/variants/second-container', 'deploy/prometheus', 'grafana']),
     );
   });
 
@@ -79,14 +82,23 @@ describe('the kustomizations', () => {
     expect(bytes).toBeLessThan(CONFIGMAP_LIMIT_BYTES);
   });
 
-  it('patch kinds the overlay really holds (a target that matches nothing is silently skipped)', () => {
-    const kinds = new Set(collectObjects(OVERLAY).map((o) => String(o.object['kind'])));
-    const overlay = readKustomization(OVERLAY);
-    expect(overlay.patches?.length).toBeGreaterThan(0);
-    for (const patch of overlay.patches ?? []) {
+  it.each([
+    [OVERLAY, ['ConfigMap', 'Deployment', 'PodMonitor', 'Service']],
+    [CLUSTER, ['ConfigMap', 'PrometheusRule']],
+  ])('%s: patches kinds it really holds (a target that matches nothing is silently skipped)', (dir, expectedKinds) => {
+    const kinds = new Set(collectObjects(dir).map((o) => String(o.object['kind'])));
+    const kustomization = readKustomization(dir);
+    expect(kustomization.patches?.length).toBeGreaterThan(0);
+    for (const patch of kustomization.patches ?? []) {
       for (const kind of (patch.target?.['kind'] ?? '').split('|')) expect(kinds, `patch target kind ${kind}`).toContain(kind);
     }
-    expect([...kinds].sort()).toEqual(['ConfigMap', 'Deployment', 'PodMonitor', 'PrometheusRule', 'Service']);
+    expect([...kinds].sort()).toEqual(expectedKinds);
+  });
+
+  it('hold the rendered AlertmanagerConfig as a valid prometheus-operator object', () => {
+    const routing = collectObjects(path.join(REPO, 'deploy/alertmanager'));
+    expect(routing.map((o) => o.object['kind'])).toEqual(['AlertmanagerConfig']);
+    expect(routing.flatMap((o) => schemaProblems(o.object, o.file))).toEqual([]);
   });
 
   it('hold the rendered PrometheusRule as a valid prometheus-operator object', () => {
@@ -126,9 +138,60 @@ describe.skipIf(kustomize === undefined)(`what ${kustomize?.join(' ') ?? 'kustom
     const images = JSON.stringify(objects.filter((o) => o.kind === 'Deployment').map((o) => o.spec)).match(/"image":"[^"]+"/g);
     expect(images?.sort()).toEqual(['"image":"registry.example.com/platform/tokentap:0.1.0"', '"image":"vllm/vllm-openai:v0.30.0"']);
     const released = objects.filter((o) => o.metadata.labels?.['release'] === 'kube-prometheus-stack').map((o) => o.kind);
-    expect(released.sort()).toEqual(['PodMonitor', 'PrometheusRule']);
-    const dashboards = objects.find((o) => o.kind === 'ConfigMap' && o.metadata.labels?.['grafana_dashboard'] === '1') as { metadata: { name?: string } } | undefined;
-    expect(dashboards?.metadata.name).toBe('tokentap-dashboards');
+    expect(released.sort()).toEqual(['PodMonitor']);
+  });
+
+  it('the cluster package: the rules and dashboards in one namespace, the rule with the release label', () => {
+    const objects = build(CLUSTER) as { kind: string; metadata: { name: string; namespace?: string; labels?: Record<string, string> } }[];
+    expect(objects.flatMap((object) => schemaProblems(object, 'deploy/cluster'))).toEqual([]);
+    expect(objects.map((o) => `${o.kind}/${o.metadata.namespace}/${o.metadata.name}`).sort()).toEqual(['ConfigMap/monitoring/tokentap-dashboards', 'PrometheusRule/monitoring/tokentap']);
+    expect(objects.find((o) => o.kind === 'PrometheusRule')?.metadata.labels?.['release']).toBe('kube-prometheus-stack');
+    expect(objects.find((o) => o.kind === 'ConfigMap')?.metadata.labels?.['grafana_dashboard']).toBe('1');
+  });
+
+  /** Builds a kustomization of `resources` (repository paths) in `namespace` from a temporary directory, as a user's overlay would. */
+  function buildOverlay(namespace: string, resources: readonly string[]): Record<string, unknown>[] {
+    const dir = mkdtempSync(path.join(tmpdir(), 'tokentap-overlay-'));
+    try {
+      // kustomize refuses absolute paths to other kustomizations, so they are written relative.
+      const lines = resources.map((r) => `  - ${path.relative(dir, path.join(REPO, r))}`);
+      writeFileSync(path.join(dir, 'kustomization.yaml'), `namespace: ${namespace}\nresources:\n${lines.join('\n')}\n`);
+      return build(dir);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }
+
+  /** What two copies of a rule or dashboard would collide on: alert (name and labels), record, dashboard uid. */
+  function collisions(objects: readonly Record<string, unknown>[]): string[] {
+    const keys: string[] = [];
+    for (const object of objects) {
+      if (object['kind'] === 'PrometheusRule') {
+        for (const group of (object['spec'] as { groups: { rules: Record<string, unknown>[] }[] }).groups) {
+          for (const rule of group.rules) {
+            keys.push('record' in rule ? `record ${String(rule['record'])} ${JSON.stringify(rule['labels'] ?? {})}` : `alert ${String(rule['alert'])} ${JSON.stringify(rule['labels'])}`);
+          }
+        }
+      }
+      const labels = (object['metadata'] as { labels?: Record<string, string> }).labels;
+      if (object['kind'] === 'ConfigMap' && labels?.['grafana_dashboard'] === '1') {
+        for (const json of Object.values(object['data'] as Record<string, string>)) keys.push(`dashboard uid ${(JSON.parse(json) as { uid: string }).uid}`);
+      }
+    }
+    return keys.filter((key, i) => keys.indexOf(key) !== i);
+  }
+
+  it('two namespaces running tokentap and the cluster package once: no rule name, record or dashboard uid twice', () => {
+    const teamA = buildOverlay('team-a', ['deploy/kubernetes/overlays/example']);
+    const teamB = buildOverlay('team-b', ['deploy/kubernetes/overlays/example']);
+    const cluster = build(CLUSTER);
+    expect([...teamA, ...teamB].filter((o) => o['kind'] === 'PrometheusRule' || (o['metadata'] as { labels?: Record<string, string> }).labels?.['grafana_dashboard'])).toEqual([]);
+    const all = [...teamA, ...teamB, ...cluster];
+    expect(all.filter((o) => o['kind'] === 'PrometheusRule')).toHaveLength(1);
+    expect(collisions(all)).toEqual([]);
+    // The check finds what the old layout did: the rules and dashboards applied with each namespace.
+    const oldLayout = [...buildOverlay('team-a', ['deploy/kubernetes/overlays/example', 'deploy/cluster']), ...buildOverlay('team-b', ['deploy/kubernetes/overlays/example', 'deploy/cluster'])];
+    expect(collisions(oldLayout)).toEqual(expect.arrayContaining(['record tokentap:slo_error_ratio:rate5m {}', 'dashboard uid tokentap-slo-overview', expect.stringMatching(/^alert TokentapErrorBudgetBurn /)]));
   });
 
   it('the built config is byte for byte the repository\'s deploy/tokentap.yaml', () => {

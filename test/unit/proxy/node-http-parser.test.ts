@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { HTTPParser, METHODS, PARSER_RESOURCE, STOP_AFTER_HEAD, isParseError } from '../../../src/proxy/http1/node-http-parser.js';
+import { HTTPParser, METHODS, STOP_AFTER_HEAD, isParseError, parserResource } from '../../../src/proxy/http1/node-http-parser.js';
 import { bodyFraming, ResponseHeadReader } from '../../../src/proxy/http1/response-head.js';
 
 /**
@@ -10,7 +10,7 @@ import { bodyFraming, ResponseHeadReader } from '../../../src/proxy/http1/respon
 describe("Node's HTTP parser, as the relay uses it", () => {
   it('reports a request head, its body and its end, with the method as an index into METHODS', () => {
     const parser = new HTTPParser();
-    parser.initialize(HTTPParser.REQUEST, PARSER_RESOURCE, 0, HTTPParser.kLenientNone);
+    parser.initialize(HTTPParser.REQUEST, parserResource(), 0, HTTPParser.kLenientNone);
     const events: unknown[] = [];
     parser[HTTPParser.kOnMessageBegin] = () => events.push('begin');
     parser[HTTPParser.kOnHeadersComplete] = (major: number, minor: number, headers: string[], method: number, url: string, _s: unknown, _m: unknown, upgrade: boolean, keepAlive: boolean) => {
@@ -32,7 +32,7 @@ describe("Node's HTTP parser, as the relay uses it", () => {
 
   it('returns an error naming the problem for a malformed request', () => {
     const parser = new HTTPParser();
-    parser.initialize(HTTPParser.REQUEST, PARSER_RESOURCE, 0, HTTPParser.kLenientNone);
+    parser.initialize(HTTPParser.REQUEST, parserResource(), 0, HTTPParser.kLenientNone);
     const result = parser.execute(Buffer.from('GET / HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n'));
     expect(isParseError(result) && result.code).toBe('HPE_INVALID_TRANSFER_ENCODING');
     parser.close();

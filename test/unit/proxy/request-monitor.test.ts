@@ -83,7 +83,7 @@ describe('request monitor with a fake clock', () => {
     const m = parsePrometheusText(await telemetry.scrape());
     expect(histogram(m, 'gen_ai_server_time_to_first_token_seconds').count).toBe(0);
     expect(m.get('tokentap_requests_total')!.metrics).toEqual([
-      { labels: { workload: 'default', gen_ai_request_model: 'm', outcome: 'client_cancelled', http_status_class: '2xx' }, value: '1' },
+      { labels: { workload: 'default', gen_ai_request_model: 'm', outcome: 'client_cancelled', http_status_class: '2xx', operation: 'generation' }, value: '1' },
     ]);
     expect(histogram(m, 'gen_ai_server_request_duration_seconds', { outcome: 'client_cancelled' }).sum).toBe(0.5);
   });

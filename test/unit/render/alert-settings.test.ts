@@ -7,37 +7,62 @@ const load = (yaml: string) => loadSettings({ flags: { config: 'a.yaml' }, env: 
 const refusals = (yaml: string): readonly string[] => problemsOf(() => load(yaml));
 
 describe('the alerts section', () => {
-  it('defaults to a 10m page for P99 TTFT, 60 requests per hour, and the README and SLO dashboard as links', () => {
+  it('defaults to critical pages and warning tickets, a 15m P99 ticket over 100 first tokens, 60 requests per hour, and the repository runbooks', () => {
     expect(loadSettings({ flags: {}, env: {} }).alerts).toEqual({
-      runbookUrl: 'https://github.com/tokentap/tokentap/blob/main/README.md',
-      dashboardUrl: '/d/tokentap-slo-overview',
-      p99TtftForMs: 600_000,
-      p99TtftSeverity: 'page',
+      grafanaUrl: undefined,
+      runbookBaseUrl: 'docs/runbooks',
+      severityNames: { page: 'critical', ticket: 'warning' },
+      extraLabels: {},
+      p99TtftForMs: 900_000,
+      p99TtftLevel: 'ticket',
+      p99TtftMinRequests: 100,
       minRequestsPerHour: 60,
+      absentForMs: 600_000,
     });
   });
 
   it('reads every setting', () => {
     const alerts = load(`
 alerts:
-  runbook_url: https://wiki.example.com/tokentap
-  dashboard_url: /d/mine
+  grafana_url: https://grafana.example.com/
+  runbook_base_url: https://wiki.example.com/tokentap
+  severity_names: { page: P1, ticket: P3 }
+  labels: { team: llm }
   p99_ttft_for: 90s
-  p99_ttft_severity: ticket
+  p99_ttft_severity: off
+  p99_ttft_min_requests: 0
   min_requests_per_hour: 0
+  absent_for: 1m
 `).alerts;
-    expect(alerts).toEqual({ runbookUrl: 'https://wiki.example.com/tokentap', dashboardUrl: '/d/mine', p99TtftForMs: 90_000, p99TtftSeverity: 'ticket', minRequestsPerHour: 0 });
+    expect(alerts).toEqual({
+      grafanaUrl: 'https://grafana.example.com',
+      runbookBaseUrl: 'https://wiki.example.com/tokentap',
+      severityNames: { page: 'P1', ticket: 'P3' },
+      extraLabels: { team: 'llm' },
+      p99TtftForMs: 90_000,
+      p99TtftLevel: 'off',
+      p99TtftMinRequests: 0,
+      minRequestsPerHour: 0,
+      absentForMs: 60_000,
+    });
     expect(Object.isFrozen(alerts)).toBe(true);
   });
 
   it.each([
     ['alerts:\n  p99_ttft_for: ten minutes\n', 'a.yaml:2: alerts.p99_ttft_for: expected a positive duration like "200ms", "30s" or "5m", got "ten minutes"'],
-    ['alerts:\n  p99_ttft_severity: critical\n', 'a.yaml:2: alerts.p99_ttft_severity: expected "page" or "ticket"'],
+    ['alerts:\n  p99_ttft_severity: critical\n', 'a.yaml:2: alerts.p99_ttft_severity: expected "ticket", "page" or "off" (the level; severity_names maps it to the label value)'],
     ['alerts:\n  min_requests_per_hour: -1\n', 'a.yaml:2: alerts.min_requests_per_hour: expected a number of requests per hour, 0 or more'],
     ['alerts:\n  min_requests_per_hour: many\n', 'a.yaml:2: alerts.min_requests_per_hour: expected a number of requests per hour, e.g. 60'],
-    ['alerts:\n  runbook_url: ftp://files.example.com/runbook\n', 'a.yaml:2: alerts.runbook_url: expected an http:// or https:// URL, got "ftp:"'],
-    ['alerts:\n  dashboard_url: grafana dashboard\n', 'a.yaml:2: alerts.dashboard_url: expected an http:// or https:// URL (or a path starting with "/"), got "grafana dashboard"'],
-    ['alerts:\n  p99_for: 5m\n', 'a.yaml:2: alerts.p99_for: unknown setting'],
+    ['alerts:\n  p99_ttft_min_requests: 2.5\n', 'a.yaml:2: alerts.p99_ttft_min_requests: expected a whole number of requests'],
+    ['alerts:\n  grafana_url: /grafana\n', 'a.yaml:2: alerts.grafana_url: expected an absolute http:// or https:// URL such as https://grafana.example.com, got "/grafana" (alerts are read in PagerDuty, Slack and e-mail, where a relative link leads nowhere)'],
+    ['alerts:\n  grafana_url: https://grafana.example.com/?orgId=2\n', 'a.yaml:2: alerts.grafana_url: must not carry a query string or fragment (tokentap appends the path and the query)'],
+    ['alerts:\n  runbook_base_url: ftp://files.example.com/runbooks\n', 'a.yaml:2: alerts.runbook_base_url: expected an http:// or https:// URL, got "ftp:"'],
+    ['alerts:\n  severity_names: { page: warning }\n', 'a.yaml:2: alerts.severity_names: page and ticket need different severity names (the Alertmanager inhibition tells them apart by it)'],
+    ['alerts:\n  severity_names: { page: "wake me up" }\n', 'a.yaml:2: alerts.severity_names.page: expected a severity label value of letters, digits, "_", "." or "-", such as "critical"'],
+    ['alerts:\n  labels: { severity: high }\n', 'a.yaml:2: alerts.labels.severity: tokentap sets this label itself (alertname, severity, namespace, workload, slo); choose another name'],
+    ['alerts:\n  labels: { team-name: llm }\n', 'a.yaml:2: alerts.labels.team-name: expected a Prometheus label name (letters, digits and "_", not starting with a digit or "__")'],
+    ['alerts:\n  runbook_url: https://wiki.example.com\n', 'a.yaml:2: alerts.runbook_url: unknown setting'],
+    ['alerts:\n  dashboard_url: https://grafana.example.com/d/x\n', 'a.yaml:2: alerts.dashboard_url: unknown setting'],
   ])('refuses %j with the place and the problem', (yaml, problem) => {
     expect(refusals(yaml)).toEqual([problem]);
   });

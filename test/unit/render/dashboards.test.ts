@@ -137,6 +137,13 @@ describe('rendered dashboards pass the checks Grafana applies on import', () => 
 });
 
 describe('dashboards follow the configuration', () => {
+  it('show client errors apart from the server\'s failures, in a panel of their own', () => {
+    const panels = allPanels(overview(exampleSettings()));
+    const clientErrors = panels.filter((p) => JSON.stringify(p.targets ?? []).includes('outcome=\\"client_error\\"'));
+    expect(clientErrors.map((p) => p.title)).toEqual(['Client error rate']);
+    expect(JSON.stringify(clientErrors[0]?.targets)).not.toContain('upstream_error');
+  });
+
   it('draws each workload budget as a threshold line on its latency panel, in seconds', () => {
     const settings = exampleSettings();
     const json = overview(settings);

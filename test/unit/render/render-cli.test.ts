@@ -25,17 +25,17 @@ afterEach(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-const CONFIG = 'workloads:\n  - name: chat\n    match: { path: /v1/chat/completions }\n    slo: { objective: 0.99, ttft: 200ms }\n  - name: default\n';
+const CONFIG = 'workloads:\n  - name: chat\n    match: { path: /v1/chat/completions }\n    slo: { objective: 0.99, ttft: 200ms }\n  - name: default\nalerts:\n  grafana_url: https://grafana.example.com\n';
 
 describe('tokentap render', () => {
-  it('writes the rules, the PrometheusRule, the Alertmanager example and the dashboards where asked', async () => {
+  it('writes the rules, the PrometheusRule, the Alertmanager routes and AlertmanagerConfig and the dashboards where asked', async () => {
     await writeFile(join(dir, 'tokentap.yaml'), CONFIG);
     const console = io();
     const code = await main(['render', '--config', join(dir, 'tokentap.yaml'), '--out', join(dir, 'out'), '--dashboards-out', join(dir, 'dash')], console.streams);
     expect(console.err()).toBe('');
     expect(code).toBe(0);
     expect((await readdir(join(dir, 'out', 'prometheus'))).sort()).toEqual(['prometheusrule.yaml', 'rules.yaml']);
-    expect(await readdir(join(dir, 'out', 'alertmanager'))).toEqual(['alertmanager.yaml']);
+    expect((await readdir(join(dir, 'out', 'alertmanager'))).sort()).toEqual(['alertmanagerconfig.yaml', 'tokentap-routes.yaml']);
     expect((await readdir(join(dir, 'dash'))).every((f) => f.endsWith('.json'))).toBe(true);
     expect(await readFile(join(dir, 'out', 'prometheus', 'rules.yaml'), 'utf8')).toContain('workload="chat"');
     expect(console.out()).toContain(`wrote ${join(dir, 'out', 'prometheus', 'rules.yaml')}\n`);
@@ -52,6 +52,15 @@ describe('tokentap render', () => {
     expect(code).toBe(1);
     expect(console.err()).toContain(`${join(dir, 'bad.yaml')}:3: workloads[0].slo.objective:`);
     expect(await readdir(dir)).toEqual(['bad.yaml']);
+  });
+
+  it('refuses a config without alerts.grafana_url, naming the file and the key, and writes nothing', async () => {
+    await writeFile(join(dir, 'no-grafana.yaml'), CONFIG.replace(/alerts:\n.*\n/, ''));
+    const console = io();
+    const code = await main(['render', '--config', join(dir, 'no-grafana.yaml'), '--out', join(dir, 'out')], console.streams);
+    expect(code).toBe(1);
+    expect(console.err()).toContain(`${join(dir, 'no-grafana.yaml')}: alerts.grafana_url: required by tokentap render`);
+    expect(await readdir(dir)).toEqual(['no-grafana.yaml']);
   });
 
   it.each([

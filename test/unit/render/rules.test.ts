@@ -3,7 +3,9 @@ import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { loadSettings } from '../../../src/config/load.js';
 import { GPU_METRICS, METRICS } from '../../../src/metrics/definitions.js';
-import { renderAlertmanagerConfig } from '../../../src/render/alertmanager-config.js';
+import { AlertmanagerConfig } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1alpha1/AlertmanagerConfig';
+import { renderAlertmanagerConfigCrd } from '../../../src/render/alertmanager-config-crd.js';
+import { renderAlertmanagerRoutes } from '../../../src/render/alertmanager-routes.js';
 import { renderArtefacts } from '../../../src/render/artefacts.js';
 import { formatPromDuration } from '../../../src/render/prometheus-duration.js';
 import { renderPrometheusRule } from '../../../src/render/prometheus-rule-crd.js';
@@ -19,6 +21,8 @@ workloads:
     match: { header: { x-workload: rag } }
     slo: { objective: 0.995, ttft: 300ms, e2e: 3s }
   - name: default
+alerts:
+  grafana_url: https://grafana.example.com
 `;
 
 const load = (yaml: string) => loadSettings({ flags: { config: 't.yaml' }, env: {}, readFile: () => yaml });
@@ -58,19 +62,19 @@ describe('rendered rules', () => {
   it('has a page and a ticket burn-rate alert for each configured threshold, and none for workloads or SLOs without one', () => {
     const burn = alerts(render()).filter((a) => a.alert === 'TokentapErrorBudgetBurn');
     expect(burn.map((a) => `${a.labels.workload}/${a.labels.slo}/${a.labels.severity}`)).toEqual([
-      'chat/ttft/page',
-      'chat/ttft/ticket',
-      'chat/itl/page',
-      'chat/itl/ticket',
-      'rag/ttft/page',
-      'rag/ttft/ticket',
-      'rag/e2e/page',
-      'rag/e2e/ticket',
+      'chat/ttft/critical',
+      'chat/ttft/warning',
+      'chat/itl/critical',
+      'chat/itl/warning',
+      'rag/ttft/critical',
+      'rag/ttft/warning',
+      'rag/e2e/critical',
+      'rag/e2e/warning',
     ]);
   });
 
   it('pages on 1h and 5m above 14.4x or 6h and 30m above 6x the budget, each pair with a traffic guard over its long window', () => {
-    const page = alerts(render()).find((a) => a.labels.workload === 'rag' && a.labels.slo === 'e2e' && a.labels.severity === 'page') as AlertingRule;
+    const page = alerts(render()).find((a) => a.labels.workload === 'rag' && a.labels.slo === 'e2e' && a.labels.severity === 'critical') as AlertingRule;
     expect(page.expr).toBe(
       [
         '(',
@@ -78,7 +82,7 @@ describe('rendered rules', () => {
         '  and on (namespace, workload, slo)',
         '  tokentap:slo_error_ratio:rate5m{workload="rag", slo="e2e"} > (14.4 * 0.005)',
         '  and on (namespace, workload)',
-        '  sum by (namespace, workload) (rate(tokentap_requests_total{workload="rag"}[1h])) * 3600 >= 60',
+        '  sum by (namespace, workload) (rate(tokentap_requests_total{workload="rag", operation!="other", outcome!="client_error"}[1h])) * 3600 >= 60',
         ')',
         'or',
         '(',
@@ -86,55 +90,83 @@ describe('rendered rules', () => {
         '  and on (namespace, workload, slo)',
         '  tokentap:slo_error_ratio:rate30m{workload="rag", slo="e2e"} > (6 * 0.005)',
         '  and on (namespace, workload)',
-        '  sum by (namespace, workload) (rate(tokentap_requests_total{workload="rag"}[6h])) * 3600 >= 60',
+        '  sum by (namespace, workload) (rate(tokentap_requests_total{workload="rag", operation!="other", outcome!="client_error"}[6h])) * 3600 >= 60',
         ')',
       ].join('\n'),
     );
   });
 
   it('opens a ticket on 1d and 2h above 3x or 3d and 6h above 1x the budget', () => {
-    const ticket = alerts(render()).find((a) => a.labels.workload === 'chat' && a.labels.slo === 'ttft' && a.labels.severity === 'ticket') as AlertingRule;
+    const ticket = alerts(render()).find((a) => a.labels.workload === 'chat' && a.labels.slo === 'ttft' && a.labels.severity === 'warning') as AlertingRule;
     expect(ticket.expr).toMatch(/rate1d\{workload="chat", slo="ttft"\} > \(3 \* 0\.01\)\n.*\n.*rate2h\{workload="chat", slo="ttft"\} > \(3 \* 0\.01\)/);
     expect(ticket.expr).toMatch(/rate3d\{workload="chat", slo="ttft"\} > \(1 \* 0\.01\)\n.*\n.*rate6h\{workload="chat", slo="ttft"\} > \(1 \* 0\.01\)/);
     expect(ticket.expr).toContain('[1d])) * 3600 >= 60');
     expect(ticket.expr).toContain('[3d])) * 3600 >= 60');
   });
 
-  it('fires TokentapTTFTP99OverBudget per workload with a TTFT threshold after 10m by default, as a page', () => {
+  it('fires TokentapTTFTP99OverBudget per workload with a TTFT threshold after 15m by default, as a ticket, with at least 100 first tokens in its window', () => {
     const p99 = alerts(render()).filter((a) => a.alert === 'TokentapTTFTP99OverBudget');
     expect(p99.map((a) => [a.labels, a.for])).toEqual([
-      [{ severity: 'page', workload: 'chat', slo: 'ttft' }, '10m'],
-      [{ severity: 'page', workload: 'rag', slo: 'ttft' }, '10m'],
+      [{ severity: 'warning', workload: 'chat', slo: 'ttft' }, '15m'],
+      [{ severity: 'warning', workload: 'rag', slo: 'ttft' }, '15m'],
     ]);
     expect(p99[0]?.expr).toBe(
-      'tokentap:ttft_seconds:p99_rate5m{workload="chat"} > 0.2\nand on (namespace, workload)\nsum by (namespace, workload) (rate(tokentap_requests_total{workload="chat"}[5m])) * 3600 >= 60',
+      'tokentap:ttft_seconds:p99_rate5m{workload="chat"} > 0.2\nand on (namespace, workload)\nsum by (namespace, workload) (increase(gen_ai_server_time_to_first_token_seconds_count{workload="chat"}[5m])) >= 100',
     );
   });
 
   it('follows the alerts section of the config', () => {
     const file = render(`${CONFIG}
-alerts:
-  p99_ttft_for: 15m
-  p99_ttft_severity: ticket
+  p99_ttft_for: 20m
+  p99_ttft_severity: page
+  p99_ttft_min_requests: 30
   min_requests_per_hour: 6
-  runbook_url: https://wiki.example.com/runbooks/tokentap
-  dashboard_url: https://grafana.example.com/d/abc?orgId=2
+  runbook_base_url: https://wiki.example.com/runbooks/tokentap/
+  severity_names: { page: P1, ticket: P3 }
+  labels: { team: llm-platform, service: inference }
+  absent_for: 3m
 `);
     const p99 = alerts(file).find((a) => a.alert === 'TokentapTTFTP99OverBudget') as AlertingRule;
-    expect(p99.for).toBe('15m');
-    expect(p99.labels.severity).toBe('ticket');
-    expect(p99.expr).toContain('* 3600 >= 6');
-    expect(p99.annotations.runbook_url).toBe('https://wiki.example.com/runbooks/tokentap#tokentapttftp99overbudget');
-    expect(p99.annotations.dashboard_url).toBe('https://grafana.example.com/d/abc?orgId=2&var-workload=chat{{ with $labels.namespace }}&var-namespace={{ . | urlquery }}{{ end }}');
+    expect(p99.for).toBe('20m');
+    expect(p99.labels).toEqual({ severity: 'P1', workload: 'chat', slo: 'ttft', team: 'llm-platform', service: 'inference' });
+    expect(p99.expr).toContain('[5m])) >= 30');
+    expect(p99.annotations.runbook_url).toBe('https://wiki.example.com/runbooks/tokentap/TokentapTTFTP99OverBudget.md');
+    expect(p99.annotations.dashboard_url).toBe('https://grafana.example.com/d/tokentap-slo-overview?var-workload=chat{{ with $labels.namespace }}&var-namespace={{ . | urlquery }}{{ end }}');
+    const burn = alerts(file).filter((a) => a.alert === 'TokentapErrorBudgetBurn');
+    expect(new Set(burn.map((a) => a.labels.severity))).toEqual(new Set(['P1', 'P3']));
+    expect(burn[0]?.expr).toContain('* 3600 >= 6');
+    expect(burn[0]?.annotations.runbook_url).toBe('https://wiki.example.com/runbooks/tokentap/TokentapErrorBudgetBurn-ttft.md');
+    expect(alerts(file).find((a) => a.alert === 'TokentapMetricsAbsent')?.for).toBe('3m');
+    for (const alert of alerts(file)) expect(alert.labels, alert.alert).toMatchObject({ team: 'llm-platform', service: 'inference' });
+    const routes = renderAlertmanagerRoutes(load(`${CONFIG}\n  severity_names: { page: P1, ticket: P3 }\n`).alerts);
+    expect(JSON.stringify(routes)).toContain('"severity=\\"P1\\""');
   });
 
-  it('gives every alert severity, workload and slo labels and summary, description, runbook and dashboard links', () => {
+  it('renders no P99 alert when it is off', () => {
+    expect(alerts(render(`${CONFIG}\n  p99_ttft_severity: off\n`)).filter((a) => a.alert === 'TokentapTTFTP99OverBudget')).toEqual([]);
+  });
+
+  it('names the bucket bounds the estimated P99 lies between, from the configured TTFT buckets and every workload\'s threshold', () => {
+    const p99 = alerts(render(`${CONFIG}\nmetrics:\n  buckets:\n    ttft: [0.1, 0.5, 1]\n`)).find((a) => a.alert === 'TokentapTTFTP99OverBudget') as AlertingRule;
+    expect(p99.annotations.description).toContain(
+      'the true P99 lies {{ if ge $value 1.0 }}at or above the largest bucket bound, 1s (how far above, the buckets cannot tell){{ else if le $value 0.3 }}between the bucket bounds 200ms and 300ms{{ else if le $value 0.5 }}between the bucket bounds 300ms and 500ms{{ else if le $value 1.0 }}between the bucket bounds 500ms and 1s{{ else }}above 200ms{{ end }}.',
+    );
+  });
+
+  it('refuses to render without an absolute grafana_url, naming the config file and key', () => {
+    const settings = load(CONFIG.replace(/alerts:\n  grafana_url: .*\n/, ''));
+    expect(() => renderArtefacts(settings, { windowScale: 1 })).toThrow(/t\.yaml: alerts\.grafana_url: required by tokentap render/);
+  });
+
+  it('gives every alert a severity label and summary, description, runbook and dashboard links; every SLO alert workload and slo', () => {
     const all = alerts(render());
-    expect(all.map((a) => a.alert)).toContain('Watchdog');
+    expect([...new Set(all.map((a) => a.alert))]).toEqual(['TokentapErrorBudgetBurn', 'TokentapTTFTP99OverBudget', 'TokentapWatchdog', 'TokentapMetricsAbsent']);
     for (const alert of all) {
-      expect(Object.keys(alert.labels).sort()).toEqual(['severity', 'slo', 'workload']);
+      const expected = alert.alert === 'TokentapMetricsAbsent' ? ['severity'] : ['severity', 'slo', 'workload'];
+      expect(Object.keys(alert.labels).sort(), alert.alert).toEqual(expected);
       expect(Object.keys(alert.annotations).sort()).toEqual(['dashboard_url', 'description', 'runbook_url', 'summary']);
       for (const text of Object.values(alert.annotations)) expect(text.length).toBeGreaterThan(0);
+      expect(alert.annotations.dashboard_url, alert.alert).toMatch(/^https:\/\/grafana\.example\.com\/d\/tokentap-slo-overview\?/);
     }
   });
 
@@ -146,7 +178,7 @@ alerts:
       ),
     );
     const recorded = new Set(recordings(file).map((r) => r.record));
-    const functions = new Set(['sum', 'by', 'rate', 'or', 'and', 'on', 'vector', 'histogram_quantile', 'le']);
+    const functions = new Set(['sum', 'by', 'rate', 'increase', 'or', 'and', 'on', 'unless', 'count', 'last_over_time', 'vector', 'histogram_quantile', 'le']);
     for (const rule of file.groups.flatMap((g) => g.rules)) {
       // Identifiers outside label matchers, range selectors and string literals.
       const bare = rule.expr.replace(/\{[^}]*\}/g, '').replace(/\[[^\]]*\]/g, '').replace(/"[^"]*"/g, '');
@@ -161,17 +193,18 @@ alerts:
     const rules = render().groups.flatMap((g) => g.rules);
     const clauses = rules.flatMap((r) => r.expr.match(/\b(by|on) \([^)]*\)/g) ?? []);
     expect(clauses.length).toBeGreaterThan(50);
-    for (const clause of clauses) expect(clause, clause).toMatch(/^(by|on) \(namespace, workload\b/);
+    // The absent-metrics alert is per namespace only: it has no workload to keep.
+    for (const clause of clauses) expect(clause, clause).toMatch(/^(by|on) \(namespace(, workload\b|\))/);
     // Every binary `and` names what it matches on; a bare one would match on whatever labels the sides carry.
     for (const rule of rules) expect(rule.expr, rule.expr).not.toMatch(/\band\s*\n/);
   });
 
   it('names the namespace in alert texts and dashboard links only when the alert has one', () => {
     const p99 = alerts(render()).find((a) => a.alert === 'TokentapTTFTP99OverBudget') as AlertingRule;
-    expect(p99.annotations.summary).toBe('chat{{ with $labels.namespace }} in namespace {{ . }}{{ end }}: P99 TTFT above its 200ms budget');
-    expect(p99.annotations.dashboard_url).toBe('/d/tokentap-slo-overview?var-workload=chat{{ with $labels.namespace }}&var-namespace={{ . | urlquery }}{{ end }}');
-    const watchdog = alerts(render()).find((a) => a.alert === 'Watchdog') as AlertingRule;
-    expect(watchdog.annotations.dashboard_url).toBe('/d/tokentap-slo-overview');
+    expect(p99.annotations.summary).toBe('chat{{ with $labels.namespace }} in namespace {{ . }}{{ end }}: P99 TTFT above its 200ms threshold');
+    expect(p99.annotations.dashboard_url).toBe('https://grafana.example.com/d/tokentap-slo-overview?var-workload=chat{{ with $labels.namespace }}&var-namespace={{ . | urlquery }}{{ end }}');
+    const watchdog = alerts(render()).find((a) => a.alert === 'TokentapWatchdog') as AlertingRule;
+    expect(watchdog.annotations.dashboard_url).toBe('https://grafana.example.com/d/tokentap-slo-overview?{{ with $labels.namespace }}var-namespace={{ . | urlquery }}{{ end }}');
   });
 
   it('selects no bucket by an exact le (Prometheus 3 writes integer le values as "3.0")', () => {
@@ -179,11 +212,39 @@ alerts:
   });
 });
 
-describe('the Alertmanager example', () => {
-  it('groups and inhibits per namespace, workload and SLO: a page in prod neither merges with nor silences staging', () => {
-    const config = renderAlertmanagerConfig() as { route: { group_by: string[] }; inhibit_rules: Array<{ equal: string[] }> };
-    expect(config.route.group_by).toEqual(['alertname', 'namespace', 'workload', 'slo']);
-    expect(config.inhibit_rules.map((r) => r.equal)).toEqual([['namespace', 'workload', 'slo']]);
+describe('the Alertmanager routes', () => {
+  const routes = () =>
+    renderAlertmanagerRoutes(load(CONFIG).alerts) as {
+      route: { routes: Array<{ matchers: string[]; group_by: string[]; routes: Array<{ receiver: string; matchers: string[] }> }> };
+      inhibit_rules: Array<{ source_matchers: string[]; target_matchers: string[]; equal: string[] }>;
+    };
+
+  it('take only tokentap alerts, grouped per namespace, workload and SLO, and route them by the configured severity names', () => {
+    const [route] = routes().route.routes;
+    expect(route?.matchers).toEqual(['alertname=~"Tokentap.+"']);
+    expect(route?.group_by).toEqual(['alertname', 'namespace', 'workload', 'slo']);
+    expect(route?.routes.map((r) => [r.receiver, r.matchers])).toEqual([
+      ['tokentap-watchdog', ['alertname="TokentapWatchdog"']],
+      ['tokentap-page', ['severity="critical"']],
+      ['tokentap-ticket', ['severity="warning"']],
+    ]);
+  });
+
+  it('hold back tokentap tickets behind a page, and the P99 alert behind the burn-rate page, per namespace, workload and SLO', () => {
+    expect(routes().inhibit_rules).toEqual([
+      { source_matchers: ['alertname=~"Tokentap.+"', 'severity="critical"'], target_matchers: ['alertname=~"Tokentap.+"', 'severity="warning"'], equal: ['namespace', 'workload', 'slo'] },
+      { source_matchers: ['alertname="TokentapErrorBudgetBurn"', 'severity="critical"'], target_matchers: ['alertname="TokentapTTFTP99OverBudget"'], equal: ['namespace', 'workload', 'slo'] },
+    ]);
+  });
+
+  it('are also an AlertmanagerConfig that passes the prometheus-operator schema, with the same matchers', () => {
+    const crd = new AlertmanagerConfig(renderAlertmanagerConfigCrd(load(CONFIG).alerts) as ConstructorParameters<typeof AlertmanagerConfig>[0]);
+    expect(() => crd.validate()).not.toThrow();
+    expect(crd.spec?.route?.matchers).toEqual([{ name: 'alertname', matchType: '=~', value: 'Tokentap.+' }]);
+    expect(crd.spec?.inhibitRules?.map((r) => r.targetMatch)).toEqual([
+      [{ name: 'alertname', matchType: '=~', value: 'Tokentap.+' }, { name: 'severity', matchType: '=', value: 'warning' }],
+      [{ name: 'alertname', matchType: '=', value: 'TokentapTTFTP99OverBudget' }],
+    ]);
   });
 });
 
@@ -192,12 +253,12 @@ describe('test-sized windows', () => {
     const file = render(CONFIG, 0.01);
     const ratio = recordings(file).find((r) => r.record === 'tokentap:slo_error_ratio:rate1h') as RecordingRule;
     expect(ratio.expr).toContain('[36s]');
-    const page = alerts(file).find((a) => a.labels.severity === 'page' && a.alert === 'TokentapErrorBudgetBurn') as AlertingRule;
+    const page = alerts(file).find((a) => a.labels.severity === 'critical' && a.alert === 'TokentapErrorBudgetBurn') as AlertingRule;
     expect(page.expr).toContain('tokentap:slo_error_ratio:rate1h{');
     expect(page.expr).toContain('[36s])) * 3600 >= 60');
     expect(page.annotations.description).toContain('over both 36s and 3s');
     const p99 = alerts(file).find((a) => a.alert === 'TokentapTTFTP99OverBudget') as AlertingRule;
-    expect(p99.for).toBe('6s');
+    expect(p99.for).toBe('9s');
     expect(recordings(file).find((r) => r.record === 'tokentap:ttft_seconds:p99_rate5m')?.expr).toContain('[3s]');
   });
 });

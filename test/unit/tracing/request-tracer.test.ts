@@ -57,7 +57,7 @@ function monitorDeps(tracer: RequestTracer | undefined) {
 
 describe('tracing off', () => {
   it('is the null tracer when no OTLP settings exist, and its spans are one shared no-op object', async () => {
-    const otlp = await startOtlp(undefined, new ManualClock(), UPSTREAM);
+    const otlp = await startOtlp(undefined, new ManualClock(), UPSTREAM, createLogger('silent'));
     expect(otlp).toBe(OTLP_OFF);
     expect(otlp.tracer).toBe(NULL_TRACER);
     expect(otlp.metricReaders).toEqual([]);

@@ -1,0 +1,137 @@
+import { metrics } from '@opentelemetry/sdk-node';
+import { SLO_KINDS, type SloKind } from '../config/load.js';
+import { ATTR, GPU_ATTR, GPU_METRICS, METRICS } from '../metrics/definitions.js';
+
+/** The histograms the status page shows, by the OTel instrument that holds them. */
+export const STATUS_HISTOGRAMS = { ttft: METRICS.ttft.otelName, itl: METRICS.itlToken.otelName, e2e: METRICS.e2e.otelName } as const;
+export type StatusHistogram = keyof typeof STATUS_HISTOGRAMS;
+
+/** One workload's cumulative totals at one collection, summed over models, status classes and token sources. */
+export interface WorkloadCounts {
+  /** Finished requests by outcome (`tokentap_requests_total`). */
+  readonly requests: Map<string, number>;
+  /** `tokentap_requests_in_flight`. */
+  inFlight: number;
+  /** `tokentap_tokens_total` by `gen_ai.token.type`. */
+  inputTokens: number;
+  outputTokens: number;
+  /** `tokentap_slo_events_total`, good and bad per SLO kind. */
+  readonly slo: Record<SloKind, { good: number; bad: number }>;
+  /** Non-cumulative bucket counts (as OTel keeps them), one more than the boundaries; empty when never sampled. */
+  readonly histograms: Record<StatusHistogram, number[]>;
+}
+
+export interface GpuCounts {
+  readonly gpu: string;
+  readonly uuid: string;
+  readonly gpuInstance: string | undefined;
+  readonly gpuProfile: string | undefined;
+  memoryUsedBytes: number | undefined;
+  memoryTotalBytes: number | undefined;
+  utilizationRatio: number | undefined;
+}
+
+/** Everything the status page reads from one collection of the metrics /metrics serves. */
+export interface StatusCounts {
+  readonly workloads: Map<string, WorkloadCounts>;
+  readonly gpus: GpuCounts[];
+}
+
+export function emptyWorkloadCounts(): WorkloadCounts {
+  const slo = {} as Record<SloKind, { good: number; bad: number }>;
+  for (const kind of SLO_KINDS) slo[kind] = { good: 0, bad: 0 };
+  return { requests: new Map(), inFlight: 0, inputTokens: 0, outputTokens: 0, slo, histograms: { ttft: [], itl: [], e2e: [] } };
+}
+
+const HISTOGRAM_BY_NAME = new Map<string, StatusHistogram>(Object.entries(STATUS_HISTOGRAMS).map(([key, name]) => [name, key as StatusHistogram]));
+
+/**
+ * Reads the OTel data points of one collection (the very points the Prometheus serializer turns into
+ * /metrics) into per-workload totals. No bookkeeping of its own: what /metrics says, summed.
+ */
+export function countsOf(resourceMetrics: metrics.ResourceMetrics): StatusCounts {
+  const workloads = new Map<string, WorkloadCounts>();
+  const gpus = new Map<string, GpuCounts>();
+  const workload = (attributes: Record<string, unknown>): WorkloadCounts => {
+    const name = String(attributes[ATTR.workload]);
+    let counts = workloads.get(name);
+    if (counts === undefined) {
+      counts = emptyWorkloadCounts();
+      workloads.set(name, counts);
+    }
+    return counts;
+  };
+  const gpu = (attributes: Record<string, unknown>): GpuCounts => {
+    const instance = attributes[GPU_ATTR.gpuInstance] as string | undefined;
+    const key = `${String(attributes[GPU_ATTR.uuid])}\0${instance ?? ''}`;
+    let counts = gpus.get(key);
+    if (counts === undefined) {
+      counts = {
+        gpu: String(attributes[GPU_ATTR.gpu]),
+        uuid: String(attributes[GPU_ATTR.uuid]),
+        gpuInstance: instance,
+        gpuProfile: attributes[GPU_ATTR.gpuProfile] as string | undefined,
+        memoryUsedBytes: undefined,
+        memoryTotalBytes: undefined,
+        utilizationRatio: undefined,
+      };
+      gpus.set(key, counts);
+    }
+    return counts;
+  };
+
+  for (const scope of resourceMetrics.scopeMetrics) {
+    for (const metric of scope.metrics) {
+      const name = metric.descriptor.name;
+      if (metric.dataPointType === metrics.DataPointType.HISTOGRAM) {
+        const key = HISTOGRAM_BY_NAME.get(name);
+        if (key === undefined) continue;
+        for (const point of metric.dataPoints) {
+          const counts = workload(point.attributes).histograms;
+          const buckets = point.value.buckets.counts;
+          const into = counts[key];
+          if (into.length === 0) into.push(...buckets);
+          else for (let i = 0; i < buckets.length; i++) into[i] = (into[i] ?? 0) + (buckets[i] as number);
+        }
+        continue;
+      }
+      for (const point of metric.dataPoints) {
+        const a = point.attributes;
+        const value = point.value as number;
+        switch (name) {
+          case METRICS.requests.otelName: {
+            const outcome = String(a[ATTR.outcome]);
+            const requests = workload(a).requests;
+            requests.set(outcome, (requests.get(outcome) ?? 0) + value);
+            break;
+          }
+          case METRICS.inFlight.otelName:
+            workload(a).inFlight += value;
+            break;
+          case METRICS.tokens.otelName:
+            if (a[ATTR.tokenType] === 'input') workload(a).inputTokens += value;
+            else if (a[ATTR.tokenType] === 'output') workload(a).outputTokens += value;
+            break;
+          case METRICS.sloEvents.otelName: {
+            const kind = a[ATTR.slo] as SloKind;
+            const events = workload(a).slo[kind];
+            if (events === undefined) break;
+            if (a[ATTR.sloResult] === 'good') events.good += value;
+            else events.bad += value;
+            break;
+          }
+          case GPU_METRICS.memoryUsed.otelName:
+            gpu(a).memoryUsedBytes = value;
+            break;
+          case GPU_METRICS.memoryTotal.otelName:
+            gpu(a).memoryTotalBytes = value;
+            break;
+          case GPU_METRICS.utilization.otelName:
+            gpu(a).utilizationRatio = value;
+            break;
+        }
+      }
+    }
+  }
+  return { workloads, gpus: [...gpus.values()] };
+}

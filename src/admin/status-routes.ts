@@ -1,0 +1,25 @@
+import type { FastifyInstance } from 'fastify';
+import { statusPageHtml } from './status-page.js';
+import type { StatusSource } from './status-source.js';
+
+/**
+ * `GET /` and `GET /status`: the page; `GET /status.json`: its data (docs/status-page.md). Each
+ * answer is computed when asked for, from one collection of the metrics /metrics serves; nothing
+ * is cached for a client, since a stale status page is worse than a slow one.
+ */
+export function registerStatusRoutes(app: FastifyInstance, source: StatusSource): void {
+  const page = async (): Promise<string> => statusPageHtml(await source.report());
+  for (const path of ['/', '/status']) {
+    app.get(path, async (_request, reply) =>
+      reply
+        .header('content-type', 'text/html; charset=utf-8')
+        .header('cache-control', 'no-store')
+        // Nothing but this document's own inline style and script, and fetches to its own origin.
+        .header('content-security-policy', "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+        .header('x-content-type-options', 'nosniff')
+        .send(await page()),
+    );
+  }
+  app.get('/status.json', async (_request, reply) => reply.header('cache-control', 'no-store').send(await source.report()));
+  app.addHook('onClose', async () => source.stop());
+}

@@ -1,0 +1,127 @@
+import { existsSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { fineItlBuckets } from './accuracy.js';
+import { runStreamLoad } from './load.js';
+import { groupCpuMs } from './procfs.js';
+import { snapshotBuild, startSidecarProcess, startSimulatorProcess, type BenchProcess, type SidecarProcess } from './processes.js';
+
+/**
+ * `npm run bench -- --against DIR`: what a change cost, as a paired A/B. This build's tokentap and
+ * the build in DIR (another checkout with its own `npm ci` and `npm run build`, e.g. a
+ * `git worktree` of the commit before the change) carry the same streaming load at the same time,
+ * on the same pinned core, in fresh processes: whatever else the machine does weighs on both, so the
+ * ratio of their CPU per token is what a sequential comparison cannot give (sequential cells of one
+ * build moved by 7-33 % between runs an hour apart; paired rounds stayed within a few percent).
+ * Both with observation on, then both with it off (the relay alone), one unmeasured round each.
+ */
+
+export interface AgainstPlan {
+  readonly otherRoot: string;
+  readonly pin: boolean;
+  readonly rounds: number;
+  readonly concurrency: number;
+  readonly itlMs: number;
+  readonly ttftMs: number;
+  readonly tokens: number;
+  readonly log: (line: string) => void;
+}
+
+export const AGAINST_PLAN = { rounds: 3, concurrency: 64, itlMs: 20, ttftMs: 20, tokens: 64 } as const;
+
+export interface AgainstRound {
+  readonly observe: boolean;
+  /** CPU ms per 1,000 delivered tokens: this build, the other build. */
+  readonly thisCpuMsPer1kTokens: number;
+  readonly otherCpuMsPer1kTokens: number;
+  /** this / other: above 1, this build costs more. */
+  readonly ratio: number;
+  /** Requests that did not complete, per build (must be 0 for the round to count). */
+  readonly failed: readonly [number, number];
+}
+
+export interface AgainstResult {
+  readonly otherRoot: string;
+  readonly startedAt: string;
+  readonly durationS: number;
+  readonly rounds: readonly AgainstRound[];
+}
+
+/** The other build's launcher; refuses a directory that holds no built tokentap. */
+export function otherBuildBin(dir: string): string {
+  const root = resolve(dir);
+  const bin = join(root, 'bin', 'tokentap.js');
+  if (!existsSync(bin) || !existsSync(join(root, 'dist', 'cli', 'main.js')) || !existsSync(join(root, 'node_modules'))) {
+    throw new Error(`--against ${dir}: expected a tokentap checkout with node_modules and a build (bin/tokentap.js, dist/cli/main.js); run \`npm ci && npm run build\` there`);
+  }
+  return bin;
+}
+
+export async function runAgainst(plan: AgainstPlan): Promise<AgainstResult> {
+  const started = performance.now();
+  const startedAt = new Date().toISOString();
+  const otherBin = otherBuildBin(plan.otherRoot);
+  const snapshot = snapshotBuild();
+  const proxyCpu = plan.pin ? 0 : undefined;
+  const owned: BenchProcess[] = [];
+  const rounds: AgainstRound[] = [];
+  try {
+    const simulator = await startSimulatorProcess({ bin: snapshot.bin, cpu: plan.pin ? 1 : undefined, ttftMs: plan.ttftMs });
+    owned.push(simulator);
+    const itlBuckets = fineItlBuckets();
+    for (const observe of [true, false]) {
+      const start = (bin: string, name: string): Promise<SidecarProcess> => startSidecarProcess({ bin, name, cpu: proxyCpu, upstream: simulator.url, observe, itlBuckets });
+      const pair = await Promise.all([start(snapshot.bin, 'tokentap'), start(otherBin, 'tokentap-other')]);
+      owned.push(...pair);
+      // One unmeasured round: both processes warmed up (JIT, pools) before any figure is taken.
+      await pairedRound(pair, plan);
+      for (let round = 0; round < plan.rounds; round++) {
+        const measured = { observe, ...(await pairedRound(pair, plan)) };
+        rounds.push(measured);
+        plan.log(`against r${round + 1} observe ${observe ? 'on' : 'off'}: this ${measured.thisCpuMsPer1kTokens.toFixed(1)} / other ${measured.otherCpuMsPer1kTokens.toFixed(1)} ms CPU per 1k tokens = ${measured.ratio.toFixed(3)}x${measured.failed[0] + measured.failed[1] > 0 ? ` (failed ${measured.failed.join(' / ')})` : ''}`);
+      }
+      await Promise.all(pair.map((p) => p.stop()));
+      owned.splice(1);
+    }
+  } finally {
+    await Promise.all(owned.map((p) => p.stop().catch(() => undefined)));
+    snapshot.remove();
+  }
+  return { otherRoot: resolve(plan.otherRoot), startedAt, durationS: (performance.now() - started) / 1000, rounds };
+}
+
+async function pairedRound(pair: readonly SidecarProcess[], plan: AgainstPlan): Promise<Omit<AgainstRound, 'observe'>> {
+  const streamMs = plan.ttftMs + plan.tokens * plan.itlMs;
+  const cpuBefore = pair.map((s) => groupCpuMs(s.pids()));
+  const results = await Promise.all(
+    pair.map((system) =>
+      runStreamLoad({
+        url: system.url,
+        concurrency: plan.concurrency,
+        ttftMs: plan.ttftMs,
+        itlMs: plan.itlMs,
+        tokens: plan.tokens,
+        arrivalMs: streamMs * 3,
+        maxRequests: 20_000,
+        stamp: false,
+        keepBodies: false,
+        drainTimeoutMs: Math.min(60_000, streamMs * 4 + 5000),
+      }),
+    ),
+  );
+  const [self, other] = pair.map((s, i) => ((groupCpuMs(s.pids()) - (cpuBefore[i] as number)) * 1000) / Math.max(1, results[i]!.tokens)) as [number, number];
+  return { thisCpuMsPer1kTokens: self, otherCpuMsPer1kTokens: other, ratio: self / other, failed: [results[0]!.failed, results[1]!.failed] };
+}
+
+/** Medians per observation mode, for the closing line. */
+export function renderAgainst(result: AgainstResult): string {
+  const lines = [`paired A/B against ${result.otherRoot} (${result.durationS.toFixed(0)} s), CPU ms per 1k tokens, this / other:`];
+  for (const observe of [true, false]) {
+    const rounds = result.rounds.filter((r) => r.observe === observe);
+    if (rounds.length === 0) continue;
+    const ratios = rounds.map((r) => r.ratio).sort((a, b) => a - b);
+    const median = ratios[Math.floor(ratios.length / 2)] as number;
+    const detail = rounds.map((r) => `${r.thisCpuMsPer1kTokens.toFixed(1)}/${r.otherCpuMsPer1kTokens.toFixed(1)}`).join(', ');
+    lines.push(`  observation ${observe ? 'on ' : 'off'}: median ${median.toFixed(3)}x (rounds ${ratios.map((r) => r.toFixed(3)).join(', ')}; ${detail})`);
+  }
+  return lines.join('\n');
+}

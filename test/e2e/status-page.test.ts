@@ -1,0 +1,318 @@
+/// <reference lib="dom" />
+import { mkdirSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { StatusReport, WorkloadStatus } from '../../src/admin/status-report.js';
+import { startDemoTraffic, type DemoTraffic } from '../../src/cli/demo-traffic.js';
+import { startSimulator, type RunningSimulator } from '../../src/simulator/index.js';
+import { histogram, scrape, sumValues, type MetricFamily } from '../helpers/prometheus-text.js';
+import { startServeProcess } from '../helpers/serve-process.js';
+import { eventually } from '../helpers/sidecar.js';
+
+/**
+ * The status page in a real browser (Debian's Chromium, headless, driven by playwright-core) against
+ * the demo: simulator, `tokentap serve` with the example workloads (deploy/tokentap.yaml) and the
+ * demo's traffic, plus two clients that make `rag` slow (700 ms to the first token against its 300 ms
+ * budget) so that it burns its budget. The sidecar runs as its own process (as users run it, from
+ * dist/): playwright-core enables an AsyncLocalStorage in the test's process, and the relay's
+ * frozen HTTP-parser resource cannot take the store Node 20's async hooks write on it.
+ *
+ * `npm run screenshots` runs this file with TOKENTAP_SCREENSHOTS=docs/images, which writes the
+ * README's pictures; otherwise they go to a temporary directory (the code path still runs).
+ */
+
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+const BURNING = 'rag';
+const SLOW_CLIENTS = 2;
+/** Bound on the slow loop, whatever happens to the test. */
+const SLOW_REQUESTS_MAX = 400;
+const LAPTOP = { width: 1280, height: 900 };
+const PHONE = { width: 390, height: 844 };
+
+interface Running {
+  simulator: RunningSimulator;
+  sidecar: { adminUrl: string; proxyUrl: string; kill(): void };
+  demo: DemoTraffic;
+  slow: { stop(): Promise<void> };
+  browser: Browser;
+}
+let running: Running;
+
+function startSlowTraffic(proxyUrl: string): { stop(): Promise<void> } {
+  let active = true;
+  let sent = 0;
+  const loops = Array.from({ length: SLOW_CLIENTS }, async () => {
+    while (active && sent < SLOW_REQUESTS_MAX) {
+      sent++;
+      const response = await fetch(`${proxyUrl}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-workload': BURNING, 'x-sim-ttft-ms': '700', 'x-sim-itl-ms': '10', 'x-sim-output-tokens': '8' },
+        body: JSON.stringify({ model: 'sim-model', stream: true, messages: [{ role: 'user', content: 'slow' }] }),
+      }).catch(() => undefined);
+      await response?.text().catch(() => '');
+    }
+  });
+  return {
+    async stop() {
+      active = false;
+      await Promise.all(loops);
+    },
+  };
+}
+
+async function statusJson(adminUrl: string): Promise<StatusReport> {
+  const response = await fetch(`${adminUrl}/status.json`);
+  expect(response.status).toBe(200);
+  return (await response.json()) as StatusReport;
+}
+
+/** Opens the page and waits for its first update from /status.json; returns that report, as the page received it. */
+async function openPage(viewport: { width: number; height: number }): Promise<{ page: Page; problems: string[] }> {
+  const context = await running.browser.newContext({ viewport, deviceScaleFactor: 1 });
+  const page = await context.newPage();
+  const problems: string[] = [];
+  page.on('pageerror', (error) => problems.push(`page error: ${error.message}`));
+  page.on('console', (message) => {
+    if (message.type() === 'error' || message.type() === 'warning') problems.push(`console ${message.type()}: ${message.text()}`);
+  });
+  // Any request leaving the admin listener would be an external asset.
+  page.on('request', (request) => {
+    if (!request.url().startsWith(running.sidecar.adminUrl) && !request.url().startsWith('data:')) problems.push(`external request: ${request.url()}`);
+  });
+  const response = await page.goto(`${running.sidecar.adminUrl}/`);
+  expect(response?.status()).toBe(200);
+  return { page, problems };
+}
+
+/** The next /status.json the page fetches, and the moment it has rendered it. */
+async function nextUpdate(page: Page): Promise<StatusReport> {
+  const response = await page.waitForResponse((r) => r.url().endsWith('/status.json'), { timeout: 15_000 });
+  const report = (await response.json()) as StatusReport;
+  await page.waitForFunction((at) => document.body.dataset['generatedAt'] === at, report.generated_at, { timeout: 10_000 });
+  return report;
+}
+
+/** data-value of the element matching `selector` inside the workload's card. */
+async function cardValue(page: Page, workload: string, selector: string): Promise<string | null> {
+  return page.locator(`article[data-workload="${workload}"] ${selector}`).first().getAttribute('data-value');
+}
+
+/** Prometheus' histogram_quantile over cumulative buckets, written here independently of the page's code. */
+function histogramQuantile(q: number, buckets: Map<number, number>): number | null {
+  const bounds = [...buckets.keys()].sort((a, b) => a - b);
+  const total = buckets.get(Infinity) ?? 0;
+  if (total === 0) return null;
+  const rank = q * total;
+  let previousBound = 0;
+  let previousCount = 0;
+  for (const bound of bounds) {
+    const count = buckets.get(bound) as number;
+    if (count >= rank && count > previousCount) {
+      if (bound === Infinity) return previousBound;
+      return previousBound + ((bound - previousBound) * (rank - previousCount)) / (count - previousCount);
+    }
+    previousBound = bound;
+    previousCount = count;
+  }
+  return previousBound;
+}
+
+function requestsOf(metrics: Map<string, MetricFamily>, workload: string, outcome: string): number {
+  return sumValues(metrics, 'tokentap_requests_total', { workload, outcome });
+}
+
+beforeAll(async () => {
+  const simulator = await startSimulator({ host: '127.0.0.1', port: 0, jitterMs: 4 });
+  const serve = await startServeProcess(simulator.url, ['--config', join(ROOT, 'deploy', 'tokentap.yaml')]);
+  const sidecar = { adminUrl: serve.admin, proxyUrl: serve.proxy, kill: serve.kill };
+  const demo = startDemoTraffic(sidecar.proxyUrl, 4);
+  const slow = startSlowTraffic(sidecar.proxyUrl);
+  const browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: CHROMIUM_ARGS });
+  running = { simulator, sidecar, demo, slow, browser };
+  // Every workload with an SLO has events, and the slow one burns fast.
+  await eventually(
+    'events on every SLO workload and rag burning fast',
+    () => statusJson(sidecar.adminUrl),
+    (r) => r.workloads.every((w) => w.objective === null || w.slos.some((s) => s.lifetime.good + s.lifetime.bad > 0)) && r.workloads.find((w) => w.name === BURNING)?.state === 'fast_burn',
+    40_000,
+  );
+}, 60_000);
+
+afterAll(async () => {
+  await running?.browser.close();
+  await running?.slow.stop();
+  await running?.demo.stop();
+  running?.sidecar.kill();
+  await running?.simulator.close();
+});
+
+describe('the status page in Chromium, against the demo', () => {
+  it('renders every demo workload from its embedded report, with nothing fetched from outside and no script error', async () => {
+    const { page, problems } = await openPage(LAPTOP);
+    const report = await nextUpdate(page);
+    const names = await page.locator('article[data-workload]').evaluateAll((cards) => cards.map((c) => c.getAttribute('data-workload')));
+    expect(names).toEqual(['rag', 'summarisation', 'code', 'chat', 'default']);
+    expect(names).toEqual(report.workloads.map((w) => w.name));
+    expect(await page.locator('#version').textContent()).toBe(`v${report.version}`);
+    expect(await page.locator('[data-field="upstream-ready"]').getAttribute('data-value')).toBe('true');
+    // Goodput is not measured yet: the page says so rather than inventing a number.
+    expect(await page.locator('article[data-workload="chat"] .stats').textContent()).toContain('Goodputn/a');
+    expect(problems).toEqual([]);
+    await page.context().close();
+  });
+
+  it('marks the workload burning its budget, in the overview and on its card, as /status.json says', async () => {
+    const { page } = await openPage(LAPTOP);
+    const report = await nextUpdate(page);
+    const burning = report.workloads.find((w) => w.name === BURNING) as WorkloadStatus;
+    expect(burning.state).toBe('fast_burn');
+    const ttft = burning.slos.find((s) => s.slo === 'ttft');
+    expect(ttft?.window.burn_rate).toBeGreaterThanOrEqual(report.fast_burn_factor);
+    for (const workload of report.workloads) {
+      expect(await page.locator(`article[data-workload="${workload.name}"]`).getAttribute('data-state')).toBe(workload.state);
+      expect(await page.locator(`#overview-body tr[data-workload="${workload.name}"] .badge`).getAttribute('data-state')).toBe(workload.state);
+    }
+    const card = page.locator(`article[data-workload="${BURNING}"]`);
+    expect(await card.locator('header .badge').textContent()).toBe('\u2716 Fast burn');
+    // Visibly: a red edge and a red badge, not just an attribute.
+    expect(await card.evaluate((el) => getComputedStyle(el).borderLeftColor)).toBe('rgb(207, 34, 46)');
+    expect(await card.locator('header .badge').evaluate((el) => getComputedStyle(el).color)).toBe('rgb(164, 14, 38)');
+    const within = report.workloads.filter((w) => w.state === 'ok');
+    for (const w of within) expect(await page.locator(`article[data-workload="${w.name}"] header .badge`).textContent()).toBe('\u2714 Within budget');
+    await page.context().close();
+  });
+
+  it('updates itself every few seconds: newer report, longer uptime, counts that only grow', async () => {
+    const { page } = await openPage(LAPTOP);
+    const first = await nextUpdate(page);
+    const firstTotal = Number(await cardValue(page, 'chat', '[data-outcome="completed"] [data-field="outcome-total"]'));
+    const second = await nextUpdate(page);
+    expect(Date.parse(second.generated_at)).toBeGreaterThan(Date.parse(first.generated_at));
+    expect(second.uptime_s).toBeGreaterThan(first.uptime_s);
+    expect(Number(await page.locator('[data-field="uptime"]').getAttribute('data-value'))).toBe(second.uptime_s);
+    const secondTotal = Number(await cardValue(page, 'chat', '[data-outcome="completed"] [data-field="outcome-total"]'));
+    expect(secondTotal).toBe(second.workloads.find((w) => w.name === 'chat')?.requests_total.completed);
+    expect(secondTotal).toBeGreaterThanOrEqual(firstTotal);
+    // Traffic keeps flowing, so across two updates some workload finished more requests.
+    const finished = (r: StatusReport) => r.workloads.reduce((n, w) => n + Object.values(w.requests_total).reduce((a, b) => a + b, 0), 0);
+    expect(finished(second)).toBeGreaterThan(finished(first));
+    await page.context().close();
+  });
+
+  it('is readable on a laptop and a phone, keyboard-reachable, with text for every chart and AA contrast; writes the screenshots', async () => {
+    const out = process.env['TOKENTAP_SCREENSHOTS'] ? resolve(ROOT, process.env['TOKENTAP_SCREENSHOTS']) : mkdtempSync(join(tmpdir(), 'tokentap-shots-'));
+    mkdirSync(out, { recursive: true });
+    for (const [name, viewport] of [['status-page', LAPTOP], ['status-page-phone', PHONE]] as const) {
+      const { page } = await openPage(viewport);
+      await nextUpdate(page);
+      // No sideways scrolling of the whole page; wide tables scroll inside their own regions.
+      expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(viewport.width);
+      await page.screenshot({ path: join(out, `${name}.png`), fullPage: name === 'status-page' });
+      if (name === 'status-page-phone') {
+        await page.context().close();
+        continue;
+      }
+      // Every chart is an image with its numbers in words, and a table of its buckets.
+      const labels = await page.locator('svg[role="img"]').evaluateAll((svgs) => svgs.map((s) => s.getAttribute('aria-label') ?? ''));
+      expect(labels).toHaveLength(10);
+      for (const label of labels) expect(label).toMatch(/histogram of \w+: \d+ samples in the last 5 minutes/);
+      expect(labels.find((l) => l.startsWith('TTFT histogram of rag'))).toMatch(/p99 \d+ ms, [\d.]+ % within the 300 ms budget/);
+      // Keyboard: Tab reaches the pause button, every workload link and every chart's table; Enter opens one.
+      const reached = new Set<string>();
+      for (let i = 0; i < 40; i++) {
+        await page.keyboard.press('Tab');
+        reached.add(await page.evaluate(() => {
+          const el = document.activeElement as HTMLElement | null;
+          return el === null ? '' : `${el.tagName.toLowerCase()}:${el.textContent?.trim().slice(0, 40) ?? ''}`;
+        }));
+      }
+      expect(reached).toContain('button:Pause updates');
+      for (const workload of ['rag', 'summarisation', 'code', 'chat', 'default']) expect(reached).toContain(`a:${workload}`);
+      expect([...reached].filter((r) => r.startsWith('summary:')).length).toBeGreaterThanOrEqual(6);
+      const summary = page.locator('article[data-workload="chat"] figure[data-chart="ttft"] summary');
+      await summary.focus();
+      await page.keyboard.press('Enter');
+      expect(await page.locator('article[data-workload="chat"] figure[data-chart="ttft"] details').evaluate((d) => (d as HTMLDetailsElement).open)).toBe(true);
+      // WCAG AA: every piece of text against the background it is drawn on, at least 4.5:1.
+      const worst = await page.evaluate(() => {
+        const rgb = (c: string) => (c.match(/[\d.]+/g) ?? []).map(Number);
+        const lum = ([r, g, b]: number[]) =>
+          [r, g, b].map((v) => ((v as number) / 255 <= 0.03928 ? (v as number) / 255 / 12.92 : (((v as number) / 255 + 0.055) / 1.055) ** 2.4)).reduce((s, v, i) => s + v * [0.2126, 0.7152, 0.0722][i]!, 0);
+        const background = (el: Element | null): number[] => {
+          for (let e = el; e !== null; e = e.parentElement) {
+            const c = rgb(getComputedStyle(e).backgroundColor);
+            if (c.length === 3 || (c.length === 4 && c[3]! > 0)) return c.slice(0, 3);
+          }
+          return [255, 255, 255];
+        };
+        let min = { ratio: 21, text: '' };
+        const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+        for (let node = walker.nextNode(); node !== null; node = walker.nextNode()) {
+          const el = node.parentElement as Element;
+          if (!node.textContent?.trim() || el.closest('svg, script, style, [hidden], noscript, details:not([open]) > :not(summary)')) continue;
+          const a = lum(rgb(getComputedStyle(el).color));
+          const b = lum(background(el));
+          const ratio = (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+          if (ratio < min.ratio) min = { ratio, text: node.textContent.trim().slice(0, 40) };
+        }
+        return min;
+      });
+      expect(worst.ratio, `lowest contrast: "${worst.text}"`).toBeGreaterThanOrEqual(4.5);
+      await page.context().close();
+    }
+  });
+
+  it('shows the numbers of /status.json, and /status.json agrees with /metrics, once the traffic has stopped', async () => {
+    await running.slow.stop();
+    await running.demo.stop();
+    const admin = running.sidecar.adminUrl;
+    await eventually('no request in flight', () => scrape(admin), (m) => sumValues(m, 'tokentap_requests_in_flight') === 0, 10_000);
+    const metrics = await scrape(admin);
+    const { page } = await openPage(LAPTOP);
+    const report = await nextUpdate(page);
+    // The sidecar is younger than 5 minutes: the SLO window is its lifetime, so window figures equal /metrics' totals.
+    expect(report.windows.slo_s).toBe(report.uptime_s);
+    for (const w of report.workloads) {
+      const card = (selector: string) => cardValue(page, w.name, selector);
+      expect(await card('[data-field="in-flight"]')).toBe('0');
+      expect(w.in_flight).toBe(0);
+      for (const [outcome, total] of Object.entries(w.requests_total)) {
+        expect(total, `${w.name} ${outcome}`).toBe(requestsOf(metrics, w.name, outcome));
+        if (total > 0) expect(await card(`[data-outcome="${outcome}"] [data-field="outcome-total"]`)).toBe(String(total));
+      }
+      for (const slo of w.slos) {
+        const good = sumValues(metrics, 'tokentap_slo_events_total', { workload: w.name, slo: slo.slo, result: 'good' });
+        const bad = sumValues(metrics, 'tokentap_slo_events_total', { workload: w.name, slo: slo.slo, result: 'bad' });
+        expect([slo.lifetime.good, slo.lifetime.bad]).toEqual([good, bad]);
+        expect([slo.window.good, slo.window.bad]).toEqual([good, bad]);
+        const row = (field: string) => card(`tr[data-slo="${slo.slo}"] [data-field="${field}"]`);
+        expect(await row('attainment-lifetime')).toBe(String(good / (good + bad)));
+        expect(await row('threshold')).toBe(String(slo.threshold_s));
+        expect(await row('burn-window')).toBe(String(slo.window.burn_rate));
+        // What the eye reads is the rounded same number.
+        const shown = await page.locator(`article[data-workload="${w.name}"] tr[data-slo="${slo.slo}"] [data-field="attainment-lifetime"]`).textContent();
+        expect(Number((shown as string).replace(' %', ''))).toBeCloseTo((100 * good) / (good + bad), 1);
+      }
+      const promNames = { ttft: 'gen_ai_server_time_to_first_token_seconds', itl: 'tokentap_inter_token_latency_seconds', e2e: 'gen_ai_server_request_duration_seconds' } as const;
+      for (const key of ['ttft', 'itl', 'e2e'] as const) {
+        const h = histogram(metrics, promNames[key], { workload: w.name });
+        const latency = w.latency[key];
+        expect(latency.samples, `${w.name} ${key} samples`).toBe(h.count);
+        for (const q of ['p50_s', 'p99_s'] as const) {
+          const expected = histogramQuantile(q === 'p50_s' ? 0.5 : 0.99, h.buckets);
+          if (expected === null) expect(latency[q]).toBeNull();
+          else expect(latency[q] as number).toBeCloseTo(expected, 9);
+        }
+        if (key !== 'e2e' || w.slos.some((s) => s.slo === 'e2e') || w.objective === null) {
+          const row = page.locator(`article[data-workload="${w.name}"] tr[data-slo="${key}"] [data-field="p99"]`);
+          if ((await row.count()) > 0) expect(await row.getAttribute('data-value')).toBe(String(latency.p99_s));
+        }
+      }
+    }
+    await page.context().close();
+  });
+});
