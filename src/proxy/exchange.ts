@@ -106,6 +106,7 @@ const enum Output {
  */
 export class Exchange implements UpstreamOwner, IdleWatched {
   upstreamActivity = 0;
+  requestActivity = 0;
   private readonly context: ExchangeContext;
   private readonly client: ExchangeClient;
   private readonly request: RequestHead;
@@ -213,7 +214,7 @@ export class Exchange implements UpstreamOwner, IdleWatched {
   requestBody(chunk: Buffer): void {
     // The upstream's silence is timed from the client's last body byte too: an upload still
     // arriving (held by inject_usage, or queued) is not cut by upstream_idle_timeout.
-    this.upstreamActivity++;
+    this.requestActivity++;
     this.sniffer?.push(chunk);
     if (this.phase === Phase.Waiting) {
       (this.early ??= []).push(chunk);
