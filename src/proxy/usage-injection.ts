@@ -1,4 +1,6 @@
+import { LimitCounters } from '../metrics/limit-counters.js';
 import type { RouteTable } from '../taps/route-table.js';
+import { HeldBytesBudget } from './held-bytes.js';
 import { withoutHeader } from './hop-by-hop.js';
 
 /**
@@ -23,14 +25,23 @@ export interface UpstreamRequestBody {
   end(): void;
 }
 
-/** Bodies larger than this are forwarded unchanged: chat requests are far smaller. */
-const MAX_REWRITTEN_BODY_BYTES = 8 << 20;
+/** Bodies larger than this are forwarded unchanged: chat requests are far smaller (limits.rewritten_body_bytes by default). */
+export const MAX_REWRITTEN_BODY_BYTES = 8 << 20;
+
+/** The per-body cap, the budget shared with the model sniffer, and the counters of both tripping. */
+export interface InjectionLimits {
+  readonly maxBytes: number;
+  readonly budget: HeldBytesBudget;
+  readonly counters: LimitCounters;
+}
 
 export class UsageInjector {
   private readonly routes: RouteTable;
+  private readonly limits: InjectionLimits;
 
-  constructor(routes: RouteTable) {
+  constructor(routes: RouteTable, limits?: InjectionLimits) {
     this.routes = routes;
+    this.limits = limits ?? { maxBytes: MAX_REWRITTEN_BODY_BYTES, budget: new HeldBytesBudget(Number.MAX_SAFE_INTEGER), counters: new LimitCounters() };
   }
 
   /** The injection for one request, or undefined when it cannot apply (then the proxy path is untouched). */
@@ -38,7 +49,7 @@ export class UsageInjector {
     if (method !== 'POST' || contentType === undefined || !/\bjson\b/i.test(contentType)) return undefined;
     const query = url.indexOf('?');
     const protocol = this.routes.protocolFor(method, query === -1 ? url : url.slice(0, query));
-    return protocol === 'openai-chat' || protocol === 'openai-completions' ? new RequestInjection() : undefined;
+    return protocol === 'openai-chat' || protocol === 'openai-completions' ? new RequestInjection(this.limits) : undefined;
   }
 }
 
@@ -50,6 +61,11 @@ export class RequestInjection {
   private passthrough = false;
   /** The request was rewritten to ask for usage, so the usage-only chunk is not the client's. */
   private rewritten = false;
+  private readonly limits: InjectionLimits;
+
+  constructor(limits: InjectionLimits) {
+    this.limits = limits;
+  }
 
   /**
    * The upstream request headers (already filtered to end-to-end ones) for a request that may be
@@ -67,11 +83,14 @@ export class RequestInjection {
    */
   hold(chunk: Buffer, upstream: UpstreamRequestBody): boolean {
     if (this.passthrough) return false;
-    if (this.heldBytes + chunk.length > MAX_REWRITTEN_BODY_BYTES) {
+    const tooLarge = this.heldBytes + chunk.length > this.limits.maxBytes;
+    if (tooLarge || !this.limits.budget.take(chunk.length)) {
+      // Past the per-body cap, or the budget across requests is spent: forwarded unrewritten, not held.
+      this.limits.counters.tripped(tooLarge ? 'rewritten_body_bytes' : 'held_body_bytes');
       this.passthrough = true;
       upstream.head(undefined);
       for (const part of this.held) upstream.write(part);
-      this.held = [];
+      this.discard();
       return false;
     }
     this.held.push(chunk);
@@ -86,13 +105,21 @@ export class RequestInjection {
       return;
     }
     const original = Buffer.concat(this.held, this.heldBytes);
-    this.held = [];
+    this.discard();
     const body = withUsageRequested(original) ?? original;
     this.rewritten = body !== original;
     // Sent under its own Content-Length: the rewritten length, or the held body's (the client may have chunked it).
     upstream.head(body.length);
     upstream.write(body);
     upstream.end();
+  }
+
+  /** Lets go of the held body (sent, passed through, or the request was cut) and holds nothing more; gives its bytes back to the budget. */
+  discard(): void {
+    this.passthrough = true;
+    this.held = [];
+    this.limits.budget.give(this.heldBytes);
+    this.heldBytes = 0;
   }
 
   /**
