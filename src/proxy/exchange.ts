@@ -512,7 +512,12 @@ export class Exchange implements UpstreamOwner, IdleWatched {
     this.stripper = this.injection?.responseStripper(head.status, head.contentType);
     const framing = bodyFraming(head, request.method);
     this.framing = framing;
-    this.upstreamReusable = head.keepAlive && framing !== 'close';
+    // A HEAD, 204 or 304 answer has no body (RFC 9110 sections 9.3.2, 15.3.5, 15.4.5), but one
+    // whose head announces a body (a length above 0, or chunked) may come from a server that sends
+    // that body anyway, after the head: on a reused connection those bytes would be read as the
+    // next request's response. Such a connection is closed, not pooled.
+    const bodyAnnounced = framing === 'none' && (head.transferEncoded || head.contentLength > 0);
+    this.upstreamReusable = head.keepAlive && framing !== 'close' && !bodyAnnounced;
     let headers = endToEndHeaders(head.rawHeaders);
     let extra = '';
     let closeDelimited = framing === 'close';

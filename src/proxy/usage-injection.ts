@@ -137,9 +137,9 @@ export class RequestInjection {
  * The body with `stream_options.include_usage: true`, or undefined when it should go unchanged: not
  * a JSON object, not `stream: true`, or already asking (`include_usage: true`).
  *
- * When the body has no `stream_options` at all, the key is spliced in after the opening brace and
- * every other byte stays as the client wrote it (numbers beyond 2^53, key order, spacing); only an
- * existing `stream_options` object is re-serialised.
+ * When the body has no `stream_options` at all, the key is spliced in after the opening brace; an
+ * existing one has its value replaced where it stands. Every other byte stays as the client wrote
+ * it (numbers beyond 2^53, key order, spacing, bytes that are not UTF-8).
  */
 export function withUsageRequested(body: Buffer): Buffer | undefined {
   let request: unknown;
@@ -158,8 +158,71 @@ export function withUsageRequested(body: Buffer): Buffer | undefined {
     return Buffer.concat([body.subarray(0, brace + 1), Buffer.from('"stream_options":{"include_usage":true},'), body.subarray(brace + 1)]);
   }
   if (options !== null && typeof options === 'object' && (options as { include_usage?: unknown }).include_usage === true) return undefined;
-  const merged = { ...(options !== null && typeof options === 'object' ? options : {}), include_usage: true };
-  return Buffer.from(JSON.stringify({ ...fields, stream_options: merged }));
+  // Only the `stream_options` value is replaced, in place: re-serialising the whole body changed
+  // what the client wrote elsewhere (integers beyond 2^53 rounded, invalid UTF-8 made U+FFFD), and
+  // JSON.stringify overflows V8's stack on a nesting 5,000 deep (measured), which reset the client.
+  const span = lastTopLevelValue(body, STREAM_OPTIONS_KEY);
+  // The key written with escapes (`"stream\u005foptions"`): forwarded unchanged rather than guessed at.
+  if (span === undefined) return undefined;
+  let value: string;
+  try {
+    value = JSON.stringify({ ...(options !== null && typeof options === 'object' ? options : {}), include_usage: true });
+  } catch {
+    return undefined;
+  }
+  return Buffer.concat([body.subarray(0, span.start), Buffer.from(value), body.subarray(span.end)]);
+}
+
+const STREAM_OPTIONS_KEY = Buffer.from('"stream_options"');
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+
+function isJsonSpace(byte: number | undefined): boolean {
+  return byte === 0x20 || byte === 0x09 || byte === 0x0a || byte === 0x0d;
+}
+
+/**
+ * Where the value of the last top-level member named by `rawKey` (a JSON string, as written) lies
+ * in `body`, a JSON object JSON.parse has accepted; the last, because JSON.parse (and Python's
+ * json) take the last of repeated keys. One pass, no recursion (the nesting is the client's).
+ * Structural bytes are ASCII, so multi-byte UTF-8 and invalid bytes inside strings never match.
+ */
+function lastTopLevelValue(body: Buffer, rawKey: Buffer): { start: number; end: number } | undefined {
+  let found: { start: number; end: number } | undefined;
+  let depth = 0;
+  let expectKey = false;
+  let keyMatched = false;
+  let valueStart = -1;
+  for (let i = 0; i < body.length; i++) {
+    const byte = body[i] as number;
+    if (byte === QUOTE) {
+      const start = i;
+      for (i++; body[i] !== QUOTE; i++) if (body[i] === BACKSLASH) i++;
+      if (depth === 1 && expectKey) {
+        keyMatched = i + 1 - start === rawKey.length && rawKey.equals(body.subarray(start, i + 1));
+        expectKey = false;
+      }
+    } else if (byte === 0x7b || byte === 0x5b) {
+      if (++depth === 1) expectKey = true;
+    } else if (depth === 1 && byte === 0x3a) {
+      if (keyMatched) valueStart = i + 1;
+    } else if (depth === 1 && (byte === 0x2c || byte === 0x7d)) {
+      if (valueStart !== -1) {
+        let start = valueStart;
+        let end = i;
+        while (isJsonSpace(body[start])) start++;
+        while (isJsonSpace(body[end - 1])) end--;
+        found = { start, end };
+      }
+      valueStart = -1;
+      keyMatched = false;
+      expectKey = true;
+      if (byte === 0x7d) depth--;
+    } else if (byte === 0x7d || byte === 0x5d) {
+      depth--;
+    }
+  }
+  return found;
 }
 
 const LF = 10;
