@@ -14,9 +14,12 @@ import { InFlightTracker } from './metrics/in-flight-band.js';
 import { drainProxy, type DrainReport } from './lifecycle/drain-proxy.js';
 import { settleWithin } from './lifecycle/settle-within.js';
 import { registerBuildInfo } from './metrics/build-info.js';
+import { droppedLogLines } from './log/logger.js';
+import { LimitCounters } from './metrics/limit-counters.js';
 import { ModelLabels } from './metrics/model-labels.js';
 import { Recorder } from './metrics/recorder.js';
 import { Telemetry } from './metrics/telemetry.js';
+import { HeldBytesBudget } from './proxy/held-bytes.js';
 import { createProxyServer } from './proxy/proxy-server.js';
 import { UsageInjector } from './proxy/usage-injection.js';
 import { WorkloadMatcher } from './slo/workload-matcher.js';
@@ -41,6 +44,13 @@ export interface RunningSidecar {
   drain(timeoutMs: number, trigger: string): Promise<DrainReport>;
   /** Cuts what is left, closes the listeners (/metrics answered throughout the drain), makes the final OTLP export. */
   close(): Promise<void>;
+  /**
+   * Cuts every request in flight at once and records each as `shutdown` (logged, counted),
+   * synchronously: for a second shutdown signal, just before the process exits. Returns how many.
+   */
+  cutNow(): number;
+  /** tokentap_limit_exceeded_total's counts. */
+  readonly limitCounters: LimitCounters;
 }
 
 /** How long the final OTLP export may take at shutdown (inside serve's flush allowance). */
@@ -62,12 +72,20 @@ export async function startSidecar(
   const recorder = new Recorder(telemetry.meter, settings.buckets);
   const routes = new RouteTable(settings.routes);
   const gpus = settings.dcgm === undefined ? undefined : createGpuMonitor(settings.dcgm, telemetry.meter, logger);
+  const limits = settings.limits;
+  const limitCounters = new LimitCounters();
+  limitCounters.addSource('log_buffer_bytes', () => droppedLogLines(logger));
+  limitCounters.register(telemetry.meter);
+  const heldBytes = new HeldBytesBudget(limits.heldBodyBytes);
   const proxy = createProxyServer({
     upstream: settings.upstream,
     upstreamIdleTimeoutMs: settings.upstreamIdleTimeoutMs,
     upstreamRetryBodyLimitBytes: settings.upstreamRetryBodyLimitBytes,
     observe: settings.observe,
-    usageInjection: settings.injectUsage ? new UsageInjector(routes) : undefined,
+    limits,
+    counters: limitCounters,
+    heldBytes,
+    usageInjection: settings.injectUsage ? new UsageInjector(routes, { maxBytes: limits.rewrittenBodyBytes, budget: heldBytes, counters: limitCounters }) : undefined,
     monitor: { clock, recorder, models, logger, workloads: new WorkloadMatcher(settings.workloads), tracer: otlp.tracer, drain, taps: new TapSelector(routes), gpuMemory: gpus, inFlight: new InFlightTracker() },
   });
   const admin = createAdminServer({
@@ -105,7 +123,13 @@ export async function startSidecar(
     adminAddress: boundAddress(adminAddress),
     telemetry,
     models,
+    limitCounters,
     drain: (timeoutMs, trigger) => drainProxy(proxy, drain, timeoutMs, trigger),
+    cutNow() {
+      drain.beginDrain('second signal');
+      drain.beginCut();
+      return proxy.cutAll();
+    },
     async close() {
       discovery?.stop();
       proxy.closeAllConnections();

@@ -21,11 +21,19 @@ export interface AdminOptions {
 const READINESS_TIMEOUT_MS = 800;
 
 /**
+ * How long one upstream health answer serves /readyz: a flood of /readyz calls sends at most one
+ * request a second to the upstream (calls during a probe share it). kubelet probes every 10 s by
+ * default, so readiness is never staler than it would be anyway.
+ */
+export const READINESS_CACHE_MS = 1_000;
+
+/**
  * The admin listener: /metrics, /healthz, /readyz. A separate port from the proxy's, so nothing on
  * the user-traffic port ever reaches these.
  */
 export function createAdminServer(options: AdminOptions): FastifyInstance {
   const app = Fastify({ logger: false });
+  const probe = cachedProbe(new URL(options.upstreamHealthPath, options.upstream));
 
   app.get('/metrics', async (request, reply) => {
     // The same families either way; protobuf also carries native histograms (exposition-format.ts).
@@ -49,7 +57,7 @@ export function createAdminServer(options: AdminOptions): FastifyInstance {
   app.get('/readyz', async (_request, reply) => {
     const draining = options.drain?.reason;
     if (draining !== undefined) return reply.code(503).send({ status: 'draining', reason: draining });
-    const answer = await probeUpstream(new URL(options.upstreamHealthPath, options.upstream));
+    const answer = await probe();
     return reply.code(answer.ready ? 200 : 503).send({ status: answer.ready ? 'ready' : 'not ready', upstream: answer.detail });
   });
 
@@ -61,6 +69,23 @@ export function createAdminServer(options: AdminOptions): FastifyInstance {
 interface ProbeAnswer {
   readonly ready: boolean;
   readonly detail: string;
+}
+
+/** probeUpstream, at most once per READINESS_CACHE_MS: the answer is kept from when it came. */
+function cachedProbe(url: URL): () => Promise<ProbeAnswer> {
+  let answer: Promise<ProbeAnswer> | undefined;
+  let answeredAtMs = -Infinity;
+  let probing = false;
+  return () => {
+    if (answer !== undefined && (probing || performance.now() - answeredAtMs < READINESS_CACHE_MS)) return answer;
+    probing = true;
+    answer = probeUpstream(url).then((result) => {
+      probing = false;
+      answeredAtMs = performance.now();
+      return result;
+    });
+    return answer;
+  };
 }
 
 /** Ready when the upstream answers at all below 500 (Ollama has no /health and answers 404: it is up). */

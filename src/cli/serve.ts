@@ -24,11 +24,15 @@ export const SHUTDOWN_FLUSH_ALLOWANCE_MS = 10_000;
 export async function runServe(flags: SettingOverrides, io: CliIO): Promise<number> {
   const settings = loadSettings({ flags, env: io.env });
   const otlp = loadOtlpSettings(io.env);
-  const logger = createLogger(settings.logLevel, io.stdout === process.stdout ? 1 : io.stdout);
+  const logger = createLogger(settings.logLevel, io.stdout === process.stdout ? 1 : io.stdout, settings.limits.logBufferBytes);
   const starting = startSidecar(settings, logger, undefined, otlp);
   const stop = async (trigger: string): Promise<void> => drainAndStop(await starting, settings.drainTimeoutMs, logger, trigger);
+  let started: RunningSidecar | undefined;
+  void starting.then((sidecar) => (started = sidecar), () => undefined);
+  // A second signal exits at once: the requests still in flight are cut and logged (outcome "shutdown") first.
+  const cutNow = (): number => started?.cutNow() ?? 0;
   // Signals are handled from before the listeners open, so a SIGTERM during start-up drains too.
-  const signals = io.stopped === undefined ? exitAfterShutdown(logger, settings.drainTimeoutMs + SHUTDOWN_FLUSH_ALLOWANCE_MS, stop) : undefined;
+  const signals = io.stopped === undefined ? exitAfterShutdown(logger, settings.drainTimeoutMs + SHUTDOWN_FLUSH_ALLOWANCE_MS, stop, cutNow) : undefined;
   let sidecar: RunningSidecar;
   try {
     sidecar = await starting;

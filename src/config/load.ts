@@ -8,6 +8,7 @@ import type { HistogramExposition } from '../metrics/protobuf-exposition.js';
 import { podIdentityFromEnv, type PodIdentity } from '../dcgm/pod-identity.js';
 import type { ModelDiscoverySettings } from '../discovery/model-discovery.js';
 import { commitOf } from '../version.js';
+import { defaultMaxConnections, LIMIT_DEFAULTS, type RelayLimits } from '../proxy/relay-limits.js';
 import type { Route } from '../taps/route-table.js';
 import { parseDurationMs } from './duration.js';
 import { nearestKnownKey } from './key-suggestion.js';
@@ -79,6 +80,8 @@ export interface Settings {
   readonly observe: boolean;
   /** How `tokentap render` writes the alerting rules. */
   readonly alerts: AlertSettings;
+  /** What the relay may hold per client and in total (`limits:`, src/proxy/relay-limits.ts). */
+  readonly limits: RelayLimits;
   /** The file the settings were read from, if any. */
   readonly configFile: string | undefined;
   /** Asking the upstream for its model names (src/discovery/); undefined when `model_discovery.enabled` is false. */
@@ -293,6 +296,7 @@ function freezeSettings(config: ConfigFile, configFile: string | undefined, env:
     injectUsage: config.inject_usage ?? false,
     observe: observeFromEnv(env),
     alerts: freezeAlerts(config.alerts),
+    limits: freezeLimits(config.limits),
     configFile,
     modelDiscovery: freezeModelDiscovery(config.model_discovery, env),
     commit: commitOf(env),
@@ -357,6 +361,23 @@ function freezeModelDiscovery(config: ConfigFile['model_discovery'], env: LoadOp
     intervalMs,
     retryMs: Math.min(intervalMs, parseDurationMs(DEFAULTS.modelDiscoveryRetry) as number),
     timeoutMs: parseDurationMs(config?.timeout ?? DEFAULTS.modelDiscoveryTimeout) as number,
+  });
+}
+
+function freezeLimits(config: ConfigFile['limits']): RelayLimits {
+  const ms = (text: string | undefined, fallback: number) => (text === undefined ? fallback : (parseDurationMs(text) as number));
+  return Object.freeze({
+    maxConnections: config?.max_connections ?? defaultMaxConnections(),
+    requestHeadTimeoutMs: ms(config?.request_head_timeout, LIMIT_DEFAULTS.requestHeadTimeoutMs),
+    requestBodyIdleTimeoutMs: ms(config?.request_body_idle_timeout, LIMIT_DEFAULTS.requestBodyIdleTimeoutMs),
+    sniffedBodyBytes: config?.sniffed_body_bytes ?? LIMIT_DEFAULTS.sniffedBodyBytes,
+    rewrittenBodyBytes: config?.rewritten_body_bytes ?? LIMIT_DEFAULTS.rewrittenBodyBytes,
+    heldBodyBytes: config?.held_body_bytes ?? LIMIT_DEFAULTS.heldBodyBytes,
+    pipelinedRequests: config?.pipelined_requests ?? LIMIT_DEFAULTS.pipelinedRequests,
+    minRequestChunkBytes: config?.min_request_chunk_bytes ?? LIMIT_DEFAULTS.minRequestChunkBytes,
+    interimResponses: config?.interim_responses ?? LIMIT_DEFAULTS.interimResponses,
+    interimResponseBytes: config?.interim_response_bytes ?? LIMIT_DEFAULTS.interimResponseBytes,
+    logBufferBytes: config?.log_buffer_bytes ?? LIMIT_DEFAULTS.logBufferBytes,
   });
 }
 

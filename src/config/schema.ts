@@ -322,6 +322,35 @@ const modelDiscoverySettings = z.strictObject({
   timeout: duration.optional(),
 });
 
+/** A count or size limit: a whole number of at least 1. */
+const limitCount = z.number({ error: 'expected a whole number of at least 1' }).int({ error: 'expected a whole number of at least 1' }).min(1, { error: 'expected a whole number of at least 1' });
+
+/** Every resource the relay holds for a client, bounded (docs/limits.md has the table and defaults). */
+const limitSettings = z.strictObject({
+  /** Client connections open at once; beyond it new connections are closed at once. Default: from the file-descriptor limit. */
+  max_connections: limitCount.optional(),
+  /** Time a request head may take to arrive (default 60s). */
+  request_head_timeout: duration.optional(),
+  /** Silence from the client in the middle of a request body before it is cut with 408 (default 60s). */
+  request_body_idle_timeout: duration.optional(),
+  /** Bytes of one JSON request body held to read its `model` (default 1 MiB). */
+  sniffed_body_bytes: limitCount.optional(),
+  /** Bytes of one request body held by `inject_usage` to rewrite it (default 8 MiB). */
+  rewritten_body_bytes: limitCount.optional(),
+  /** Bytes of request bodies held across all requests at once (sniffing and inject_usage; default 64 MiB). */
+  held_body_bytes: limitCount.optional(),
+  /** Requests queued on one connection behind the one being answered (default 16). */
+  pipelined_requests: limitCount.optional(),
+  /** Past 1,024 chunks, the average chunk size a chunked request body must keep, else it is cut with 400 (default 64). */
+  min_request_chunk_bytes: limitCount.optional(),
+  /** Interim (1xx) responses relayed per request (default 8). */
+  interim_responses: limitCount.optional(),
+  /** Bytes of interim (1xx) response heads relayed per request (default 64 KiB). */
+  interim_response_bytes: limitCount.optional(),
+  /** Bytes of log lines waiting for stdout before further lines are dropped (default 16 MiB). */
+  log_buffer_bytes: limitCount.optional(),
+});
+
 export const configFileSchema = z.strictObject({
   upstream: upstreamUrl.optional(),
   listen: listenAddress.optional(),
@@ -350,6 +379,8 @@ export const configFileSchema = z.strictObject({
   model_discovery: modelDiscoverySettings.optional(),
   /** Alerting rules rendered by `tokentap render`. */
   alerts: alertSettings.optional(),
+  /** Bounds on what the relay holds per client and in total (docs/limits.md). */
+  limits: limitSettings.optional(),
   log_level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).optional(),
   metrics: z
     .strictObject({

@@ -12,12 +12,14 @@ import type { Logger } from 'pino';
  * second signal exits 1 at once (an operator pressing Ctrl-C twice, or kubelet's escalation), a
  * shutdown that outlives `graceMs` exits 1, and a crash still drains before exiting 1.
  */
-export function exitAfterShutdown(logger: Logger, graceMs: number, shutdown: (trigger: string) => Promise<void>): { uninstall(): void } {
+export function exitAfterShutdown(logger: Logger, graceMs: number, shutdown: (trigger: string) => Promise<void>, cutNow: () => number = () => 0): { uninstall(): void } {
   return closeWithGrace(
     {
       delay: graceMs,
       logger: false,
-      onSecondSignal: (signal) => logger.error({ signal }, 'second signal during shutdown: exiting at once'),
+      // Synchronous, before close-with-grace's process.exit(1): the cut requests are logged (pino
+      // writes what is buffered on exit) rather than lost with the process.
+      onSecondSignal: (signal) => logger.error({ signal, cut_requests: cutNow() }, 'second signal during shutdown: cut the requests in flight (outcome "shutdown") and exiting at once'),
       onSecondError: (error) => logger.error({ err: error }, 'error during shutdown: exiting at once'),
       onTimeout: (delay) => logger.error({ grace_ms: delay }, 'shutdown did not finish in time: exiting'),
     },

@@ -13,13 +13,33 @@ const BATCH_BYTES = 4096;
 const BATCH_MAX_DELAY_MS = 250;
 
 /**
+ * Bytes of lines waiting for the destination before further lines are dropped (`limits.log_buffer_bytes`):
+ * a stdout nobody reads (a stuck log collector, a full pipe) must not grow the process without bound.
+ */
+export const DEFAULT_LOG_BUFFER_BYTES = 16 << 20;
+
+/** Lines dropped by each logger because its destination did not drain; read for tokentap_limit_exceeded_total. */
+const DROPPED = new WeakMap<Logger, { lines: number }>();
+
+/** Log lines dropped so far because the destination did not take them (0 for a stream destination). */
+export function droppedLogLines(logger: Logger): number {
+  return DROPPED.get(logger)?.lines ?? 0;
+}
+
+/**
  * One JSON line per request (and a few lifecycle lines). Asynchronous destination: a log write
  * never blocks the event loop that forwards streams. `destination`: a file descriptor (batched as
- * above), or a stream (tests), which gets every line as it is logged.
+ * above, at most `maxBufferBytes` waiting: beyond it a line is dropped and counted), or a stream
+ * (tests), which gets every line as it is logged.
  */
-export function createLogger(level: string, destination: NodeJS.WritableStream | number = 1): Logger {
+export function createLogger(level: string, destination: NodeJS.WritableStream | number = 1, maxBufferBytes = DEFAULT_LOG_BUFFER_BYTES): Logger {
   if (typeof destination !== 'number') return pino(loggerOptions(level), destination);
-  const stream = pino.destination({ dest: destination, sync: false, minLength: BATCH_BYTES });
+  // sonic-boom's maxLength: a write that would take its buffer past it is dropped with a 'drop' event (one per line).
+  const stream = pino.destination({ dest: destination, sync: false, minLength: BATCH_BYTES, maxLength: Math.max(maxBufferBytes, BATCH_BYTES * 2) });
+  const dropped = { lines: 0 };
+  stream.on('drop', () => {
+    dropped.lines++;
+  });
   let unwritten = false;
   const logger = pino(
     {
@@ -33,6 +53,7 @@ export function createLogger(level: string, destination: NodeJS.WritableStream |
     },
     stream,
   );
+  DROPPED.set(logger, dropped);
   setInterval(() => {
     if (!unwritten) return;
     unwritten = false;

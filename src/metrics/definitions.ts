@@ -23,6 +23,7 @@ export const ATTR = {
   reason: 'reason',
   slo: 'slo',
   sloResult: 'result',
+  limit: 'limit',
   operation: 'operation',
   inFlight: 'in_flight',
 } as const;
@@ -439,6 +440,27 @@ export const GPU_METRICS = {
     labels: [ATTR.reason],
   },
 } as const satisfies Record<string, GpuMetricDefinition>;
+
+/**
+ * Metrics about the relay itself, not about one request: like GPU_METRICS they carry no `workload`
+ * or model (a connection refused at the limit has neither).
+ */
+export const RELAY_METRICS = {
+  /**
+   * One per time a limit of `limits:` tripped (src/proxy/relay-limits.ts, docs/limits.md); `limit`
+   * names it (connections, fds, request_head_timeout, request_body_idle_timeout, sniffed_body_bytes,
+   * rewritten_body_bytes, held_body_bytes, pipelined_requests, min_request_chunk_bytes, interim_responses,
+   * interim_response_bytes, log_buffer_bytes). For log_buffer_bytes, one per log line dropped.
+   */
+  limitExceeded: {
+    kind: 'counter',
+    otelName: 'tokentap.limit.exceeded',
+    promName: 'tokentap_limit_exceeded_total',
+    unit: '{event}',
+    description: 'Times a relay limit tripped (limits: in the configuration), by limit; log_buffer_bytes counts dropped log lines.',
+    labels: [ATTR.limit],
+  },
+} as const;
 
 /**
  * tokentap's own health. Like GPU_METRICS they carry no workload or model: they concern the whole

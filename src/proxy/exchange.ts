@@ -5,7 +5,9 @@ import { incomingHeaders, rawHeader } from './http1/incoming-headers.js';
 import type { RequestBodyFraming } from './http1/request-rules.js';
 import { bodyFraming, ResponseHeadError, type BodyFraming, type ResponseHead } from './http1/response-head.js';
 import { CHUNK_END, chunkSizeLine, LAST_CHUNK, requestHead, responseHead, simpleResponse } from './http1/wire.js';
-import { RequestBodySniffer } from './request-body-sniffer.js';
+import type { LimitCounters } from '../metrics/limit-counters.js';
+import type { RelayLimits } from './relay-limits.js';
+import { RequestBodySniffer, type SnifferLimits } from './request-body-sniffer.js';
 import { RequestMonitor, type MonitorDependencies } from './request-monitor.js';
 import { UnobservedRequest } from './unobserved-request.js';
 import { upstreamErrorBody } from './upstream-error.js';
@@ -34,6 +36,11 @@ export interface ExchangeContext {
   readonly clientKeepAliveMs: number;
   /** `Connection: keep-alive` and `Keep-Alive: timeout=N` lines, for responses that keep the connection. */
   readonly keepAliveHeaders: string;
+  readonly limits: RelayLimits;
+  /** tokentap_limit_exceeded_total: touched only when a limit trips. */
+  readonly counters: LimitCounters;
+  /** The model sniffers' cap and the held-bytes budget they share with inject_usage. */
+  readonly sniffing: SnifferLimits;
 }
 
 /** One parsed client request head, as request-rules.ts accepted it. */
@@ -99,6 +106,7 @@ const enum Output {
  */
 export class Exchange implements UpstreamOwner, IdleWatched {
   upstreamActivity = 0;
+  requestActivity = 0;
   private readonly context: ExchangeContext;
   private readonly client: ExchangeClient;
   private readonly request: RequestHead;
@@ -110,6 +118,11 @@ export class Exchange implements UpstreamOwner, IdleWatched {
   private upstreamHeaders: string[] = [];
   /** Request body parts that arrived before start() (pipelined), sent when it starts. */
   private early: Buffer[] | undefined;
+  /** Bytes in `early`: the connection stops reading while its queued requests hold too many. */
+  earlyBytes = 0;
+  /** Interim (1xx) responses relayed so far, and their bytes: capped by limits.interim_responses and interim_response_bytes. */
+  private interimResponses = 0;
+  private interimBytes = 0;
   private requestEnded = false;
   private requestHeadSent = false;
   /** The usage injection sent a rewritten body under its own Content-Length: no chunk framing. */
@@ -149,7 +162,7 @@ export class Exchange implements UpstreamOwner, IdleWatched {
     const headers = needsHeaders ? incomingHeaders(request.rawHeaders) : undefined;
     if (context.observe) {
       this.monitor = new RequestMonitor(context.monitor, request.method, request.url, headers!);
-      this.sniffer = new RequestBodySniffer(headers!['content-type']);
+      this.sniffer = new RequestBodySniffer(headers!['content-type'], context.sniffing);
     } else {
       this.monitor = new UnobservedRequest();
     }
@@ -159,6 +172,16 @@ export class Exchange implements UpstreamOwner, IdleWatched {
       this.injection === undefined
         ? undefined
         : { head: (contentLength) => this.sendRequestHead(contentLength), write: (chunk) => this.writeRequestBody(chunk), end: () => this.endRequestBody() };
+  }
+
+  /** The response head has gone to the client: nothing but the response may be written now. */
+  get responseStarted(): boolean {
+    return this.responseHeadSent;
+  }
+
+  /** An HTTP/1.1 client, to which an interim (1xx) response may be sent. */
+  get interimAllowed(): boolean {
+    return this.request.http11;
   }
 
   /** Connects (or takes a pooled connection) and sends the request head and what body has come. */
@@ -180,6 +203,8 @@ export class Exchange implements UpstreamOwner, IdleWatched {
     }
     const early = this.early;
     this.early = undefined;
+    this.context.sniffing.budget.give(this.earlyBytes);
+    this.earlyBytes = 0;
     if (early !== undefined) for (const chunk of early) this.forwardRequestBody(chunk);
     if (this.requestEnded) this.finishRequestBody();
   }
@@ -187,9 +212,17 @@ export class Exchange implements UpstreamOwner, IdleWatched {
   // From the client connection's parser.
 
   requestBody(chunk: Buffer): void {
+    // The upstream's silence is timed from the client's last body byte too: an upload still
+    // arriving (held by inject_usage, or queued) is not cut by upstream_idle_timeout.
+    this.requestActivity++;
     this.sniffer?.push(chunk);
-    if (this.phase === Phase.Waiting) (this.early ??= []).push(chunk);
-    else this.forwardRequestBody(chunk);
+    if (this.phase === Phase.Waiting) {
+      (this.early ??= []).push(chunk);
+      this.earlyBytes += chunk.length;
+      this.context.sniffing.budget.add(chunk.length);
+    } else {
+      this.forwardRequestBody(chunk);
+    }
   }
 
   requestEnd(): void {
@@ -235,6 +268,32 @@ export class Exchange implements UpstreamOwner, IdleWatched {
     this.upstream = undefined;
   }
 
+  /**
+   * The request body broke a limit (it stopped arriving for limits.request_body_idle_timeout: 408;
+   * its chunks were too small, limits.min_request_chunk_bytes: 400): the request is the client's
+   * fault (outcome `client_error`, which burns no SLO). Answered with `status` when nothing was
+   * answered yet, else the response is cut; the upstream connection, holding a partial request, is
+   * closed. The connection closes after it (the rest of the body would be read as a request).
+   */
+  requestBodyRefused(status: 400 | 408, detail: string): void {
+    if (this.phase === Phase.Done) return;
+    const headSent = this.responseHeadSent;
+    const queued = this.phase === Phase.Waiting;
+    this.settle();
+    this.monitor.fail('client_error', headSent ? undefined : status, detail);
+    this.upstream?.discard();
+    this.upstream = undefined;
+    // Queued behind another request: the connection answers once the one in flight has.
+    if (queued) return;
+    const socket = this.client.socket;
+    if (headSent) {
+      socket.destroy();
+      return;
+    }
+    if (!socket.destroyed) socket.write(simpleResponse(status, status === 408 ? 'Request Timeout' : 'Bad Request', 'text/plain; charset=utf-8', `tokentap: ${detail}\n`, true));
+    this.client.exchangeFinished(false);
+  }
+
   clientDrain(): void {
     if (!this.upstreamPaused) return;
     this.upstreamPaused = false;
@@ -258,6 +317,8 @@ export class Exchange implements UpstreamOwner, IdleWatched {
   upstreamClosed(error: NodeJS.ErrnoException | undefined): void {
     this.upstream = undefined;
     if (this.phase === Phase.Done) return;
+    // No descriptor left for the upstream connection: the process is past its ulimit -n (limits.max_connections too high).
+    if (error?.code === 'EMFILE' || error?.code === 'ENFILE') this.context.counters.tripped('fds');
     if (this.retryable()) {
       this.retry();
       return;
@@ -418,9 +479,20 @@ export class Exchange implements UpstreamOwner, IdleWatched {
         return;
       }
       // An interim response (100 Continue, 103 Early Hints): passed on to HTTP/1.1 clients, then
-      // the final head is read.
+      // the final head is read. Counted and capped: an upstream sending them without end to a client
+      // that does not read grew the process by 1-3 GB in 8 s (issue 13).
+      this.interimResponses++;
+      this.interimBytes += headBytes;
+      const limits = this.context.limits;
+      if (this.interimResponses > limits.interimResponses || this.interimBytes > limits.interimResponseBytes) {
+        const count = this.interimResponses > limits.interimResponses;
+        this.context.counters.tripped(count ? 'interim_responses' : 'interim_response_bytes');
+        this.unforwardable(count ? `more than ${limits.interimResponses} interim responses (limits.interim_responses)` : `more than ${limits.interimResponseBytes} bytes of interim responses (limits.interim_response_bytes)`);
+        return;
+      }
+      // Through writeClient: a client that does not drain pauses the upstream, as for the body.
       // (endToEndHeaders drops a Content-Length: an interim response has no body, RFC 9110 section 15.2.)
-      if (this.request.http11) this.client.socket.write(responseHead(head.status, head.statusMessage, endToEndHeaders(head.rawHeaders), ''), 'latin1');
+      if (this.request.http11) this.writeClient(responseHead(head.status, head.statusMessage, endToEndHeaders(head.rawHeaders), ''), 'latin1');
       upstream.head.begin();
       if (rest !== undefined) this.responseHead(rest);
       return;
@@ -440,7 +512,12 @@ export class Exchange implements UpstreamOwner, IdleWatched {
     this.stripper = this.injection?.responseStripper(head.status, head.contentType);
     const framing = bodyFraming(head, request.method);
     this.framing = framing;
-    this.upstreamReusable = head.keepAlive && framing !== 'close';
+    // A HEAD, 204 or 304 answer has no body (RFC 9110 sections 9.3.2, 15.3.5, 15.4.5), but one
+    // whose head announces a body (a length above 0, or chunked) may come from a server that sends
+    // that body anyway, after the head: on a reused connection those bytes would be read as the
+    // next request's response. Such a connection is closed, not pooled.
+    const bodyAnnounced = framing === 'none' && (head.transferEncoded || head.contentLength > 0);
+    this.upstreamReusable = head.keepAlive && framing !== 'close' && !bodyAnnounced;
     let headers = endToEndHeaders(head.rawHeaders);
     let extra = '';
     let closeDelimited = framing === 'close';
@@ -606,6 +683,14 @@ export class Exchange implements UpstreamOwner, IdleWatched {
   private settle(): void {
     this.phase = Phase.Done;
     this.context.idleSweep.unwatch(this);
+    // Nothing held for the request outlives it: its bytes go back to the held-bytes budget.
+    this.sniffer?.release();
+    this.injection?.discard();
+    if (this.early !== undefined) {
+      this.early = undefined;
+      this.context.sniffing.budget.give(this.earlyBytes);
+      this.earlyBytes = 0;
+    }
   }
 
   // Failures.

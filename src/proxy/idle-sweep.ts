@@ -2,6 +2,11 @@
 export interface IdleWatched {
   /** Bumped on every upstream read: the sweep compares it, so a read costs no clock and no timer. */
   upstreamActivity: number;
+  /**
+   * Bumped per request-body piece from the client: an upload still arriving keeps the request from
+   * being cut as the upstream's silence (the upstream is waiting for it).
+   */
+  requestActivity?: number;
   /** Called once, when nothing was read for the timeout. */
   upstreamTimeout(): void;
 }
@@ -30,7 +35,7 @@ export class IdleSweep {
   }
 
   watch(exchange: IdleWatched): void {
-    this.watched.set(exchange, { activity: exchange.upstreamActivity, lastActiveMs: performance.now() });
+    this.watched.set(exchange, { activity: activityOf(exchange), lastActiveMs: performance.now() });
     this.timer ??= setInterval(() => this.sweep(), this.intervalMs).unref();
   }
 
@@ -43,8 +48,9 @@ export class IdleSweep {
   private sweep(): void {
     const now = performance.now();
     for (const [exchange, state] of this.watched) {
-      if (exchange.upstreamActivity !== state.activity) {
-        state.activity = exchange.upstreamActivity;
+      const activity = activityOf(exchange);
+      if (activity !== state.activity) {
+        state.activity = activity;
         state.lastActiveMs = now;
       } else if (now - state.lastActiveMs >= this.timeoutMs) {
         this.unwatch(exchange);
@@ -52,4 +58,8 @@ export class IdleSweep {
       }
     }
   }
+}
+
+function activityOf(exchange: IdleWatched): number {
+  return exchange.upstreamActivity + (exchange.requestActivity ?? 0);
 }

@@ -1,6 +1,9 @@
 import net from 'node:net';
 import { ClientConnection, KEEP_ALIVE_TIMEOUT_MS } from './client-connection.js';
+import { LimitCounters } from '../metrics/limit-counters.js';
 import type { ExchangeContext } from './exchange.js';
+import { HeldBytesBudget } from './held-bytes.js';
+import { defaultLimits, type RelayLimits } from './relay-limits.js';
 import { IdleSweep } from './idle-sweep.js';
 import type { MonitorDependencies } from './request-monitor.js';
 import { UpstreamPool } from './upstream-pool.js';
@@ -17,8 +20,14 @@ export interface ProxyOptions {
   readonly usageInjection?: UsageInjector | undefined;
   /** Idle time after which a client's keep-alive connection is closed; default KEEP_ALIVE_TIMEOUT_MS. */
   readonly clientKeepAliveMs?: number;
-  /** Time a request head may take to arrive; default HEADERS_TIMEOUT_MS. */
+  /** Time a request head may take to arrive; default limits.requestHeadTimeoutMs. */
   readonly headersTimeoutMs?: number;
+  /** What the relay may hold (`limits:`); defaultLimits() when absent. */
+  readonly limits?: RelayLimits;
+  /** tokentap_limit_exceeded_total; a private set when absent. */
+  readonly counters?: LimitCounters;
+  /** The held-bytes budget, shared with the usage injector; one of limits.heldBodyBytes when absent. */
+  readonly heldBytes?: HeldBytesBudget;
   /** Request bytes held for a retry on a fresh upstream connection (exchange.ts); default RETRY_BODY_LIMIT_BYTES. */
   readonly upstreamRetryBodyLimitBytes?: number;
 }
@@ -26,7 +35,10 @@ export interface ProxyOptions {
 /** `upstream_retry_body_limit`'s default: 64 KiB holds any chat request but a long-context one. */
 export const RETRY_BODY_LIMIT_BYTES = 64 * 1024;
 
-/** How long a request head may take to arrive: node:http's headersTimeout default. */
+/** At most one warning a minute when accept() fails for want of file descriptors: the counter has the rate. */
+const FD_WARNING_EVERY_MS = 60_000;
+
+/** How long a request head may take to arrive: node:http's headersTimeout default (limits.request_head_timeout's). */
 export const HEADERS_TIMEOUT_MS = 60_000;
 
 /**
@@ -50,6 +62,9 @@ export class ProxyServer extends net.Server {
   private readonly timersCheck: NodeJS.Timeout;
   private readonly headersTimeoutMs: number;
   private readonly clientKeepAliveMs: number;
+  private readonly requestBodyIdleTimeoutMs: number;
+  private readonly connectionLimit: number;
+  private lastFdWarningMs = -Infinity;
 
   constructor(options: ProxyOptions) {
     super({ noDelay: true, allowHalfOpen: true });
@@ -58,6 +73,10 @@ export class ProxyServer extends net.Server {
     // An IPv6 literal comes bracketed in a URL; net.connect wants it bare.
     const host = hostname.startsWith('[') ? hostname.slice(1, -1) : hostname;
     this.pool = new UpstreamPool(host, upstreamPort);
+    const limits = options.limits ?? defaultLimits();
+    const counters = options.counters ?? new LimitCounters();
+    this.connectionLimit = limits.maxConnections;
+    this.requestBodyIdleTimeoutMs = limits.requestBodyIdleTimeoutMs;
     const context: ExchangeContext = {
       pool: this.pool,
       upstreamAddress: `${hostname}:${upstreamPort}`,
@@ -70,16 +89,41 @@ export class ProxyServer extends net.Server {
       clientKeepAliveMs: options.clientKeepAliveMs ?? KEEP_ALIVE_TIMEOUT_MS,
       // Whole seconds, rounded down: the connection is never closed before the time it announces.
       keepAliveHeaders: `Connection: keep-alive\r\nKeep-Alive: timeout=${Math.floor((options.clientKeepAliveMs ?? KEEP_ALIVE_TIMEOUT_MS) / 1000)}\r\n`,
+      limits,
+      counters,
+      sniffing: { maxBytes: limits.sniffedBodyBytes, budget: options.heldBytes ?? new HeldBytesBudget(limits.heldBodyBytes), counters },
     };
     const forget = (connection: ClientConnection) => this.clients.delete(connection);
     this.on('connection', (socket: net.Socket) => {
+      // At the limit a connection is closed as soon as it is accepted, before anything of it is
+      // read: nothing was received, so the client may retry it anywhere; the streams open go on.
+      if (this.clients.size >= this.connectionLimit) {
+        counters.tripped('connections');
+        socket.on('error', () => {});
+        socket.destroy();
+        return;
+      }
       this.clients.add(new ClientConnection(context, socket, forget));
     });
-    this.headersTimeoutMs = options.headersTimeoutMs ?? HEADERS_TIMEOUT_MS;
+    // accept() failing for want of descriptors: libuv closes the waiting connections with a
+    // descriptor it keeps in reserve and reports nothing (uv__emfile_trick); only when it has no
+    // reserve does the error come here, where without a listener it would end the process.
+    this.on('error', (error: NodeJS.ErrnoException) => {
+      if (error.syscall !== 'accept') return;
+      counters.tripped('fds');
+      const now = performance.now();
+      if (now - this.lastFdWarningMs < FD_WARNING_EVERY_MS) return;
+      this.lastFdWarningMs = now;
+      options.monitor.logger.warn(
+        { err: error, open_connections: this.clients.size, max_connections: this.connectionLimit },
+        'proxy could not accept a connection (out of file descriptors): lower limits.max_connections or raise ulimit -n',
+      );
+    });
+    this.headersTimeoutMs = options.headersTimeoutMs ?? limits.requestHeadTimeoutMs;
     this.clientKeepAliveMs = context.clientKeepAliveMs;
     // node:http checks heads every 30 s; a quarter of the shorter timeout (at most 1 s) keeps each
     // cut close to its time.
-    const checkEveryMs = Math.min(1_000, Math.max(10, Math.min(this.headersTimeoutMs, this.clientKeepAliveMs) / 4));
+    const checkEveryMs = Math.min(1_000, Math.max(10, Math.min(this.headersTimeoutMs, this.clientKeepAliveMs, this.requestBodyIdleTimeoutMs) / 4));
     this.timersCheck = setInterval(() => this.checkTimers(), checkEveryMs).unref();
     this.on('close', () => {
       clearInterval(this.timersCheck);
@@ -108,12 +152,34 @@ export class ProxyServer extends net.Server {
     for (const connection of this.clients) connection.socket.destroy();
   }
 
-  /** Head timeout and keep-alive idle close for every client connection, in one pass. */
+  /**
+   * Cuts every request in flight or queued at once, synchronously, each recorded (as `shutdown` once
+   * the drain is cutting): for a second shutdown signal, after which the process exits before any
+   * socket event could record them. Returns how many requests were cut.
+   */
+  cutAll(): number {
+    let cut = 0;
+    for (const connection of [...this.clients]) cut += connection.cut();
+    return cut;
+  }
+
+  /** Head timeout, body idle timeout and keep-alive idle close for every client connection, in one pass. */
   private checkTimers(): void {
     const now = performance.now();
     for (const connection of this.clients) {
       if (connection.headStartedMs !== -1 && now - connection.headStartedMs > this.headersTimeoutMs) connection.headersTimedOut();
+      else if (connection.bodyActiveSinceMs !== -1) this.checkBodyIdle(connection, now);
       else if (connection.idleSinceMs !== -1 && now - connection.idleSinceMs > this.clientKeepAliveMs && connection.idle) connection.socket.destroy();
+    }
+  }
+
+  /** A body cut only for the client's own silence: time spent with reading stopped by tokentap does not count. */
+  private checkBodyIdle(connection: ClientConnection, now: number): void {
+    if (connection.bodyActivity !== connection.bodyCheckedActivity || connection.readingStopped) {
+      connection.bodyCheckedActivity = connection.bodyActivity;
+      connection.bodyActiveSinceMs = now;
+    } else if (now - connection.bodyActiveSinceMs > this.requestBodyIdleTimeoutMs) {
+      connection.bodyTimedOut();
     }
   }
 }

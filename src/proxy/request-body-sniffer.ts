@@ -1,26 +1,62 @@
+import type { LimitCounters } from '../metrics/limit-counters.js';
 import { BoundedBody } from '../taps/bounded-body.js';
+import type { HeldBytesBudget } from './held-bytes.js';
+
+/** limits.sniffed_body_bytes by default. */
+export const MAX_SNIFFED_BODY_BYTES = 1 << 20;
+
+/** What the sniffers of one listener share: the per-body cap, the budget across bodies, the counters. */
+export interface SnifferLimits {
+  readonly maxBytes: number;
+  readonly budget: HeldBytesBudget;
+  readonly counters: LimitCounters;
+}
 
 /**
  * Finds the model a request asks for, beside the forwarded body, parsing it once when it ends.
  * A body that is not JSON, larger than the cap or without a string `model` yields undefined, and the
- * request is forwarded as is either way.
+ * request is forwarded as is either way. What it holds counts against the listener's held-bytes
+ * budget; a body that does not fit in it (or in the per-body cap) is let go at once and counted
+ * (`sniffed_body_bytes`, `held_body_bytes`), its model then unknown.
  */
-export const MAX_SNIFFED_BODY_BYTES = 1 << 20;
-
 export class RequestBodySniffer {
-  private readonly body: BoundedBody | undefined;
+  private body: BoundedBody | undefined;
+  private readonly limits: SnifferLimits;
+  /** Bytes taken from the budget for this body. */
+  private taken = 0;
 
-  constructor(contentType: string | undefined) {
+  constructor(contentType: string | undefined, limits: SnifferLimits) {
+    this.limits = limits;
     const isJson = contentType !== undefined && /\bjson\b/i.test(contentType);
-    this.body = isJson ? new BoundedBody(MAX_SNIFFED_BODY_BYTES) : undefined;
+    this.body = isJson ? new BoundedBody(limits.maxBytes) : undefined;
   }
 
   push(chunk: Buffer): void {
-    this.body?.push(chunk);
+    const body = this.body;
+    if (body === undefined) return;
+    if (!this.limits.budget.take(chunk.length)) {
+      this.limits.counters.tripped('held_body_bytes');
+      this.release();
+      return;
+    }
+    this.taken += chunk.length;
+    body.push(chunk);
+    if (body.oversized) {
+      this.limits.counters.tripped('sniffed_body_bytes');
+      this.release();
+    }
   }
 
   model(): string | undefined {
     const model = (this.body?.json() as { model?: unknown } | null | undefined)?.model;
+    this.release();
     return typeof model === 'string' ? model : undefined;
+  }
+
+  /** Lets go of what is held (the request ended or was cut); nothing more is held after it. */
+  release(): void {
+    this.body = undefined;
+    this.limits.budget.give(this.taken);
+    this.taken = 0;
   }
 }

@@ -1,4 +1,6 @@
+import { LimitCounters } from '../metrics/limit-counters.js';
 import type { RouteTable } from '../taps/route-table.js';
+import { HeldBytesBudget } from './held-bytes.js';
 import { withoutHeader } from './hop-by-hop.js';
 
 /**
@@ -23,14 +25,23 @@ export interface UpstreamRequestBody {
   end(): void;
 }
 
-/** Bodies larger than this are forwarded unchanged: chat requests are far smaller. */
-const MAX_REWRITTEN_BODY_BYTES = 8 << 20;
+/** Bodies larger than this are forwarded unchanged: chat requests are far smaller (limits.rewritten_body_bytes by default). */
+export const MAX_REWRITTEN_BODY_BYTES = 8 << 20;
+
+/** The per-body cap, the budget shared with the model sniffer, and the counters of both tripping. */
+export interface InjectionLimits {
+  readonly maxBytes: number;
+  readonly budget: HeldBytesBudget;
+  readonly counters: LimitCounters;
+}
 
 export class UsageInjector {
   private readonly routes: RouteTable;
+  private readonly limits: InjectionLimits;
 
-  constructor(routes: RouteTable) {
+  constructor(routes: RouteTable, limits?: InjectionLimits) {
     this.routes = routes;
+    this.limits = limits ?? { maxBytes: MAX_REWRITTEN_BODY_BYTES, budget: new HeldBytesBudget(Number.MAX_SAFE_INTEGER), counters: new LimitCounters() };
   }
 
   /** The injection for one request, or undefined when it cannot apply (then the proxy path is untouched). */
@@ -38,7 +49,7 @@ export class UsageInjector {
     if (method !== 'POST' || contentType === undefined || !/\bjson\b/i.test(contentType)) return undefined;
     const query = url.indexOf('?');
     const protocol = this.routes.protocolFor(method, query === -1 ? url : url.slice(0, query));
-    return protocol === 'openai-chat' || protocol === 'openai-completions' ? new RequestInjection() : undefined;
+    return protocol === 'openai-chat' || protocol === 'openai-completions' ? new RequestInjection(this.limits) : undefined;
   }
 }
 
@@ -50,6 +61,11 @@ export class RequestInjection {
   private passthrough = false;
   /** The request was rewritten to ask for usage, so the usage-only chunk is not the client's. */
   private rewritten = false;
+  private readonly limits: InjectionLimits;
+
+  constructor(limits: InjectionLimits) {
+    this.limits = limits;
+  }
 
   /**
    * The upstream request headers (already filtered to end-to-end ones) for a request that may be
@@ -67,11 +83,14 @@ export class RequestInjection {
    */
   hold(chunk: Buffer, upstream: UpstreamRequestBody): boolean {
     if (this.passthrough) return false;
-    if (this.heldBytes + chunk.length > MAX_REWRITTEN_BODY_BYTES) {
+    const tooLarge = this.heldBytes + chunk.length > this.limits.maxBytes;
+    if (tooLarge || !this.limits.budget.take(chunk.length)) {
+      // Past the per-body cap, or the budget across requests is spent: forwarded unrewritten, not held.
+      this.limits.counters.tripped(tooLarge ? 'rewritten_body_bytes' : 'held_body_bytes');
       this.passthrough = true;
       upstream.head(undefined);
       for (const part of this.held) upstream.write(part);
-      this.held = [];
+      this.discard();
       return false;
     }
     this.held.push(chunk);
@@ -86,13 +105,21 @@ export class RequestInjection {
       return;
     }
     const original = Buffer.concat(this.held, this.heldBytes);
-    this.held = [];
+    this.discard();
     const body = withUsageRequested(original) ?? original;
     this.rewritten = body !== original;
     // Sent under its own Content-Length: the rewritten length, or the held body's (the client may have chunked it).
     upstream.head(body.length);
     upstream.write(body);
     upstream.end();
+  }
+
+  /** Lets go of the held body (sent, passed through, or the request was cut) and holds nothing more; gives its bytes back to the budget. */
+  discard(): void {
+    this.passthrough = true;
+    this.held = [];
+    this.limits.budget.give(this.heldBytes);
+    this.heldBytes = 0;
   }
 
   /**
@@ -110,9 +137,9 @@ export class RequestInjection {
  * The body with `stream_options.include_usage: true`, or undefined when it should go unchanged: not
  * a JSON object, not `stream: true`, or already asking (`include_usage: true`).
  *
- * When the body has no `stream_options` at all, the key is spliced in after the opening brace and
- * every other byte stays as the client wrote it (numbers beyond 2^53, key order, spacing); only an
- * existing `stream_options` object is re-serialised.
+ * When the body has no `stream_options` at all, the key is spliced in after the opening brace; an
+ * existing one has its value replaced where it stands. Every other byte stays as the client wrote
+ * it (numbers beyond 2^53, key order, spacing, bytes that are not UTF-8).
  */
 export function withUsageRequested(body: Buffer): Buffer | undefined {
   let request: unknown;
@@ -131,8 +158,71 @@ export function withUsageRequested(body: Buffer): Buffer | undefined {
     return Buffer.concat([body.subarray(0, brace + 1), Buffer.from('"stream_options":{"include_usage":true},'), body.subarray(brace + 1)]);
   }
   if (options !== null && typeof options === 'object' && (options as { include_usage?: unknown }).include_usage === true) return undefined;
-  const merged = { ...(options !== null && typeof options === 'object' ? options : {}), include_usage: true };
-  return Buffer.from(JSON.stringify({ ...fields, stream_options: merged }));
+  // Only the `stream_options` value is replaced, in place: re-serialising the whole body changed
+  // what the client wrote elsewhere (integers beyond 2^53 rounded, invalid UTF-8 made U+FFFD), and
+  // JSON.stringify overflows V8's stack on a nesting 5,000 deep (measured), which reset the client.
+  const span = lastTopLevelValue(body, STREAM_OPTIONS_KEY);
+  // The key written with escapes (`"stream\u005foptions"`): forwarded unchanged rather than guessed at.
+  if (span === undefined) return undefined;
+  let value: string;
+  try {
+    value = JSON.stringify({ ...(options !== null && typeof options === 'object' ? options : {}), include_usage: true });
+  } catch {
+    return undefined;
+  }
+  return Buffer.concat([body.subarray(0, span.start), Buffer.from(value), body.subarray(span.end)]);
+}
+
+const STREAM_OPTIONS_KEY = Buffer.from('"stream_options"');
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+
+function isJsonSpace(byte: number | undefined): boolean {
+  return byte === 0x20 || byte === 0x09 || byte === 0x0a || byte === 0x0d;
+}
+
+/**
+ * Where the value of the last top-level member named by `rawKey` (a JSON string, as written) lies
+ * in `body`, a JSON object JSON.parse has accepted; the last, because JSON.parse (and Python's
+ * json) take the last of repeated keys. One pass, no recursion (the nesting is the client's).
+ * Structural bytes are ASCII, so multi-byte UTF-8 and invalid bytes inside strings never match.
+ */
+function lastTopLevelValue(body: Buffer, rawKey: Buffer): { start: number; end: number } | undefined {
+  let found: { start: number; end: number } | undefined;
+  let depth = 0;
+  let expectKey = false;
+  let keyMatched = false;
+  let valueStart = -1;
+  for (let i = 0; i < body.length; i++) {
+    const byte = body[i] as number;
+    if (byte === QUOTE) {
+      const start = i;
+      for (i++; body[i] !== QUOTE; i++) if (body[i] === BACKSLASH) i++;
+      if (depth === 1 && expectKey) {
+        keyMatched = i + 1 - start === rawKey.length && rawKey.equals(body.subarray(start, i + 1));
+        expectKey = false;
+      }
+    } else if (byte === 0x7b || byte === 0x5b) {
+      if (++depth === 1) expectKey = true;
+    } else if (depth === 1 && byte === 0x3a) {
+      if (keyMatched) valueStart = i + 1;
+    } else if (depth === 1 && (byte === 0x2c || byte === 0x7d)) {
+      if (valueStart !== -1) {
+        let start = valueStart;
+        let end = i;
+        while (isJsonSpace(body[start])) start++;
+        while (isJsonSpace(body[end - 1])) end--;
+        found = { start, end };
+      }
+      valueStart = -1;
+      keyMatched = false;
+      expectKey = true;
+      if (byte === 0x7d) depth--;
+    } else if (byte === 0x7d || byte === 0x5d) {
+      depth--;
+    }
+  }
+  return found;
 }
 
 const LF = 10;

@@ -10,6 +10,7 @@ import { repoRoot } from './processes.js';
 import { runProfile } from './profile-run.js';
 import { renderProfile } from './profile-summary.js';
 import { renderReport } from './report.js';
+import { renderSoak, runSoak, SOAK_PLAN } from './soak.js';
 
 /**
  * `npm run bench [-- flags]`:
@@ -19,13 +20,16 @@ import { renderReport } from './report.js';
  *   --profile        tokentap alone under node --cpu-prof at 64 streams; top self-time functions
  *   --no-observe     with --profile: the proxy with observation off
  *   --no-request-log with --profile: log_level warn (no per-request log line)
+ *   --soak           the soak: 100,000 streamed requests of mixed outcomes through one sidecar,
+ *                    RSS, heap, handles and series at start, middle and end; exit 1 unless flat
+ *                    (--soak-requests N, --soak-seconds S to change its size and time bound)
  *   --against DIR    paired A/B: this build's tokentap and the built checkout in DIR under the same
  *                    load at the same time (against.ts); what a change cost in CPU per token
  *   --priority       run the bench and its processes at nice -10 (root only; on a machine shared
  *                    with other work, so the proxy is not waiting for its core)
  *   --out PATH       where to write the JSON
  */
-const USAGE = 'usage: npm run bench [-- --correctness | --profile [--no-observe] [--no-request-log] | --against DIR] [--priority] [--out PATH]';
+const USAGE = 'usage: npm run bench [-- --correctness | --profile [--no-observe] [--no-request-log] | --soak [--soak-requests N] [--soak-seconds S] | --against DIR] [--priority] [--out PATH]';
 
 /**
  * nice -10 for this process and everything it starts (children inherit it). With autogroup
@@ -46,6 +50,9 @@ async function main(): Promise<number> {
         profile: { type: 'boolean' },
         'no-observe': { type: 'boolean' },
         'no-request-log': { type: 'boolean' },
+        soak: { type: 'boolean' },
+        'soak-requests': { type: 'string' },
+        'soak-seconds': { type: 'string' },
         priority: { type: 'boolean' },
         against: { type: 'string' },
         out: { type: 'string' },
@@ -74,6 +81,21 @@ async function main(): Promise<number> {
   if (canPin) pin(process.pid, 1);
   const log = (line: string): void => void process.stderr.write(`${line}\n`);
   if (!canPin && !values.correctness) log('taskset not found: processes are not pinned');
+
+  if (values.soak) {
+    const requests = Number(values['soak-requests'] ?? SOAK_PLAN.requests);
+    const maxSeconds = Number(values['soak-seconds'] ?? SOAK_PLAN.maxSeconds);
+    if (!Number.isInteger(requests) || requests < 100 || !(maxSeconds > 0)) {
+      process.stderr.write(`--soak-requests: expected a whole number of at least 100; --soak-seconds: a positive number\n${USAGE}\n`);
+      return 2;
+    }
+    const result = await runSoak({ ...SOAK_PLAN, requests, maxSeconds, pin: canPin, log });
+    process.stdout.write(`${renderSoak(result)}\n`);
+    const out = values.out ?? join(repoRoot(), 'test', 'bench', 'results', 'soak.json');
+    await mkdir(dirname(out), { recursive: true });
+    await writeFile(out, `${JSON.stringify(result, null, 2)}\n`);
+    return result.problems.length === 0 ? 0 : 1;
+  }
 
   if (values.profile) {
     const run = await runProfile({ pin: canPin, observe: !values['no-observe'], logLevel: values['no-request-log'] ? 'warn' : 'info', arrivalMs: 6000 });

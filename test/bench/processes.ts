@@ -185,6 +185,8 @@ export interface SidecarProcessOptions {
   readonly logLevel?: 'info' | 'warn';
   /** Directory for `node --cpu-prof`; unset, no profile. */
   readonly cpuProfileDir?: string | undefined;
+  /** False: request lines are read and dropped, not kept (the soak's 100,000 would fill the bench's memory). */
+  readonly keepRequestLines?: boolean;
 }
 
 export async function startSidecarProcess(options: SidecarProcessOptions): Promise<SidecarProcess> {
@@ -248,7 +250,9 @@ export async function startSidecarProcess(options: SidecarProcessOptions): Promi
   // Every later line: request lines are kept for the accuracy check, anything else for error messages.
   createInterface({ input: child.stdout! }).on('line', (line) => {
     const parsed = parseJsonLine(line);
-    if (parsed?.['msg'] === 'request') requestLines.push(parsed as unknown as SidecarRequestLine);
+    if (parsed?.['msg'] === 'request') {
+      if (options.keepRequestLines !== false) requestLines.push(parsed as unknown as SidecarRequestLine);
+    }
     else if (output.length < 100_000) output += `${line}\n`;
   });
   return {

@@ -26,6 +26,15 @@ const MAX_SIZE_DIGITS = 13;
 /** Chunk extensions and trailer fields are not forwarded specially: this bounds what is scanned. */
 const MAX_LINE_BYTES = 16 * 1024;
 
+/**
+ * These lines are forwarded as the upstream wrote them, so they must end where every reader ends
+ * them: at CRLF (RFC 9112 section 7.1). nginx, Go's net/http and Python's http.client also end a
+ * line at a bare LF (RFC 9112 section 2.2 allows it), so one forwarded in an extension or a trailer
+ * line would make a client, or an ingress pooling its connections to tokentap, split the body
+ * elsewhere than tokentap did (test/security/review-chunked-bare-lf.test.ts).
+ */
+const BARE_LF = 'bare LF in a chunk size line or trailer line (lines end with CRLF)';
+
 export class ChunkedBodyError extends Error {}
 
 export class ChunkedBody {
@@ -84,6 +93,7 @@ export class ChunkedBody {
         }
         case State.Extension:
           if (byte === 0x0d) this.state = State.SizeLf;
+          else if (byte === 0x0a) throw new ChunkedBodyError(BARE_LF);
           else if (++this.lineBytes > MAX_LINE_BYTES) throw new ChunkedBodyError('chunk extension too long');
           break;
         case State.SizeLf:
@@ -108,6 +118,7 @@ export class ChunkedBody {
           break;
         case State.Trailer:
           if (byte === 0x0d) this.state = State.TrailerLf;
+          else if (byte === 0x0a) throw new ChunkedBodyError(BARE_LF);
           else if (++this.lineBytes > MAX_LINE_BYTES) throw new ChunkedBodyError('trailer field too long');
           break;
         case State.TrailerLf:

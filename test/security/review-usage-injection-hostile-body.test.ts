@@ -1,0 +1,71 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startCaptureUpstream, type SplitMessage } from '../helpers/capture-upstream.js';
+import { RawClient } from '../helpers/raw-http.js';
+import { startTestSidecar } from '../helpers/sidecar.js';
+
+/**
+ * `inject_usage: true` rewrites one member of a client's JSON body (`stream_options`). A hostile or
+ * merely unusual body must not turn that rewrite into something else: a nesting too deep for
+ * JSON.stringify (5,000 levels overflow V8's stack, measured) reset the client's connection from
+ * inside the parser callback, and re-serialising the whole body changed bytes the client wrote
+ * (integers beyond 2^53, invalid UTF-8) that the rewrite has no business touching.
+ */
+
+const seen: SplitMessage[] = [];
+let upstream: Awaited<ReturnType<typeof startCaptureUpstream>>;
+let sidecar: Awaited<ReturnType<typeof startTestSidecar>>;
+const clients: RawClient[] = [];
+
+beforeAll(async () => {
+  upstream = await startCaptureUpstream((message) => {
+    seen.push(message);
+    return false;
+  });
+  sidecar = await startTestSidecar(upstream.url, 'inject_usage: true\nupstream_idle_timeout: 20s\n');
+});
+
+afterAll(async () => {
+  for (const c of clients) c.close();
+  await sidecar?.close();
+  await upstream?.close();
+});
+
+async function relay(body: Buffer): Promise<{ answer: string; upstreamBody: Buffer }> {
+  const c = await RawClient.connect(sidecar.proxyUrl);
+  clients.push(c);
+  const before = seen.length;
+  c.write(Buffer.concat([Buffer.from(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`), body]));
+  const answer = await c.read((t) => /\r\n\r\n[\s\S]*\}$/.test(t), 5_000);
+  expect(seen.length).toBe(before + 1);
+  return { answer, upstreamBody: Buffer.from((seen[before] as SplitMessage).body, 'latin1') };
+}
+
+describe('usage injection never breaks or alters what it does not rewrite', () => {
+  it('forwards a body nested 20,000 deep (stream_options present) instead of resetting the connection', async () => {
+    const depth = 20_000;
+    const body = Buffer.from(`{"stream":true,"stream_options":{},"x":${'['.repeat(depth)}${']'.repeat(depth)}}`);
+    const { answer, upstreamBody } = await relay(body);
+    expect(answer).toMatch(/^HTTP\/1\.1 200 OK\r\n/);
+    expect(upstreamBody.toString('latin1')).toBe(`{"stream":true,"stream_options":{"include_usage":true},"x":${'['.repeat(depth)}${']'.repeat(depth)}}`);
+  });
+
+  it('rewrites only stream_options: integers beyond 2^53, spacing and invalid UTF-8 elsewhere stay byte for byte', async () => {
+    const before = Buffer.from('{ "seed": 18446744073709551615, "temperature": 1.0, "stream": true,\n  "stream_options": {"include_usage": false, "continuous_usage_stats": true}, "user": "');
+    const after = Buffer.from('" }');
+    const body = Buffer.concat([before, Buffer.from([0xff, 0xfe]), after]);
+    const { answer, upstreamBody } = await relay(body);
+    expect(answer).toMatch(/^HTTP\/1\.1 200 OK\r\n/);
+    const expected = Buffer.concat([
+      Buffer.from('{ "seed": 18446744073709551615, "temperature": 1.0, "stream": true,\n  "stream_options": {"include_usage":true,"continuous_usage_stats":true}, "user": "'),
+      Buffer.from([0xff, 0xfe]),
+      after,
+    ]);
+    expect(upstreamBody.toString('hex')).toBe(expected.toString('hex'));
+  });
+
+  it('with stream_options given twice, rewrites the last (the one JSON.parse and Python read) and leaves the first as written', async () => {
+    const body = Buffer.from('{"stream":true,"stream_options":{"include_usage":true},"stream_options":{"include_usage":false}}');
+    const { upstreamBody } = await relay(body);
+    expect(upstreamBody.toString('latin1')).toBe('{"stream":true,"stream_options":{"include_usage":true},"stream_options":{"include_usage":true}}');
+  });
+});

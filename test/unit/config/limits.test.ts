@@ -1,0 +1,64 @@
+import { describe, expect, it } from 'vitest';
+import { loadSettings } from '../../../src/config/load.js';
+import { defaultMaxConnections, LIMIT_DEFAULTS, processFdLimit, RESERVED_FDS } from '../../../src/proxy/relay-limits.js';
+import { problemsOf } from '../../helpers/problems.js';
+
+const withFile = (yaml: string) => loadSettings({ flags: { config: 'c.yaml' }, env: {}, readFile: () => yaml });
+
+describe('limits: settings', () => {
+  it('defaults every limit, the connection limit from the file-descriptor limit', () => {
+    const { limits } = loadSettings({ flags: {}, env: {} });
+    expect(limits).toEqual({ maxConnections: defaultMaxConnections(processFdLimit()), ...LIMIT_DEFAULTS });
+    expect(LIMIT_DEFAULTS.heldBodyBytes).toBe(64 << 20);
+    expect(Object.isFrozen(limits)).toBe(true);
+  });
+
+  it('derives the connection limit from ulimit -n, keeping descriptors in reserve', () => {
+    expect(RESERVED_FDS).toBe(128);
+    expect(defaultMaxConnections(1024)).toBe(448);
+    expect(defaultMaxConnections(256)).toBe(64);
+    expect(defaultMaxConnections(100)).toBe(16);
+    expect(defaultMaxConnections(1_048_576)).toBe(4096);
+  });
+
+  it('reads every key', () => {
+    const { limits } = withFile(
+      [
+        'limits:',
+        '  max_connections: 10',
+        '  request_head_timeout: 2s',
+        '  request_body_idle_timeout: 500ms',
+        '  sniffed_body_bytes: 1000',
+        '  rewritten_body_bytes: 2000',
+        '  held_body_bytes: 3000',
+        '  pipelined_requests: 2',
+        '  min_request_chunk_bytes: 8',
+        '  interim_responses: 3',
+        '  interim_response_bytes: 4000',
+        '  log_buffer_bytes: 5000',
+      ].join('\n'),
+    );
+    expect(limits).toEqual({
+      maxConnections: 10,
+      requestHeadTimeoutMs: 2000,
+      requestBodyIdleTimeoutMs: 500,
+      sniffedBodyBytes: 1000,
+      rewrittenBodyBytes: 2000,
+      heldBodyBytes: 3000,
+      pipelinedRequests: 2,
+      minRequestChunkBytes: 8,
+      interimResponses: 3,
+      interimResponseBytes: 4000,
+      logBufferBytes: 5000,
+    });
+  });
+
+  it('names the file, line and key of a bad limit', () => {
+    expect(problemsOf(() => withFile('limits:\n  max_connections: 0\n  request_body_idle_timeout: soon\n  pipelined_requests: 1.5\n  nonsense: 1\n'))).toEqual([
+      'c.yaml:2: limits.max_connections: expected a whole number of at least 1',
+      'c.yaml:3: limits.request_body_idle_timeout: expected a positive duration like "200ms", "30s" or "5m", got "soon"',
+      'c.yaml:4: limits.pipelined_requests: expected a whole number of at least 1',
+      'c.yaml:5: limits.nonsense: unknown setting',
+    ]);
+  });
+});
