@@ -42,6 +42,7 @@ interface Delta {
 }
 
 interface Choice {
+  index?: unknown;
   delta?: Delta | null;
   text?: unknown;
   finish_reason?: unknown;
@@ -56,6 +57,9 @@ interface Chunk {
   object?: unknown;
 }
 
+/** Choice indices tracked for completion; a larger or malformed index counts as choice 0. */
+const MAX_CHOICES = 256;
+
 export function createOpenAISseTap(context: TapContext): Tap {
   return new OpenAISseTap(context);
 }
@@ -63,6 +67,28 @@ export function createOpenAISseTap(context: TapContext): Tap {
 class OpenAISseTap extends SseEventTap {
   /** Last cumulative output-token count reported per chunk, to turn it into per-event counts. */
   private cumulativeTokens = 0;
+  /**
+   * Per choice index seen: finished (a `finish_reason` came) or not. With `n` > 1 the stream is
+   * complete only when every choice has finished: a client that leaves after the first choice's
+   * finish_reason did not get the others, so that must not count as `completed`.
+   */
+  private readonly choiceFinished: boolean[] = [false];
+  private openChoices = 1;
+
+  /** Notes the choice as seen; true when this chunk finishes it (its first finish_reason). */
+  private choiceEnded(choice: Choice): boolean {
+    if (choice === null || typeof choice !== 'object') return false;
+    const index = Number.isInteger(choice.index) && (choice.index as number) >= 0 && (choice.index as number) < MAX_CHOICES ? (choice.index as number) : 0;
+    const state = this.choiceFinished[index];
+    if (state === undefined) {
+      this.choiceFinished[index] = false;
+      this.openChoices++;
+    }
+    if (choice.finish_reason == null || state === true) return false;
+    this.choiceFinished[index] = true;
+    this.openChoices--;
+    return true;
+  }
 
   protected override onEvent(event: EventSourceMessage): void {
     const data = event.data;
@@ -102,10 +128,10 @@ class OpenAISseTap extends SseEventTap {
         const kind = contentKind(choice);
         if (kind !== NOT_CONTENT) contentChoices++;
         if (kind === ANSWER) answerChoices++;
-        if (choice.finish_reason != null) finished = true;
+        if (this.choiceEnded(choice)) finished = true;
       }
     }
-    if (finished) timeline.terminal = true;
+    if (finished && this.openChoices === 0) timeline.terminal = true;
 
     const reported = reportedCumulativeTokens(chunk);
     let tokens = contentChoices;

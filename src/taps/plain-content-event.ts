@@ -11,7 +11,7 @@
  * Exactness: an event passes only if the whole text is, by this grammar, valid compact JSON whose
  * meaning the tap would read as exactly that: an object of scalar fields (strings without escapes
  * or control characters, JSON numbers, literals) plus one `choices` array of one object made of
- * `index`, fields that are null (so `finish_reason`, if present, is null) and one `delta` object;
+ * `index` 0, fields that are null (so `finish_reason`, if present, is null) and one `delta` object;
  * the delta has one non-empty `content` string and otherwise null or string fields (which cannot
  * make a content delta less content). Keys that would change the tap's reading are excluded at
  * the top level (`choices` a second time, `usage`, `timings`, `error`, `"object":"error"`), and
@@ -26,7 +26,9 @@ const KEY = '"[A-Za-z0-9_]+"';
 const SCALAR = `(?:${STRING}|${NUMBER}|null|true|false)`;
 const DELTA_FIELD = `(?!"content")${KEY}:(?:null|${STRING})`;
 const DELTA = `\\{(?:${DELTA_FIELD},)*"content":${NON_EMPTY_STRING}(?:,${DELTA_FIELD})*\\}`;
-const CHOICE_FIELD = `(?:"index":${NUMBER}|(?!"delta")${KEY}:null)`;
+// Index 0 only: the tap tracks which choices have finished (several with n > 1), and the first
+// choice is the one it already counts as open.
+const CHOICE_FIELD = `(?:"index":0|(?!"delta")${KEY}:null)`;
 const CHOICE = `\\{(?:${CHOICE_FIELD},)*"delta":${DELTA}(?:,${CHOICE_FIELD})*\\}`;
 const TOP_FIELD = `(?!"choices"|"usage"|"timings"|"error"|"object":"error")${KEY}:${SCALAR}`;
 const PLAIN_CONTENT_CHUNK = new RegExp(`^\\{(?:${TOP_FIELD},)*"choices":\\[${CHOICE}\\](?:,${TOP_FIELD})*\\}$`);

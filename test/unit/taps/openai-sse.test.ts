@@ -104,6 +104,19 @@ describe('OpenAI SSE tap: tokens, ITL and TPOT', () => {
     expect(run.timeline.ttftMs).toBe(110);
   });
 
+  it('with n > 1, sees the end only when every choice has finished (a client leaving after the first is not served)', () => {
+    const choice = (index: number, content: string | undefined, finish: string | null) => ({
+      id: 'chatcmpl-1',
+      object: 'chat.completion.chunk',
+      choices: [{ index, delta: content === undefined ? {} : { content }, logprobs: null, finish_reason: finish }],
+    });
+    const firstDone = runTap(createOpenAISseTap, sse(choice(0, 'a', null), choice(1, 'b', null), choice(0, undefined, 'stop'), choice(1, 'c', null)));
+    expect(firstDone.timeline.contentEvents).toBe(3);
+    expect(firstDone.timeline.terminal).toBe(false);
+    const bothDone = runTap(createOpenAISseTap, sse(choice(0, 'a', null), choice(1, 'b', null), choice(0, undefined, 'stop'), choice(1, undefined, 'length')));
+    expect(bothDone.timeline.terminal).toBe(true);
+  });
+
   it('sees no terminal event in a stream that just stops', () => {
     const run = runTap(createOpenAISseTap, sse(chatChunk({ content: 'a' }), chatChunk({ content: 'b' })));
     expect(run.timeline.terminal).toBe(false);
