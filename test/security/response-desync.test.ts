@@ -1,9 +1,7 @@
-import type net from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startCaptureUpstream, type SplitMessage } from '../helpers/capture-upstream.js';
+import { describe, expect, it } from 'vitest';
 import { scrape, sumValues } from '../helpers/prometheus-text.js';
-import { RawClient } from '../helpers/raw-http.js';
-import { startTestSidecar } from '../helpers/sidecar.js';
+import type { RawClient } from '../helpers/raw-http.js';
+import { scriptedRelay } from '../helpers/scripted-relay.js';
 
 /**
  * The response direction: an upstream whose framing headers or bytes disagree must never
@@ -12,39 +10,16 @@ import { startTestSidecar } from '../helpers/sidecar.js';
  * chunked end, or closes before it, is cut and its upstream connection is never reused.
  */
 
-const scripts: Record<string, (socket: net.Socket) => void> = {};
-let upstream: Awaited<ReturnType<typeof startCaptureUpstream>>;
-let sidecar: Awaited<ReturnType<typeof startTestSidecar>>;
-const clients: RawClient[] = [];
-
-beforeAll(async () => {
-  upstream = await startCaptureUpstream((message: SplitMessage, socket) => {
-    const script = scripts[message.target];
-    if (script === undefined) return false;
-    script(socket);
-    return true;
-  });
-  sidecar = await startTestSidecar(upstream.url, 'upstream_idle_timeout: 20s\n');
-});
-
-afterAll(async () => {
-  for (const c of clients) c.close();
-  await sidecar?.close();
-  await upstream?.close();
-});
-
-async function client(): Promise<RawClient> {
-  const c = await RawClient.connect(sidecar.proxyUrl);
-  clients.push(c);
-  return c;
-}
+const relay = scriptedRelay();
+const { scripts } = relay;
+const client = (): Promise<RawClient> => relay.client();
 
 const get = (path: string, extra = '') => `GET ${path} HTTP/1.1\r\nHost: x\r\n${extra}\r\n`;
 const count = (text: string, part: string) => text.split(part).length - 1;
 const head = (text: string) => text.slice(0, text.indexOf('\r\n\r\n') + 2);
 
 async function outcome(name: string): Promise<number> {
-  return sumValues(await scrape(sidecar.adminUrl), 'tokentap_requests_total', { outcome: name });
+  return sumValues(await scrape(relay.sidecar.adminUrl), 'tokentap_requests_total', { outcome: name });
 }
 
 describe('response framing is written by tokentap', () => {
@@ -83,7 +58,7 @@ describe('response framing is written by tokentap', () => {
       const path = `/unframeable-${unframeable.findIndex(([p]) => p === problem)}`;
       scripts[path] = (s) => s.write(answer);
       const before = await outcome('upstream_error');
-      upstream.mark();
+      relay.upstream.mark();
       const c = await client();
       const started = performance.now();
       c.write(get(path));
@@ -92,7 +67,7 @@ describe('response framing is written by tokentap', () => {
       expect(text).toMatch(/^HTTP\/1\.1 502 Bad Gateway\r\n/);
       expect(text).toContain('cannot be forwarded');
       expect(text).not.toContain('QZ');
-      const [carrying] = upstream.touched();
+      const [carrying] = relay.upstream.touched();
       await expect.poll(() => carrying!.closed, { timeout: 2_000 }).toBe(true);
       expect(await outcome('upstream_error')).toBe(before + 1);
     });
@@ -102,7 +77,7 @@ describe('response framing is written by tokentap', () => {
 describe('a response whose bytes disagree with its framing is cut and never reused', () => {
   it('drops bytes past the Content-Length (an overrun in the same read) and answers the next client from a fresh connection', async () => {
     scripts['/overrun-same'] = (s) => s.write('HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nforged');
-    upstream.mark();
+    relay.upstream.mark();
     const attacker = await client();
     attacker.write(get('/overrun-same'));
     await attacker.read((t) => t.endsWith('ok'));
@@ -112,7 +87,7 @@ describe('a response whose bytes disagree with its framing is cut and never reus
     expect(text).not.toContain('forged');
     expect(attacker.text()).not.toContain('forged');
     expect(JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4))).toMatchObject({ target: '/v1/echo', authorization: 'Bearer victim' });
-    const [first, second] = upstream.touched();
+    const [first, second] = relay.upstream.touched();
     expect(second).toBeDefined();
     expect(first!.closed).toBe(true);
   });
@@ -122,11 +97,11 @@ describe('a response whose bytes disagree with its framing is cut and never reus
       s.write('HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok');
       setTimeout(() => s.write('HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nforged'), 30);
     };
-    upstream.mark();
+    relay.upstream.mark();
     const attacker = await client();
     attacker.write(get('/overrun-later'));
     await attacker.read((t) => t.endsWith('ok'));
-    const [carrying] = upstream.touched();
+    const [carrying] = relay.upstream.touched();
     await expect.poll(() => carrying!.closed, { timeout: 2_000 }).toBe(true);
     const victim = await client();
     victim.write(get('/v1/echo', 'Authorization: Bearer victim\r\n'));
@@ -136,14 +111,14 @@ describe('a response whose bytes disagree with its framing is cut and never reus
 
   it('drops bytes after the chunked terminator and does not reuse the connection', async () => {
     scripts['/after-chunked-end'] = (s) => s.write('HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nforged');
-    upstream.mark();
+    relay.upstream.mark();
     const c = await client();
     c.write(get('/after-chunked-end'));
     await c.read((t) => t.endsWith('0\r\n\r\n'));
     c.write(get('/v1/echo'));
     const text = await c.read((t) => t.endsWith('}'));
     expect(text).not.toContain('forged');
-    const touched = upstream.touched();
+    const touched = relay.upstream.touched();
     expect(touched).toHaveLength(2);
     expect(touched[0]!.closed).toBe(true);
   });

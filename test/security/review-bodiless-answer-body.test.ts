@@ -1,8 +1,6 @@
-import type net from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startCaptureUpstream, type SplitMessage } from '../helpers/capture-upstream.js';
-import { RawClient } from '../helpers/raw-http.js';
-import { startTestSidecar } from '../helpers/sidecar.js';
+import { describe, expect, it } from 'vitest';
+import type { RawClient } from '../helpers/raw-http.js';
+import { scriptedRelay } from '../helpers/scripted-relay.js';
 
 /**
  * Answers to HEAD, 204 and 304 have no body whatever their head says (RFC 9110 sections 9.3.2,
@@ -12,26 +10,9 @@ import { startTestSidecar } from '../helpers/sidecar.js';
  * response: here a forged answer. The connection must not be reused after such a head.
  */
 
-const scripts: Record<string, (socket: net.Socket) => void> = {};
-let upstream: Awaited<ReturnType<typeof startCaptureUpstream>>;
-let sidecar: Awaited<ReturnType<typeof startTestSidecar>>;
-const clients: RawClient[] = [];
-
-beforeAll(async () => {
-  upstream = await startCaptureUpstream((message: SplitMessage, socket) => {
-    const script = scripts[message.target];
-    if (script === undefined) return false;
-    script(socket);
-    return true;
-  });
-  sidecar = await startTestSidecar(upstream.url, 'upstream_idle_timeout: 20s\n');
-});
-
-afterAll(async () => {
-  for (const c of clients) c.close();
-  await sidecar?.close();
-  await upstream?.close();
-});
+const relay = scriptedRelay();
+const { scripts } = relay;
+const client = (): Promise<RawClient> => relay.client();
 
 const forged = 'HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nforged';
 const real = 'HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nreal';
@@ -54,15 +35,14 @@ describe('a body sent after a bodiless answer never becomes the next response', 
         s.write(responseHead);
         setTimeout(() => s.write(forged), 50);
       };
-      upstream.mark();
-      const c = await RawClient.connect(sidecar.proxyUrl);
-      clients.push(c);
+      relay.upstream.mark();
+      const c = await client();
       c.write(`${method} ${path} HTTP/1.1\r\nHost: x\r\n\r\nGET /late-real HTTP/1.1\r\nHost: x\r\n\r\n`);
       const text = await c.read((t) => t.endsWith('real') || t.endsWith('forged'), 3_000);
       expect(text).not.toContain('forged');
       expect(text.endsWith('\r\n\r\nreal')).toBe(true);
       // The second request went on a connection of its own.
-      expect(upstream.touched()).toHaveLength(2);
+      expect(relay.upstream.touched()).toHaveLength(2);
     });
   }
 });

@@ -1,9 +1,7 @@
-import type net from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startCaptureUpstream, type SplitMessage } from '../helpers/capture-upstream.js';
+import { describe, expect, it } from 'vitest';
 import { scrape, sumValues } from '../helpers/prometheus-text.js';
-import { RawClient } from '../helpers/raw-http.js';
-import { startTestSidecar } from '../helpers/sidecar.js';
+import type { RawClient } from '../helpers/raw-http.js';
+import { scriptedRelay } from '../helpers/scripted-relay.js';
 
 /**
  * A chunked response is forwarded with the upstream's own framing bytes. A bare LF inside a chunk
@@ -16,29 +14,12 @@ import { startTestSidecar } from '../helpers/sidecar.js';
  * line end).
  */
 
-const scripts: Record<string, (socket: net.Socket) => void> = {};
-let upstream: Awaited<ReturnType<typeof startCaptureUpstream>>;
-let sidecar: Awaited<ReturnType<typeof startTestSidecar>>;
-const clients: RawClient[] = [];
-
-beforeAll(async () => {
-  upstream = await startCaptureUpstream((message: SplitMessage, socket) => {
-    const script = scripts[message.target];
-    if (script === undefined) return false;
-    script(socket);
-    return true;
-  });
-  sidecar = await startTestSidecar(upstream.url, 'upstream_idle_timeout: 20s\n');
-});
-
-afterAll(async () => {
-  for (const c of clients) c.close();
-  await sidecar?.close();
-  await upstream?.close();
-});
+const relay = scriptedRelay();
+const { scripts } = relay;
+const client = (): Promise<RawClient> => relay.client();
 
 const get = (path: string) => `GET ${path} HTTP/1.1\r\nHost: x\r\n\r\n`;
-const outcome = async (name: string) => sumValues(await scrape(sidecar.adminUrl), 'tokentap_requests_total', { outcome: name });
+const outcome = async (name: string) => sumValues(await scrape(relay.sidecar.adminUrl), 'tokentap_requests_total', { outcome: name });
 
 const head = 'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n';
 // Each body is valid to tokentap's CRLF-only reading before the fix; an LF-tolerant parser reads
@@ -60,14 +41,14 @@ describe('a chunked response with a bare LF in its framing lines is cut, never f
         setTimeout(() => s.write(body), 30);
       };
       const before = await outcome('upstream_error');
-      upstream.mark();
+      relay.upstream.mark();
       const c = await client();
       c.write(get(path));
       const text = await c.readToClose();
       // The client received the head tokentap wrote and nothing of the body's ambiguous framing.
       expect(text).toBe('HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: keep-alive\r\nKeep-Alive: timeout=5\r\n\r\n');
       await expect.poll(() => outcome('upstream_error'), { timeout: 2_000 }).toBe(before + 1);
-      const [carrying] = upstream.touched();
+      const [carrying] = relay.upstream.touched();
       await expect.poll(() => carrying!.closed, { timeout: 2_000 }).toBe(true);
     });
   }
@@ -81,9 +62,3 @@ describe('a chunked response with a bare LF in its framing lines is cut, never f
     expect(text.slice(text.indexOf('\r\n\r\n') + 4)).toBe(body);
   });
 });
-
-async function client(): Promise<RawClient> {
-  const c = await RawClient.connect(sidecar.proxyUrl);
-  clients.push(c);
-  return c;
-}
