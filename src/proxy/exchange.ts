@@ -136,6 +136,10 @@ export class Exchange implements UpstreamOwner, IdleWatched {
   private chunked: ChunkedBody | undefined;
   private stripper: UsageChunkStripper | undefined;
   private responseHeadSent = false;
+  /** A request-body write to the upstream reported backpressure, and the upstream has not drained since. */
+  private bodyBlockedByUpstream = false;
+  /** The client sent `Expect: 100-continue` and waits for the upstream's word before its body. */
+  private readonly expectsContinue: boolean;
   private upstreamReusable = false;
   private clientKeepAlive = false;
   private upstreamPaused = false;
@@ -158,6 +162,7 @@ export class Exchange implements UpstreamOwner, IdleWatched {
     this.context = context;
     this.client = client;
     this.request = request;
+    this.expectsContinue = request.bodyFraming !== 'none' && /^100-continue$/i.test(rawHeader(request.rawHeaders, 'expect') ?? '');
     const needsHeaders = context.observe || context.usageInjection !== undefined;
     const headers = needsHeaders ? incomingHeaders(request.rawHeaders) : undefined;
     if (context.observe) {
@@ -335,6 +340,18 @@ export class Exchange implements UpstreamOwner, IdleWatched {
     }
   }
 
+  /**
+   * For the idle sweep: the request body is still arriving, the upstream takes what comes, and
+   * nothing has been answered. The upstream's silence is then the client's doing (the server waits
+   * for the rest of the body), which limits.request_body_idle_timeout cuts with a 408 counted
+   * `client_error`; cutting it as the upstream's timeout would blame the server (a 504 `timeout`
+   * burns the SLO: any client could page on-call). Not while the client waits on
+   * `Expect: 100-continue` for the upstream's first word.
+   */
+  get waitingForClient(): boolean {
+    return !this.requestEnded && !this.responseHeadSent && !this.bodyBlockedByUpstream && !(this.expectsContinue && this.upstreamActivity === 0);
+  }
+
   upstreamTimeout(): void {
     if (this.phase === Phase.Done) return;
     const detail = `upstream ${this.context.upstreamAddress} sent nothing for ${this.context.upstreamIdleTimeoutMs} ms (upstream_idle_timeout)`;
@@ -345,6 +362,7 @@ export class Exchange implements UpstreamOwner, IdleWatched {
   }
 
   upstreamDrain(): void {
+    this.bodyBlockedByUpstream = false;
     this.client.resumeReading();
   }
 
@@ -374,6 +392,7 @@ export class Exchange implements UpstreamOwner, IdleWatched {
     let writable = true;
     for (const piece of replay) writable = typeof piece === 'string' ? upstream.socket.write(piece, 'latin1') : upstream.socket.write(piece);
     // The failed connection's 'drain' will never come: the client is read again unless this one is full.
+    this.bodyBlockedByUpstream = !writable;
     if (writable) this.client.resumeReading();
     else this.client.pauseReading();
   }
@@ -438,7 +457,10 @@ export class Exchange implements UpstreamOwner, IdleWatched {
       this.hold(chunk);
       writable = socket.write(chunk);
     }
-    if (!writable) this.client.pauseReading();
+    if (!writable) {
+      this.bodyBlockedByUpstream = true;
+      this.client.pauseReading();
+    }
   }
 
   private finishRequestBody(): void {

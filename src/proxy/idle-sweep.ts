@@ -7,6 +7,8 @@ export interface IdleWatched {
    * being cut as the upstream's silence (the upstream is waiting for it).
    */
   requestActivity?: number;
+  /** True while the upstream's silence is the client's doing (a request body still to come): not timed. */
+  readonly waitingForClient?: boolean;
   /** Called once, when nothing was read for the timeout. */
   upstreamTimeout(): void;
 }
@@ -49,7 +51,7 @@ export class IdleSweep {
     const now = performance.now();
     for (const [exchange, state] of this.watched) {
       const activity = activityOf(exchange);
-      if (activity !== state.activity) {
+      if (activity !== state.activity || exchange.waitingForClient === true) {
         state.activity = activity;
         state.lastActiveMs = now;
       } else if (now - state.lastActiveMs >= this.timeoutMs) {

@@ -68,6 +68,24 @@ describe('request bodies: read time and bytes held', () => {
     }
   }, 30_000);
 
+  it('blames a stalled request body on the client, not the upstream, even when upstream_idle_timeout is shorter', async () => {
+    // The upstream waits for the rest of the body, so its silence is the client's: a 504 `timeout`
+    // here would burn the SLO for any client that stops mid-body.
+    const sidecar = await startSidecarProcess(simulator.url, { config: 'upstream_idle_timeout: 200ms\nlimits:\n  request_body_idle_timeout: 800ms\n' });
+    try {
+      const body = chatBody(200);
+      const stalled = await RawClient.connect(sidecar.proxy);
+      stalled.write(head(body.length));
+      stalled.write(body.subarray(0, 50));
+      const answer = await stalled.readToClose(5_000);
+      expect(answer).toMatch(/^HTTP\/1\.1 408 Request Timeout\r\n/);
+      const [line] = await eventually('the request line', () => sidecar.logs().filter((l) => l.msg === 'request'), (l) => l.length === 1);
+      expect([line?.outcome, line?.status]).toEqual(['client_error', 408]);
+    } finally {
+      sidecar.stop();
+    }
+  }, 30_000);
+
   it('cuts a request head that stops arriving after request_head_timeout (408, counted)', async () => {
     const sidecar = await startSidecarProcess(simulator.url, { config: 'limits:\n  request_head_timeout: 300ms\n' });
     try {

@@ -1,9 +1,10 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { IdleSweep, type IdleWatched } from '../../../src/proxy/idle-sweep.js';
 
-function watched(): IdleWatched & { timedOutAtMs: number[] } {
+function watched(): IdleWatched & { timedOutAtMs: number[]; waitingForClient: boolean } {
   const item = {
     upstreamActivity: 0,
+    waitingForClient: false,
     timedOutAtMs: [] as number[],
     upstreamTimeout: () => item.timedOutAtMs.push(performance.now()),
   };
@@ -32,6 +33,21 @@ describe('upstream idle sweep', () => {
     expect(after).toBeLessThanOrEqual(500);
     vi.advanceTimersByTime(5_000);
     expect(exchange.timedOutAtMs).toHaveLength(1);
+  });
+
+  it('does not time the upstream while it waits for the rest of the client\'s request body, and counts silence from then', () => {
+    const sweep = new IdleSweep(400);
+    const exchange = watched();
+    exchange.waitingForClient = true;
+    sweep.watch(exchange);
+    vi.advanceTimersByTime(5_000);
+    expect(exchange.timedOutAtMs).toEqual([]);
+    // The body has all arrived: from now the upstream's silence is its own.
+    exchange.waitingForClient = false;
+    const bodyEnded = performance.now();
+    vi.advanceTimersByTime(1_000);
+    expect(exchange.timedOutAtMs).toHaveLength(1);
+    expect(exchange.timedOutAtMs[0]! - bodyEnded).toBeGreaterThanOrEqual(400);
   });
 
   it('keeps an exchange whose upstream keeps sending, and counts silence from its last read', () => {
