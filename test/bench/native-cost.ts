@@ -19,18 +19,8 @@ import { NativeBuckets, NATIVE_DEFAULTS } from '../../src/metrics/native-buckets
 import { decodeDelimited, type HistogramExposition } from '../../src/metrics/protobuf-exposition.js';
 import { Recorder, type RequestSummary } from '../../src/metrics/recorder.js';
 import { Telemetry } from '../../src/metrics/telemetry.js';
+import { createRandom as random } from '../../src/simulator/vocabulary.js';
 
-/** A deterministic stream in [0, 1) (mulberry32). */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** Log-normal around `median` seconds with spread `sigma`, as latencies roughly are. */
 function latencies(n: number, median: number, sigma: number, seed: number): Float64Array {

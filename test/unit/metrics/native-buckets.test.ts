@@ -10,18 +10,8 @@ import {
   spansAndDeltas,
   upperBound,
 } from '../../../src/metrics/native-buckets.js';
+import { createRandom as random } from '../../../src/simulator/vocabulary.js';
 
-/** A deterministic stream of numbers in [0, 1) (mulberry32), so a failure reproduces. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const SCHEMAS = Array.from({ length: MAX_SCHEMA - MIN_SCHEMA + 1 }, (_, i) => MIN_SCHEMA + i);
 
