@@ -50,10 +50,10 @@ describe('rendered rules', () => {
     expect(oneHour.expr).toContain('(sum by (namespace, workload, slo) (rate(tokentap_slo_events_total[1h])) > 0)');
   });
 
-  it('records p50, p90 and p99 of TTFT, ITL per token and e2e per namespace and workload from the classic buckets', () => {
+  it('records p50, p90 and p99 of TTFT, TTFT to the first answer token, ITL per token and e2e per namespace and workload from the classic buckets', () => {
     const quantiles = recordings(render()).filter((r) => /_seconds:p\d+_rate5m$/.test(r.record));
     expect(quantiles.map((r) => r.record)).toEqual(
-      ['ttft', 'itl', 'e2e'].flatMap((l) => ['p50', 'p90', 'p99'].map((p) => `tokentap:${l}_seconds:${p}_rate5m`)),
+      ['ttft', 'ttft_answer', 'itl', 'e2e'].flatMap((l) => ['p50', 'p90', 'p99'].map((p) => `tokentap:${l}_seconds:${p}_rate5m`)),
     );
     const p99 = quantiles.find((r) => r.record === 'tokentap:itl_seconds:p99_rate5m') as RecordingRule;
     expect(p99.expr).toBe(`histogram_quantile(0.99, sum by (namespace, workload, le) (rate(${METRICS.itlToken.promName}_bucket[5m])))`);
@@ -115,6 +115,17 @@ describe('rendered rules', () => {
     );
   });
 
+  it('judges a workload with ttft_on first_answer on the P99 of its first answer tokens, with their own sample guard', () => {
+    const p99 = alerts(render(CONFIG.replace('slo: { objective: 0.99, ttft: 200ms, itl: 50ms }', 'slo: { objective: 0.99, ttft: 200ms, itl: 50ms, ttft_on: first_answer }'))).filter(
+      (a) => a.alert === 'TokentapTTFTP99OverBudget',
+    );
+    expect(p99.map((a) => a.expr)).toEqual([
+      'tokentap:ttft_answer_seconds:p99_rate5m{workload="chat"} > 0.2\nand on (namespace, workload)\nsum by (namespace, workload) (increase(tokentap_time_to_first_answer_token_seconds_count{workload="chat"}[5m])) >= 100',
+      'tokentap:ttft_seconds:p99_rate5m{workload="rag"} > 0.3\nand on (namespace, workload)\nsum by (namespace, workload) (increase(gen_ai_server_time_to_first_token_seconds_count{workload="rag"}[5m])) >= 100',
+    ]);
+    expect(p99[0]?.annotations.summary).toContain('P99 TTFT to the first answer token above its 200ms threshold');
+  });
+
   it('follows the alerts section of the config', () => {
     const file = render(`${CONFIG}
   p99_ttft_for: 20m
@@ -162,12 +173,17 @@ describe('rendered rules', () => {
     const all = alerts(render());
     expect([...new Set(all.map((a) => a.alert))]).toEqual(['TokentapErrorBudgetBurn', 'TokentapTTFTP99OverBudget', 'TokentapWatchdog', 'TokentapMetricsAbsent']);
     for (const alert of all) {
-      const expected = alert.alert === 'TokentapMetricsAbsent' ? ['severity'] : ['severity', 'slo', 'workload'];
+      const expected = alert.alert === 'TokentapErrorBudgetBurn' || alert.alert === 'TokentapTTFTP99OverBudget' ? ['severity', 'slo', 'workload'] : ['severity'];
       expect(Object.keys(alert.labels).sort(), alert.alert).toEqual(expected);
       expect(Object.keys(alert.annotations).sort()).toEqual(['dashboard_url', 'description', 'runbook_url', 'summary']);
       for (const text of Object.values(alert.annotations)) expect(text.length).toBeGreaterThan(0);
       expect(alert.annotations.dashboard_url, alert.alert).toMatch(/^https:\/\/grafana\.example\.com\/d\/tokentap-slo-overview\?/);
     }
+  });
+
+  it('labels the watchdog with its severity and the configured static labels only: no made-up workload or SLO', () => {
+    const watchdog = alerts(render(`${CONFIG}  labels: { team: llm-platform }\n`)).find((a) => a.alert === 'TokentapWatchdog') as AlertingRule;
+    expect(watchdog.labels).toEqual({ severity: 'none', team: 'llm-platform' });
   });
 
   it('names only metrics the sidecar emits or the rules record', () => {
