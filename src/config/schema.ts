@@ -264,7 +264,7 @@ const alertSettings = z.strictObject({
   grafana_url: absoluteUrl('https://grafana.example.com').optional(),
   /**
    * Where docs/runbooks of this repository are browsable; each alert links to `<runbook_base_url>/<runbook>.md`.
-   * Required by `tokentap render`, like grafana_url (src/render/render-refusals.ts).
+   * Required by `tokentap render`, like grafana_url (src/render/alert-links.ts).
    */
   runbook_base_url: absoluteUrl('https://github.com/ORG/tokentap/blob/main/docs/runbooks').optional(),
   /** The `severity` label values of the two alert levels: pages wake someone up, tickets wait for working hours. */
