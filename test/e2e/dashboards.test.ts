@@ -269,7 +269,7 @@ describe.each(dashboards.map((d) => [d.uid, d] as const))('dashboard %s against 
     }
   }, 240_000);
 
-  it('draws in each workload\'s row that workload\'s own configured budget, and nothing for a workload that does not exist', async () => {
+  it('draws in each workload\'s row that workload\'s own configured budget, and no budget line for a threshold it does not have', async () => {
     const prometheus = running.prometheus as PrometheusServer;
     const { values, options } = await resolveAll(prometheus, dashboard);
     let lines = 0;
