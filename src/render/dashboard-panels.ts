@@ -20,10 +20,10 @@ export const DATASOURCE: common.DataSourceRef = { type: 'prometheus', uid: `\${$
  * workload answers NaN for it (dashboard-queries.ts), so an empty answer means the series are not
  * in Prometheus: a scrape that broke must not read as a quiet service.
  */
-export const NO_DATA = 'No data: is the sidecar scraped?';
+const NO_DATA = 'No data: is the sidecar scraped?';
 
 /** What a panel shows for NaN: a ratio or quantile over counters that exist and did not move. */
-export const NO_TRAFFIC = 'No traffic';
+const NO_TRAFFIC = 'No traffic';
 
 /** NaN (0/0: a quantile or ratio without events in its window) shown as "No traffic", never as a number. */
 const NAN_AS_NO_TRAFFIC: dashboard.ValueMapping[] = [
