@@ -7,15 +7,25 @@ import * as timeseries from '@grafana/grafana-foundation-sdk/timeseries';
 
 /**
  * Panel building blocks shared by the dashboards: every panel and query points at the
- * `datasource` variable, shows "No traffic" where a query has no data or yields NaN, and gets
- * an id from the caller so ids are unique and stable from one render to the next.
+ * `datasource` variable, tells "no data" (no series: nothing scraped) from "no traffic" (NaN: the
+ * counters exist and did not move), and gets an id from the caller so ids are unique and stable
+ * from one render to the next.
  */
 
 export const DATASOURCE_VARIABLE = 'datasource';
 export const DATASOURCE: common.DataSourceRef = { type: 'prometheus', uid: `\${${DATASOURCE_VARIABLE}}` };
+
+/**
+ * What a panel shows when its queries return no series at all. Every query that can see a quiet
+ * workload answers NaN for it (dashboard-queries.ts), so an empty answer means the series are not
+ * in Prometheus: a scrape that broke must not read as a quiet service.
+ */
+const NO_DATA = 'No data: is the sidecar scraped?';
+
+/** What a panel shows for NaN: a ratio or quantile over counters that exist and did not move. */
 const NO_TRAFFIC = 'No traffic';
 
-/** NaN (0/0 inside histogram_quantile with no samples) shown as "No traffic", never as a number. */
+/** NaN (0/0: a quantile or ratio without events in its window) shown as "No traffic", never as a number. */
 const NAN_AS_NO_TRAFFIC: dashboard.ValueMapping[] = [
   { type: dashboard.MappingType.SpecialValue, options: { match: dashboard.SpecialValueMatch.NullAndNan, result: { text: NO_TRAFFIC } } },
 ];
@@ -23,6 +33,22 @@ const NAN_AS_NO_TRAFFIC: dashboard.ValueMapping[] = [
 export interface Query {
   readonly expr: string;
   readonly legend: string;
+}
+
+/** A link in the panel's header (Grafana opens it in a new tab): a runbook. */
+export interface PanelLink {
+  readonly title: string;
+  readonly url: string;
+}
+
+/** What every panel kind takes besides its queries. */
+interface CommonOptions {
+  readonly title: string;
+  readonly description: string;
+  readonly unit: string;
+  /** Shown when the queries return no series; `NO_DATA` unless the data comes from elsewhere (engine, DCGM exporter). */
+  readonly noData?: string;
+  readonly links?: readonly PanelLink[];
 }
 
 /** Where on the 24-column grid a panel goes, and its id. */
@@ -43,11 +69,12 @@ interface PanelBasics<B> {
   unit(unit: string): B;
   noValue(text: string): B;
   mappings(mappings: dashboard.ValueMapping[]): B;
+  links(links: cog.Builder<dashboard.DashboardLink>[]): B;
 }
 
-/** Id, texts, place, unit, the datasource variable and "No traffic", the same on every panel. */
-function basics<B extends PanelBasics<B>>(builder: B, options: { readonly title: string; readonly description: string; readonly unit: string }, at: Placement): B {
-  return builder
+/** Id, texts, place, unit, links, the datasource variable, "no data" and "No traffic", the same on every panel. */
+function basics<B extends PanelBasics<B>>(builder: B, options: CommonOptions, at: Placement): B {
+  const panel = builder
     .id(at.id)
     .title(options.title)
     .description(options.description)
@@ -55,24 +82,38 @@ function basics<B extends PanelBasics<B>>(builder: B, options: { readonly title:
     .span(at.width)
     .height(at.height)
     .unit(options.unit)
-    .noValue(NO_TRAFFIC)
+    .noValue(options.noData ?? NO_DATA)
     .mappings(NAN_AS_NO_TRAFFIC);
+  const links = options.links ?? [];
+  if (links.length > 0) panel.links(links.map((link) => new dashboard.DashboardLinkBuilder(link.title).type(dashboard.DashboardLinkType.Link).url(link.url).targetBlank(true)));
+  return panel;
+}
+
+/** A, B, C...: the query's refId in its panel. */
+function refId(index: number): string {
+  return String.fromCharCode(65 + index);
 }
 
 function target(query: Query, index: number, instant: boolean): DataqueryBuilder {
-  const builder = new DataqueryBuilder().datasource(DATASOURCE).expr(query.expr).legendFormat(query.legend).refId(String.fromCharCode(65 + index));
+  const builder = new DataqueryBuilder().datasource(DATASOURCE).expr(query.expr).legendFormat(query.legend).refId(refId(index));
   return instant ? builder.instant() : builder.range();
 }
 
-export interface TimeSeriesOptions {
-  readonly title: string;
-  readonly description: string;
-  readonly unit: string;
+export interface TimeSeriesOptions extends CommonOptions {
   readonly queries: readonly Query[];
-  /** Drawn as dashed red lines (an SLO budget, a burn-rate alert factor). */
+  /** Drawn as dashed red lines: a constant the same for every workload (a burn-rate alert factor). */
   readonly thresholdLines?: readonly number[];
+  /** Queries drawn as dashed red lines after `queries`: a value that differs per workload (its SLO threshold). */
+  readonly budgetQueries?: readonly Query[];
   readonly min?: number;
 }
+
+/** How a budget query is drawn: a dashed red line without fill, like a threshold line. */
+const BUDGET_LINE_STYLE: dashboard.DynamicConfigValue[] = [
+  { id: 'color', value: { mode: 'fixed', fixedColor: 'red' } },
+  { id: 'custom.lineStyle', value: { fill: 'dash', dash: [10, 10] } },
+  { id: 'custom.fillOpacity', value: 0 },
+];
 
 export function timeSeriesPanel(options: TimeSeriesOptions, at: Placement): cog.Builder<dashboard.Panel> {
   const panel = basics(new timeseries.PanelBuilder(), options, at)
@@ -86,13 +127,15 @@ export function timeSeriesPanel(options: TimeSeriesOptions, at: Placement): cog.
   panel.thresholds(thresholdSteps(lines, 'red'));
   panel.thresholdsStyle(new common.GraphThresholdsStyleConfigBuilder().mode(lines.length > 0 ? common.GraphThresholdsStyleMode.Dashed : common.GraphThresholdsStyleMode.Off));
   options.queries.forEach((q, i) => panel.withTarget(target(q, i, false)));
+  (options.budgetQueries ?? []).forEach((q, i) => {
+    const index = options.queries.length + i;
+    panel.withTarget(target(q, index, false));
+    panel.overrideByQuery(refId(index), BUDGET_LINE_STYLE);
+  });
   return panel;
 }
 
-export interface StatOptions {
-  readonly title: string;
-  readonly description: string;
-  readonly unit: string;
+export interface StatOptions extends CommonOptions {
   readonly queries: readonly Query[];
   /** Values below `red` are red, below `yellow` yellow, others green; without it the text is uncoloured. */
   readonly colors?: { readonly red: number; readonly yellow: number };

@@ -1,6 +1,5 @@
 import { ATTR, METRICS, GPU_METRICS } from '../metrics/definitions.js';
-import type { SloKind } from '../config/load.js';
-import { GENERATIONS_ONLY, NAMESPACE_LABEL, promLabel, promNumber } from './promql.js';
+import { GENERATIONS_ONLY, NAMESPACE_LABEL, promLabel } from './promql.js';
 
 /**
  * PromQL for the dashboards, built from the metric definitions table only (metric names, label
@@ -14,8 +13,11 @@ import { GENERATIONS_ONLY, NAMESPACE_LABEL, promLabel, promNumber } from './prom
  * - Every per-workload aggregation is also by namespace, as the recording rules are: with `$namespace`
  *   at All, the same workload name in staging and prod stays two series, never one merged SLI or
  *   quantile. Series without a namespace label form one group with an empty namespace.
- * - Ratios never divide by zero: the denominator is filtered with `> 0`, so no traffic yields no
- *   series (the panel shows "No traffic") instead of NaN or a fake 0 % / 100 %.
+ * - Per-workload panels sit in rows Grafana repeats per value of `$workload`, so inside a row the
+ *   variable is that one workload; nothing is pinned to a workload name.
+ * - Ratios never divide by zero: the denominator is filtered with `> 0`, and a zero denominator
+ *   (counters that exist and did not move) gives NaN, which the panels show as "No traffic";
+ *   no series at all means nothing was scraped, shown as "No data", never a fake 0 % / 100 %.
  * - A numerator that may have no series at all (no bad event yet) is completed with zeros from
  *   the denominator's own series, so 0 % is shown as 0 % once there is traffic.
  */
@@ -48,8 +50,8 @@ export function scope(workload?: string, extra = ''): string {
  * dashboard's time range (dashboard-variables.ts), so a 30-day sum filtered by it would silently
  * drop every pod a rollout replaced since then; and the SLO is the workload's, across its pods.
  */
-function sloScope(workload?: string, extra = ''): string {
-  return matchers(false, workload, extra);
+function sloScope(extra = ''): string {
+  return matchers(false, undefined, extra);
 }
 
 /** `histogram_quantile` over a classic histogram, per namespace; `by` keeps extra labels (e.g. workload). */
@@ -57,9 +59,14 @@ export function quantile(q: number, key: 'ttft' | 'itlToken' | 'e2e' | 'ttfb' | 
   return `histogram_quantile(${q}, sum by (${['le', NAMESPACE_LABEL, ...by].join(', ')}) (rate(${histogram(key)}_bucket${scope(workload)}[$__rate_interval])))`;
 }
 
-/** `numerator / denominator`, empty when the denominator is zero; both are `sum by (by)` expressions. */
-function safeRatio(numerator: string, denominator: string): string {
-  return `(${numerator}) / (${denominator} > 0)`;
+/**
+ * `numerator / denominator`, both `sum by` expressions over the same labels: NaN where the
+ * denominator is zero (the counters exist and did not move: the panels show "No traffic"), no
+ * series where it has none (nothing scraped: "No data"). The division itself is guarded (`> 0`);
+ * the zero groups come back as `0 * NaN`.
+ */
+export function safeRatio(numerator: string, denominator: string): string {
+  return `(${numerator}) / (${denominator} > 0) or (${denominator} == 0) * NaN`;
 }
 
 /** `sum by (by) (fn(metric{...}[window]))`, with zeros for groups that have events of another kind. */
@@ -70,40 +77,44 @@ function completed(fn: string, metric: string, selector: string, all: string, wi
 
 const SLO_EVENTS = METRICS.sloEvents.promName;
 
-/** Share of `result` events of one SLO of one workload over `window`, per namespace. */
-function sloShare(workload: string, slo: SloKind, result: 'good' | 'bad', window: string): string {
-  const all = sloScope(workload, `${LABEL.slo}="${slo}"`);
-  const matching = sloScope(workload, `${LABEL.slo}="${slo}", ${LABEL.result}="${result}"`);
-  const by = [NAMESPACE_LABEL];
+/** Share of `result` events of the selected workloads over `window`, per namespace, workload and SLO. */
+function sloShare(result: 'good' | 'bad', window: string): string {
+  const all = sloScope();
+  const matching = sloScope(`${LABEL.result}="${result}"`);
+  const by = [NAMESPACE_LABEL, LABEL.workload, LABEL.slo];
   return safeRatio(completed('increase', SLO_EVENTS, matching, all, window, by), `sum by (${by.join(', ')}) (increase(${SLO_EVENTS}${all}[${window}]))`);
 }
 
-/** Share of good events of one SLO of one workload over `window` (attainment / SLI), per namespace. */
-export function sloAttainment(workload: string, slo: SloKind, window: string): string {
-  return sloShare(workload, slo, 'good', window);
+/** Share of good events over `window` (attainment / SLI), per namespace, workload and SLO. */
+export function sloAttainment(window: string): string {
+  return sloShare('good', window);
 }
 
-/** Share of bad events of one SLO of one workload over `window` (the error ratio), per namespace. */
-function sloErrorRatio(workload: string, slo: SloKind, window: string): string {
-  return sloShare(workload, slo, 'bad', window);
+/**
+ * The error ratio divided by each workload's error budget ratio (1 - objective): `budgetRatios` is
+ * a `{workload}` series per workload with an SLO (dashboard-slo-constants.ts), never zero.
+ */
+function perBudget(window: string, budgetRatios: string): string {
+  return `(${sloShare('bad', window)}) / on (${LABEL.workload}) group_left () (${budgetRatios})`;
 }
 
 /** Error budget left over `window`: 1 - error ratio / (1 - objective); negative once overspent. */
-export function errorBudgetRemaining(workload: string, slo: SloKind, objective: number, window: string): string {
-  return `1 - (${sloErrorRatio(workload, slo, window)}) / ${promNumber(1 - objective)}`;
+export function errorBudgetRemaining(budgetRatios: string, window: string): string {
+  return `1 - ${perBudget(window, budgetRatios)}`;
 }
 
 /** How fast the budget burns: error ratio over `window` / (1 - objective); 1 spends it exactly over the SLO window. */
-export function burnRate(workload: string, slo: SloKind, objective: number, window: string): string {
-  return `(${sloErrorRatio(workload, slo, window)}) / ${promNumber(1 - objective)}`;
+export function burnRate(budgetRatios: string, window: string): string {
+  return perBudget(window, budgetRatios);
 }
 
-/** Attainment of every SLO of every selected workload over `window`, by namespace, workload and slo. */
-export function sloAttainmentByWorkload(window: string): string {
-  const by = [NAMESPACE_LABEL, LABEL.workload, LABEL.slo];
-  const all = sloScope();
-  const good = sloScope(undefined, `${LABEL.result}="good"`);
-  return safeRatio(completed('increase', SLO_EVENTS, good, all, window, by), `sum by (${by.join(', ')}) (increase(${SLO_EVENTS}${all}[${window}]))`);
+/**
+ * A configured per-workload constant (`{workload}` series: an objective, a threshold), kept to
+ * the selected workloads that have series in the selected namespaces, so a repeated row draws its
+ * own workload's value only.
+ */
+export function forSelectedWorkloads(constants: string): string {
+  return `(${constants}) and on (${LABEL.workload}) group by (${LABEL.workload}) (${METRICS.requests.promName}{namespace=~"$namespace", ${LABEL.workload}=~"$workload"})`;
 }
 
 const REQUESTS = METRICS.requests.promName;

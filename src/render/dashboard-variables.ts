@@ -14,6 +14,9 @@ import { LABEL } from './dashboard-queries.js';
  */
 const SOURCE = METRICS.requests.promName;
 
+/** The variable the per-workload rows repeat over (Grafana `repeat`), and the alerts' dashboard links set (`var-workload`). */
+export const WORKLOAD_VARIABLE = 'workload';
+
 export function dashboardVariables(): Array<dashboard.DatasourceVariableBuilder | dashboard.QueryVariableBuilder> {
   const query = (name: string, label: string, expr: string, allValue: string | undefined): dashboard.QueryVariableBuilder => {
     const variable = new dashboard.QueryVariableBuilder(name)
@@ -32,7 +35,7 @@ export function dashboardVariables(): Array<dashboard.DatasourceVariableBuilder 
   return [
     new dashboard.DatasourceVariableBuilder(DATASOURCE_VARIABLE).label('Data source').type('prometheus'),
     query('namespace', 'Namespace', `label_values(${SOURCE}, namespace)`, '.*'),
-    query('workload', 'Workload', `label_values(${SOURCE}{namespace=~"$namespace"}, ${LABEL.workload})`, '.*'),
+    query(WORKLOAD_VARIABLE, 'Workload', `label_values(${SOURCE}{namespace=~"$namespace"}, ${LABEL.workload})`, '.*'),
     query('pod', 'Pod', `label_values(${SOURCE}{namespace=~"$namespace", ${LABEL.workload}=~"$workload"}, pod)`, undefined),
     query('model', 'Model', `label_values(${SOURCE}{namespace=~"$namespace", ${LABEL.workload}=~"$workload", pod=~"$pod"}, ${LABEL.model})`, '.*'),
   ];

@@ -1,14 +1,15 @@
 import * as dashboard from '@grafana/grafana-foundation-sdk/dashboard';
 import type { Settings, SloKind, Workload } from '../config/load.js';
-import { SLO_KINDS } from '../config/load.js';
 import { BURN_RATE_POLICIES } from './burn-rate-windows.js';
 import { statPanel, timeSeriesPanel, type Placement, type Query } from './dashboard-panels.js';
-import { engineRow } from './engine-panels.js';
 import * as q from './dashboard-queries.js';
-import { dashboardVariables } from './dashboard-variables.js';
+import { sloRunbookLinks, type SloLinks } from './dashboard-runbook-links.js';
+import { errorBudgetRatios, objectives, thresholds } from './dashboard-slo-constants.js';
+import { dashboardVariables, WORKLOAD_VARIABLE } from './dashboard-variables.js';
+import { engineRow } from './engine-panels.js';
+import { classicOrNativeQuantile } from './native-dashboard-queries.js';
 import { NAMESPACE_LABEL } from './promql.js';
 import { QUANTILES } from './recording-rules.js';
-import { classicOrNativeQuantile } from './native-dashboard-queries.js';
 
 /**
  * Grafana dashboards, rendered from the settings (workloads, objectives, thresholds) and the metric
@@ -16,6 +17,10 @@ import { classicOrNativeQuantile } from './native-dashboard-queries.js';
  * dashboard to `DIR/grafana/<fileName>`. Built with @grafana/grafana-foundation-sdk (classic
  * dashboard JSON, which imports into Grafana 10 and later), with a datasource variable so the
  * same file works against any Prometheus data source.
+ *
+ * The first row (every selected workload together) is open; the rows below are collapsed, and the
+ * per-workload ones are repeated by Grafana for each value of `$workload`, so the dashboard link
+ * of an alert (`?var-workload=chat`) shows chat's rows only.
  */
 
 export interface RenderedDashboard {
@@ -48,6 +53,15 @@ const QUANTILE_NOTE = ' Quantiles per namespace, over the selected pods and mode
 
 const SLO_TITLE: Record<SloKind, string> = { ttft: 'TTFT', itl: 'ITL', e2e: 'e2e' };
 
+/** What the SLO panels show without series: a workload without `slo` has no SLO events at all. */
+const NO_SLO_DATA = 'No data: the workload has no SLO, or its sidecar is not scraped';
+
+/** The DCGM exporter's panels read the exporter's own series, not the sidecar's. */
+const NO_DCGM_DATA = 'No data: is the DCGM exporter scraped, and do the selected pods use a GPU?';
+
+/** The sidecar's GPU gauges exist only with `dcgm.url` set. */
+const NO_SIDECAR_GPU_DATA = 'No data: is dcgm.url set and the sidecar scraped?';
+
 export function renderDashboards(settings: Settings): RenderedDashboard[] {
   return [{ fileName: `${SLO_OVERVIEW_UID}.json`, dashboard: sloOverview(settings) }];
 }
@@ -66,6 +80,7 @@ class PanelIds {
 }
 
 function sloOverview(settings: Settings): dashboard.Dashboard {
+  const links = sloRunbookLinks(settings.alerts);
   const ids = new PanelIds();
   const at = (width: number, height = 8): Placement => ({ id: ids.take(), width, height });
   const builder = new dashboard.DashboardBuilder('tokentap: LLM latency SLOs and GPU')
@@ -96,7 +111,9 @@ function sloOverview(settings: Settings): dashboard.Dashboard {
         description: `Share of good events per namespace, workload and SLO over the last ${SLO_WINDOW} (tokentap_slo_events_total), across all pods (the pod selection does not apply). TTFT and e2e count requests, ITL counts tokens. Abandoned requests that waited longer than the TTFT budget count as bad. Covers at most what Prometheus retains (15 days by default).`,
         unit: 'percentunit',
         decimals: 2,
-        queries: [{ expr: q.sloAttainmentByWorkload(SLO_WINDOW), legend: `{{workload}} {{slo}} ${NAMESPACE_LEGEND}` }],
+        noData: NO_SLO_DATA,
+        links: links.every,
+        queries: [{ expr: q.sloAttainment(SLO_WINDOW), legend: `{{workload}} {{slo}} ${NAMESPACE_LEGEND}` }],
       },
       at(24, 5),
     ),
@@ -176,124 +193,130 @@ function sloOverview(settings: Settings): dashboard.Dashboard {
     ),
   );
 
-  for (const workload of settings.workloads) {
-    workloadRow(builder, workload, at, settings.histograms === 'native');
-    engineRow(builder, workload, at, settings.histograms === 'native');
-  }
-  gpuRows(builder, at);
+  const native = settings.histograms === 'native';
+  builder.withRow(workloadRow(settings.workloads, at, links, native));
+  builder.withRow(engineRow(settings.workloads, at, links, native));
+  for (const row of gpuRows(at)) builder.withRow(row);
   return builder.build();
 }
 
-function describeSlo(workload: Workload): string {
-  if (workload.slo === undefined) return 'no SLO';
-  const parts = [`objective ${formatPercent(workload.slo.objective)}`];
-  for (const kind of SLO_KINDS) {
-    const threshold = workload.slo.thresholdsS[kind];
-    if (threshold !== undefined) parts.push(`${SLO_TITLE[kind]} ≤ ${formatSeconds(threshold)}`);
-  }
-  return parts.join(', ');
-}
-
-function workloadRow(builder: dashboard.DashboardBuilder, workload: Workload, at: (width: number, height?: number) => Placement, native = false): void {
-  const name = workload.name;
-  builder.withRow(new dashboard.RowBuilder(`Workload ${name}: ${describeSlo(workload)}`).id(at(24).id));
-  const slo = workload.slo;
-  if (slo !== undefined) {
-    const kinds = SLO_KINDS.filter((kind) => slo.thresholdsS[kind] !== undefined);
-    builder.withPanel(
+/**
+ * The row of the workload in `$workload`, collapsed, which Grafana repeats per selected workload.
+ * One panel serves every workload, so what differs per workload (objective, thresholds) comes
+ * from the configuration as per-workload constants (dashboard-slo-constants.ts), never literals.
+ */
+function workloadRow(workloads: readonly Workload[], at: (width: number, height?: number) => Placement, links: SloLinks, native: boolean): dashboard.RowBuilder {
+  const name = `$${WORKLOAD_VARIABLE}`;
+  const row = new dashboard.RowBuilder(`Workload ${name}: SLOs and latency`).id(at(24).id).repeat(WORKLOAD_VARIABLE).collapsed(true);
+  const objectiveConstants = objectives(workloads);
+  const budgetRatios = errorBudgetRatios(workloads);
+  // Without any SLO in the configuration there is nothing to attain or burn: latency panels only.
+  if (objectiveConstants !== undefined && budgetRatios !== undefined) {
+    row.withPanel(
       statPanel(
         {
           title: `${name}: SLO attainment (${SLO_WINDOW})`,
-          description: `Share of good events over the last ${SLO_WINDOW} for each SLO of ${name}, per namespace, across all its pods (the pod selection does not apply); red below the objective (${formatPercent(slo.objective)}). Covers at most what Prometheus retains (15 days by default).`,
+          description: `Share of good events over the last ${SLO_WINDOW} for each SLO of the workload (ttft, itl, e2e, as configured), per namespace, across all its pods (the pod selection does not apply), beside the workload's objective. Below the objective the error budget is overspent (see the next panel). Covers at most what Prometheus retains (15 days by default).`,
           unit: 'percentunit',
           decimals: 2,
-          colors: { red: slo.objective, yellow: round(slo.objective + (1 - slo.objective) / 2) },
-          queries: kinds.map((kind) => ({ expr: q.sloAttainment(name, kind, SLO_WINDOW), legend: `${SLO_TITLE[kind]} ${NAMESPACE_LEGEND}` })),
+          noData: NO_SLO_DATA,
+          links: links.every,
+          queries: [
+            { expr: q.sloAttainment(SLO_WINDOW), legend: `{{slo}} ${NAMESPACE_LEGEND}` },
+            { expr: q.forSelectedWorkloads(objectiveConstants), legend: 'objective' },
+          ],
         },
         at(6),
       ),
     );
-    builder.withPanel(
+    row.withPanel(
       statPanel(
         {
           title: `${name}: error budget remaining (${SLO_WINDOW})`,
-          description: `Share of the ${SLO_WINDOW} error budget (1 - objective = ${formatPercent(round(1 - slo.objective))} of events) not yet spent, per namespace, across all pods of ${name}; negative once overspent. Covers at most what Prometheus retains (15 days by default).`,
+          description: `Share of the ${SLO_WINDOW} error budget (1 - objective of the events) not yet spent, per SLO and namespace, across all pods of the workload; red at or below 0 (overspent: attainment below the objective). Covers at most what Prometheus retains (15 days by default).`,
           unit: 'percentunit',
           decimals: 1,
           colors: { red: 0, yellow: 0.25 },
-          queries: kinds.map((kind) => ({ expr: q.errorBudgetRemaining(name, kind, slo.objective, SLO_WINDOW), legend: `${SLO_TITLE[kind]} ${NAMESPACE_LEGEND}` })),
+          noData: NO_SLO_DATA,
+          links: links.every,
+          queries: [{ expr: q.errorBudgetRemaining(budgetRatios, SLO_WINDOW), legend: `{{slo}} ${NAMESPACE_LEGEND}` }],
         },
         at(6),
       ),
     );
-    builder.withPanel(
+    row.withPanel(
       timeSeriesPanel(
         {
           title: `${name}: burn rate (1h)`,
-          description: `Error ratio over the last hour, per namespace, across all pods of ${name}, divided by the error budget ratio (1 - objective): at 1 the budget lasts exactly the ${SLO_WINDOW} SLO window. The dashed lines are the alert factors, each over its own pair of windows: ${BURN_RATE_LEGEND}. Only the 1h condition reads this curve directly.`,
+          description: `Error ratio over the last hour, per SLO and namespace, across all pods of the workload, divided by its error budget ratio (1 - objective): at 1 the budget lasts exactly the ${SLO_WINDOW} SLO window. The dashed lines are the alert factors, each over its own pair of windows: ${BURN_RATE_LEGEND}. Only the 1h condition reads this curve directly.`,
           unit: 'x',
           min: 0,
+          noData: NO_SLO_DATA,
+          links: links.every,
           thresholdLines: BURN_RATE_LINES,
-          queries: kinds.map((kind) => ({ expr: q.burnRate(name, kind, slo.objective, '1h'), legend: `${SLO_TITLE[kind]} ${NAMESPACE_LEGEND}` })),
+          queries: [{ expr: q.burnRate(budgetRatios, '1h'), legend: `{{slo}} ${NAMESPACE_LEGEND}` }],
         },
         at(12),
       ),
     );
   }
   const quantiles = (key: 'ttft' | 'itlToken' | 'e2e'): Query[] =>
-    QUANTILES.map((quantile) => ({ expr: native ? classicOrNativeQuantile(quantile, key, name) : q.quantile(quantile, key, name), legend: `p${Math.round(quantile * 100)} ${NAMESPACE_LEGEND}` }));
-  const budget = (kind: SloKind): number[] => {
-    const threshold = slo?.thresholdsS[kind];
-    return threshold === undefined ? [] : [threshold];
+    QUANTILES.map((quantile) => ({ expr: native ? classicOrNativeQuantile(quantile, key) : q.quantile(quantile, key), legend: `p${Math.round(quantile * 100)} ${NAMESPACE_LEGEND}` }));
+  const budgetLine = (kind: SloKind): Query[] => {
+    const constants = thresholds(workloads, kind);
+    return constants === undefined ? [] : [{ expr: q.forSelectedWorkloads(constants), legend: 'budget' }];
   };
-  const budgetNote = (kind: SloKind): string => {
-    const threshold = slo?.thresholdsS[kind];
-    return `${QUANTILE_NOTE}${threshold === undefined ? '' : ` The dashed line is the budget, ${formatSeconds(threshold)}.`}`;
-  };
-  builder.withPanel(
+  const budgetNote = (kind: SloKind): string =>
+    `${QUANTILE_NOTE} The dashed red line is the workload's ${SLO_TITLE[kind]} budget (its configured threshold); none without one.`;
+  row.withPanel(
     timeSeriesPanel(
       {
         title: `${name}: TTFT p50 / p90 / p99`,
         description: `Time to first token: from the request reaching the proxy to the first content-bearing event (not a role-only prelude).${budgetNote('ttft')}`,
         unit: 's',
         min: 0,
-        thresholdLines: budget('ttft'),
+        links: links.ttft,
         queries: quantiles('ttft'),
+        budgetQueries: budgetLine('ttft'),
       },
       at(8),
     ),
   );
-  builder.withPanel(
+  row.withPanel(
     timeSeriesPanel(
       {
         title: `${name}: ITL p50 / p90 / p99`,
         description: `Inter-token latency per token: the gap between content events divided by the tokens in the later one.${budgetNote('itl')}`,
         unit: 's',
         min: 0,
-        thresholdLines: budget('itl'),
+        links: links.itl,
         queries: quantiles('itlToken'),
+        budgetQueries: budgetLine('itl'),
       },
       at(8),
     ),
   );
-  builder.withPanel(
+  row.withPanel(
     timeSeriesPanel(
       {
         title: `${name}: e2e latency p50 / p90 / p99`,
         description: `End-to-end: from the request reaching the proxy to the last byte written to the client, every request and outcome.${budgetNote('e2e')}`,
         unit: 's',
         min: 0,
-        thresholdLines: budget('e2e'),
+        links: links.e2e,
         queries: quantiles('e2e'),
+        budgetQueries: budgetLine('e2e'),
       },
       at(8),
     ),
   );
+  return row;
 }
 
-function gpuRows(builder: dashboard.DashboardBuilder, at: (width: number, height?: number) => Placement): void {
-  builder.withRow(new dashboard.RowBuilder('GPU of the selected pods (DCGM exporter)').id(at(24).id));
-  builder.withPanel(
+/** The GPU rows, collapsed: the DCGM exporter's series, then the sidecar's own reading of them. */
+function gpuRows(at: (width: number, height?: number) => Placement): dashboard.RowBuilder[] {
+  const exporter = new dashboard.RowBuilder('GPU of the selected pods (DCGM exporter)').id(at(24).id).collapsed(true);
+  exporter.withPanel(
     timeSeriesPanel(
       {
         title: 'GPU memory used and total (DCGM)',
@@ -301,6 +324,7 @@ function gpuRows(builder: dashboard.DashboardBuilder, at: (width: number, height
           'DCGM_FI_DEV_FB_USED and the framebuffer size (DCGM_FI_DEV_FB_TOTAL, else FB_USED + FB_FREE + FB_RESERVED), per GPU or MIG instance of the selected pods; reads the exporter labels whether Prometheus kept `pod` or renamed it `exported_pod`.',
         unit: 'bytes',
         min: 0,
+        noData: NO_DCGM_DATA,
         queries: [
           { expr: q.dcgmMemoryUsedBytes(), legend: 'used {{pod}} gpu {{gpu}} {{GPU_I_ID}}' },
           { expr: q.dcgmMemoryTotalBytes(), legend: 'total {{pod}} gpu {{gpu}} {{GPU_I_ID}}' },
@@ -309,32 +333,34 @@ function gpuRows(builder: dashboard.DashboardBuilder, at: (width: number, height
       at(12),
     ),
   );
-  builder.withPanel(
+  exporter.withPanel(
     timeSeriesPanel(
       {
         title: 'GPU memory free (DCGM)',
         description: 'DCGM_FI_DEV_FB_FREE per GPU or MIG instance of the selected pods: headroom for the KV cache before the server must preempt or queue.',
         unit: 'bytes',
         min: 0,
+        noData: NO_DCGM_DATA,
         queries: [{ expr: q.dcgmMemoryFreeBytes(), legend: '{{pod}} gpu {{gpu}} {{GPU_I_ID}}' }],
       },
       at(6),
     ),
   );
-  builder.withPanel(
+  exporter.withPanel(
     timeSeriesPanel(
       {
         title: 'GPU utilisation (DCGM)',
         description: 'DCGM_FI_DEV_GPU_UTIL / 100 of the GPUs the selected pods use, matched by GPU UUID (on MIG the exporter reports it per physical GPU only, shared by its instances).',
         unit: 'percentunit',
         min: 0,
+        noData: NO_DCGM_DATA,
         queries: [{ expr: q.dcgmUtilizationRatio(), legend: '{{hostname}} gpu {{gpu}}' }],
       },
       at(6),
     ),
   );
-  builder.withRow(new dashboard.RowBuilder('GPU as read by the tokentap sidecar (dcgm.url)').id(at(24).id));
-  builder.withPanel(
+  const sidecar = new dashboard.RowBuilder('GPU as read by the tokentap sidecar (dcgm.url)').id(at(24).id).collapsed(true);
+  sidecar.withPanel(
     timeSeriesPanel(
       {
         title: 'GPU memory used and total (sidecar)',
@@ -342,6 +368,7 @@ function gpuRows(builder: dashboard.DashboardBuilder, at: (width: number, height
           "tokentap_gpu_memory_used_bytes and tokentap_gpu_memory_total_bytes: the sidecar's own reading of the node's DCGM exporter, kept to its pod's series or GPU UUIDs, so the pod join holds where the exporter's pod mapping is off. Absent (not zero) while the exporter is unreachable or reports blank values.",
         unit: 'bytes',
         min: 0,
+        noData: NO_SIDECAR_GPU_DATA,
         queries: [
           { expr: q.sidecarGpuMemoryUsedBytes(), legend: 'used {{pod}} gpu {{gpu}} {{gpu_instance}}' },
           { expr: q.sidecarGpuMemoryTotalBytes(), legend: 'total {{pod}} gpu {{gpu}} {{gpu_instance}}' },
@@ -350,19 +377,20 @@ function gpuRows(builder: dashboard.DashboardBuilder, at: (width: number, height
       at(10),
     ),
   );
-  builder.withPanel(
+  sidecar.withPanel(
     timeSeriesPanel(
       {
         title: 'GPU utilisation (sidecar)',
         description: 'tokentap_gpu_utilization_ratio: DCGM_FI_DEV_GPU_UTIL / 100 of the GPUs the sidecar found for its pod.',
         unit: 'percentunit',
         min: 0,
+        noData: NO_SIDECAR_GPU_DATA,
         queries: [{ expr: q.sidecarGpuUtilizationRatio(), legend: '{{pod}} gpu {{gpu}}' }],
       },
       at(7),
     ),
   );
-  builder.withPanel(
+  sidecar.withPanel(
     timeSeriesPanel(
       {
         title: 'DCGM scrape errors (sidecar)',
@@ -370,21 +398,11 @@ function gpuRows(builder: dashboard.DashboardBuilder, at: (width: number, height
           'tokentap_dcgm_scrape_errors_total per second by reason: unreachable, timeout, http_status, bad_text, sentinel (a blank DCGM value), no_match (no series of this pod: check POD_NAME / NVIDIA_VISIBLE_DEVICES). Empty when all is well.',
         unit: 'short',
         min: 0,
+        noData: 'No DCGM scrape error counted (or dcgm.url is not set, or the sidecar not scraped)',
         queries: [{ expr: q.dcgmScrapeErrorRate(), legend: '{{pod}} {{reason}}' }],
       },
       at(7),
     ),
   );
-}
-
-function formatPercent(ratio: number): string {
-  return `${round(ratio * 100)} %`;
-}
-
-function formatSeconds(seconds: number): string {
-  return seconds < 1 ? `${round(seconds * 1000)} ms` : `${round(seconds)} s`;
-}
-
-function round(value: number): number {
-  return Number(value.toPrecision(12));
+  return [exporter, sidecar];
 }

@@ -1,11 +1,15 @@
 import * as dashboard from '@grafana/grafana-foundation-sdk/dashboard';
 import type { Workload } from '../config/load.js';
-import { timeSeriesPanel, type Placement } from './dashboard-panels.js';
+import { timeSeriesPanel, type Placement, type Query } from './dashboard-panels.js';
+import { forSelectedWorkloads } from './dashboard-queries.js';
+import type { SloLinks } from './dashboard-runbook-links.js';
+import { thresholds } from './dashboard-slo-constants.js';
+import { WORKLOAD_VARIABLE } from './dashboard-variables.js';
 import * as e from './engine-queries.js';
 import { NAMESPACE_LABEL } from './promql.js';
 
 /**
- * Per workload, the row that tells the causes of a slow or burning SLO apart
+ * Per selected workload, the row that tells the causes of a slow or burning SLO apart
  * (docs/engine-timings.md): goodput beside RPS, where the TTFT goes (engine queue, prefill, outside
  * the engine), TTFT and ITL p99 against the requests in flight (capacity at SLO), and the engine's
  * own series (running and waiting requests, KV cache, preemptions, prefix cache, its queue and
@@ -28,27 +32,38 @@ export const ENGINE_PANEL = {
 
 const NS = `{{${NAMESPACE_LABEL}}}`;
 
-export function engineRow(builder: dashboard.DashboardBuilder, workload: Workload, at: (width: number, height?: number) => Placement, native = false): void {
-  const name = workload.name;
-  const slo = workload.slo;
-  builder.withRow(new dashboard.RowBuilder(ENGINE_ROW_TITLE(name)).id(at(24).id));
-  const rps = { expr: e.requestsPerSecond(name), legend: `requests ${NS}` };
-  builder.withPanel(
+/** Shown by the engine panels without series: their data come from the engine container's own /metrics. */
+const NO_ENGINE_DATA = "No data: is the engine container scraped (with the pod's namespace and pod labels)?";
+
+/**
+ * The row of the workload in `$workload`, collapsed; the dashboard repeats it per selected workload
+ * (`repeat: workload`), so every panel reads the variable and the budget lines come from the
+ * per-workload constants of the configuration (dashboard-slo-constants.ts).
+ */
+export function engineRow(workloads: readonly Workload[], at: (width: number, height?: number) => Placement, links: SloLinks, native = false): dashboard.RowBuilder {
+  const name = `$${WORKLOAD_VARIABLE}`;
+  const row = new dashboard.RowBuilder(ENGINE_ROW_TITLE(name)).id(at(24).id).repeat(WORKLOAD_VARIABLE).collapsed(true);
+  const budgetLine = (kind: 'ttft' | 'itl'): Query[] => {
+    const constants = thresholds(workloads, kind);
+    return constants === undefined ? [] : [{ expr: forSelectedWorkloads(constants), legend: `${kind === 'ttft' ? 'TTFT' : 'ITL'} budget` }];
+  };
+  row.withPanel(
     timeSeriesPanel(
       {
         title: ENGINE_PANEL.goodput(name),
         description:
-          slo === undefined
-            ? `Generation requests per second of ${name}. ${name} has no SLO, so no goodput.`
-            : `Generation requests per second of ${name}, and goodput: those that completed and met every SLO of ${name} (TTFT, e2e, and ITL at its ${slo.itlPercentile} percentile over the request's tokens) (tokentap_goodput_requests_total). The gap between the lines is traffic served out of SLO.`,
+          'Generation requests per second of the workload, and goodput: those that completed and met every SLO of the workload (TTFT, e2e, and ITL at its itl_percentile over the request\'s tokens) (tokentap_goodput_requests_total). The gap between the lines is traffic served out of SLO. A workload without an SLO has no goodput line.',
         unit: 'reqps',
         min: 0,
-        queries: slo === undefined ? [rps] : [rps, { expr: e.goodputPerSecond(name), legend: `goodput ${NS}` }],
+        queries: [
+          { expr: e.requestsPerSecond(), legend: `requests ${NS}` },
+          { expr: e.goodputPerSecond(), legend: `goodput ${NS}` },
+        ],
       },
       at(8),
     ),
   );
-  builder.withPanel(
+  row.withPanel(
     timeSeriesPanel(
       {
         title: ENGINE_PANEL.ttftSplit(name),
@@ -56,113 +71,120 @@ export function engineRow(builder: dashboard.DashboardBuilder, workload: Workloa
           "Mean per request of the wire TTFT and its parts, as the engine reported them in its stream: engine queue (vLLM), engine prefill (vLLM, llama.cpp, Ollama) and outside the engine (wire TTFT - engine TTFT: tokenisation, the engine's HTTP server, the path to the sidecar). A high queue means the engine is saturated (see in-flight and waiting), a high prefill long prompts or a cold prefix cache, a high outside share a problem outside the GPU. Empty parts: the engine does not report them (vLLM needs --enable-per-request-metrics).",
         unit: 's',
         min: 0,
+        links: links.ttft,
         queries: [
-          { expr: e.meanPerRequest('ttft', name, native), legend: `wire TTFT ${NS}` },
-          { expr: e.meanPerRequest('engineQueue', name, native), legend: `engine queue ${NS}` },
-          { expr: e.meanPerRequest('enginePrefill', name, native), legend: `engine prefill ${NS}` },
-          { expr: e.meanPerRequest('outsideEngineTtft', name, native), legend: `outside the engine ${NS}` },
+          { expr: e.meanPerRequest('ttft', native), legend: `wire TTFT ${NS}` },
+          { expr: e.meanPerRequest('engineQueue', native), legend: `engine queue ${NS}` },
+          { expr: e.meanPerRequest('enginePrefill', native), legend: `engine prefill ${NS}` },
+          { expr: e.meanPerRequest('outsideEngineTtft', native), legend: `outside the engine ${NS}` },
         ],
       },
       at(8),
     ),
   );
-  const ttftBudget = slo?.thresholdsS.ttft;
-  const itlBudget = slo?.thresholdsS.itl;
   const capacityNote =
-    ' By the band of requests in flight in the sidecar (the pod) when each request started. The highest band still under the budget line is the concurrency one pod sustains within SLO; widen the time range so every band has samples (docs/engine-timings.md, "Capacity at SLO").';
-  builder.withPanel(
+    ' By the band of requests in flight in the sidecar (the pod) when each request started. The highest band still under the dashed budget line (the workload\'s threshold) is the concurrency one pod sustains within SLO; widen the time range so every band has samples (docs/engine-timings.md, "Capacity at SLO").';
+  row.withPanel(
     timeSeriesPanel(
       {
         title: ENGINE_PANEL.ttftByInFlight(name),
         description: `p99 TTFT (as the SLO measures it) per in-flight band.${capacityNote}`,
         unit: 's',
         min: 0,
-        thresholdLines: ttftBudget === undefined ? [] : [ttftBudget],
-        queries: [{ expr: e.quantileByInFlight(0.99, 'ttftByConcurrency', name, native), legend: `{{in_flight}} in flight ${NS}` }],
+        links: links.ttft,
+        queries: [{ expr: e.quantileByInFlight(0.99, 'ttftByConcurrency', native), legend: `{{in_flight}} in flight ${NS}` }],
+        budgetQueries: budgetLine('ttft'),
       },
       at(4),
     ),
   );
-  builder.withPanel(
+  row.withPanel(
     timeSeriesPanel(
       {
         title: ENGINE_PANEL.itlByInFlight(name),
         description: `p99 per-token ITL per in-flight band.${capacityNote}`,
         unit: 's',
         min: 0,
-        thresholdLines: itlBudget === undefined ? [] : [itlBudget],
-        queries: [{ expr: e.quantileByInFlight(0.99, 'itlByConcurrency', name, native), legend: `{{in_flight}} in flight ${NS}` }],
+        links: links.itl,
+        queries: [{ expr: e.quantileByInFlight(0.99, 'itlByConcurrency', native), legend: `{{in_flight}} in flight ${NS}` }],
+        budgetQueries: budgetLine('itl'),
       },
       at(4),
     ),
   );
-  const engineNote = ` The engine's own /metrics (vLLM, SGLang, TGI or llama.cpp, whichever the pod exports), for the pods that served ${name}.`;
-  builder.withPanel(
+  const engineNote = " The engine's own /metrics (vLLM, SGLang, TGI or llama.cpp, whichever the pod exports), for the pods that served the workload.";
+  row.withPanel(
     timeSeriesPanel(
       {
         title: ENGINE_PANEL.engineRequests(name),
         description: `Requests in the engine's running batch and waiting in its queue, per pod: waiting above zero means TTFT now includes queueing.${engineNote}`,
         unit: 'short',
         min: 0,
+        noData: NO_ENGINE_DATA,
         queries: [
-          { expr: e.engineRunning(name), legend: `running {{pod}} ${NS}` },
-          { expr: e.engineWaiting(name), legend: `waiting {{pod}} ${NS}` },
+          { expr: e.engineRunning(), legend: `running {{pod}} ${NS}` },
+          { expr: e.engineWaiting(), legend: `waiting {{pod}} ${NS}` },
         ],
       },
       at(6),
     ),
   );
-  builder.withPanel(
+  row.withPanel(
     timeSeriesPanel(
       {
         title: ENGINE_PANEL.kvCache(name),
         description: `Share of the KV cache in use, per pod; near 1 the engine preempts or queues.${engineNote}`,
         unit: 'percentunit',
         min: 0,
-        queries: [{ expr: e.engineKvCacheUsage(name), legend: `{{pod}} ${NS}` }],
+        noData: NO_ENGINE_DATA,
+        queries: [{ expr: e.engineKvCacheUsage(), legend: `{{pod}} ${NS}` }],
       },
       at(6),
     ),
   );
-  builder.withPanel(
+  row.withPanel(
     timeSeriesPanel(
       {
         title: ENGINE_PANEL.preemptions(name),
         description: `vLLM preemptions per second (vllm:num_preemptions_total), per pod: requests evicted for KV-cache memory, which stalls their tokens (ITL) and recomputes their prefill.${engineNote}`,
         unit: 'short',
         min: 0,
-        queries: [{ expr: e.enginePreemptionsPerSecond(name), legend: `{{pod}} ${NS}` }],
+        noData: NO_ENGINE_DATA,
+        queries: [{ expr: e.enginePreemptionsPerSecond(), legend: `{{pod}} ${NS}` }],
       },
       at(6),
     ),
   );
-  builder.withPanel(
+  row.withPanel(
     timeSeriesPanel(
       {
         title: ENGINE_PANEL.prefixCache(name),
         description: `Share of prompt tokens served from the prefix cache (vLLM prefix_cache_hits / prefix_cache_queries, SGLang cache_hit_rate), per pod; a drop raises prefill time.${engineNote}`,
         unit: 'percentunit',
         min: 0,
-        queries: [{ expr: e.enginePrefixCacheHitRate(name), legend: `{{pod}} ${NS}` }],
+        noData: NO_ENGINE_DATA,
+        queries: [{ expr: e.enginePrefixCacheHitRate(), legend: `{{pod}} ${NS}` }],
       },
       at(6),
     ),
   );
-  builder.withPanel(
+  row.withPanel(
     timeSeriesPanel(
       {
         title: ENGINE_PANEL.engineQueuePrefill(name),
-        description: `Mean queue and prefill time per request from vLLM's own histograms (vllm:request_queue_time_seconds, vllm:request_prefill_time_seconds), per pod, all workloads of the pod together; compare with "where TTFT goes", which is per request of ${name}.${engineNote}`,
+        description: `Mean queue and prefill time per request from vLLM's own histograms (vllm:request_queue_time_seconds, vllm:request_prefill_time_seconds), per pod, all workloads of the pod together; compare with "where TTFT goes", which is per request of the workload.${engineNote}`,
         unit: 's',
         min: 0,
+        noData: NO_ENGINE_DATA,
         queries: [
-          { expr: e.engineHistogramMean('vllm:request_queue_time_seconds', name), legend: `queue {{pod}} ${NS}` },
-          { expr: e.engineHistogramMean('vllm:request_prefill_time_seconds', name), legend: `prefill {{pod}} ${NS}` },
+          { expr: e.engineHistogramMean('vllm:request_queue_time_seconds'), legend: `queue {{pod}} ${NS}` },
+          { expr: e.engineHistogramMean('vllm:request_prefill_time_seconds'), legend: `prefill {{pod}} ${NS}` },
         ],
       },
       at(24),
     ),
   );
+  return row;
 }
 
 /**

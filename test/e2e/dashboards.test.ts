@@ -4,12 +4,12 @@ import { Writable } from 'node:stream';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadSettings } from '../../src/config/load.js';
+import { loadSettings, type SloKind, type Workload } from '../../src/config/load.js';
 import { createLogger } from '../../src/log/logger.js';
 import { dashboardFileText, renderDashboards } from '../../src/render/dashboards.js';
 import { startSidecar, type RunningSidecar } from '../../src/sidecar.js';
 import { startSimulator, type RunningSimulator } from '../../src/simulator/index.js';
-import { allPanels, substituteVariables, type DashboardJson, type DashboardPanel } from '../helpers/dashboard-json.js';
+import { allPanels, expandRows, substituteVariables, type DashboardJson, type DashboardPanel } from '../helpers/dashboard-json.js';
 import { dcgmFixture, startDcgmExporter } from '../helpers/dcgm-exporter.js';
 import { startPrometheus, type PrometheusServer } from '../helpers/prometheus-server.js';
 import { exchange } from '../helpers/replay-upstream.js';
@@ -30,7 +30,8 @@ import { exchange } from '../helpers/replay-upstream.js';
  *
  * Template variables are resolved the way Grafana resolves them: each variable's label_values()
  * query is answered by Prometheus's series API, and All becomes the variable's allValue or the
- * alternation of its values.
+ * alternation of its values. A row that repeats over `workload` is run once per workload, with
+ * `$workload` that one value (regex-escaped), as Grafana does with each copy of the row.
  */
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -52,7 +53,8 @@ interface Running {
 }
 
 let running: Partial<Running> = {};
-const dashboards = renderDashboards(loadSettings({ flags: { config: EXAMPLE_CONFIG }, env: {} })).map(
+const settings = loadSettings({ flags: { config: EXAMPLE_CONFIG }, env: {} });
+const dashboards = renderDashboards(settings).map(
   (r) => JSON.parse(dashboardFileText(r)) as DashboardJson,
 );
 
@@ -218,6 +220,23 @@ async function failures(prometheus: PrometheusServer, panels: DashboardPanel[], 
   return problems;
 }
 
+/** The SLO kind of a budget-line query (legend "budget" on a latency panel, "TTFT budget" / "ITL budget" on the capacity panels). */
+function budgetKind(panel: DashboardPanel, target: { legendFormat?: string }): SloKind | undefined {
+  const legend = target.legendFormat ?? '';
+  if (!legend.endsWith('budget')) return undefined;
+  const text = `${legend} ${panel.title}`;
+  return text.includes('TTFT') ? 'ttft' : text.includes('ITL') ? 'itl' : 'e2e';
+}
+
+/** A query of a repeated row that has nothing to answer for `workload`: SLO, goodput or budget without that part configured. */
+function isUnconfigured(panel: DashboardPanel, target: { legendFormat?: string }, workload: Workload | undefined): boolean {
+  if (workload === undefined) return false;
+  const kind = budgetKind(panel, target);
+  if (kind !== undefined) return workload.slo?.thresholdsS[kind] === undefined;
+  const aboutSlo = /SLO attainment|error budget|burn rate/.test(panel.title) || (target.legendFormat ?? '').startsWith('goodput');
+  return aboutSlo && workload.slo === undefined;
+}
+
 const GPU_FROM_DCGM = ['GPU memory used and total (DCGM)', 'GPU memory free (DCGM)', 'GPU utilisation (DCGM)'];
 const GPU_FROM_SIDECAR = ['GPU memory used and total (sidecar)', 'GPU utilisation (sidecar)'];
 
@@ -232,11 +251,57 @@ describe.each(dashboards.map((d) => [d.uid, d] as const))('dashboard %s against 
     expect(options.model).toEqual(['llama-3.1-8b-instruct', 'qwen2.5-coder-7b-instruct']);
   }, 60_000);
 
-  it('every panel query parses and returns data with every variable at All', async () => {
+  it('every panel query parses and returns data with every variable at All, per workload in the repeated rows, except what the workload has not configured', async () => {
+    const prometheus = running.prometheus as PrometheusServer;
+    const { values, options } = await resolveAll(prometheus, dashboard);
+    const rows = expandRows(dashboard, { workload: options.workload ?? [] });
+    expect(rows.filter((r) => r.repeat !== undefined)).toHaveLength(2 * 5);
+    expect(rows.flatMap((r) => r.panels).length).toBe(13 + 5 * 15);
+    for (const row of rows) {
+      const workload = settings.workloads.find((w) => w.name === row.repeat?.value);
+      const scoped = row.repeat === undefined ? values : { ...values, workload: escapeRegex(row.repeat.value) };
+      const problems = await failures(prometheus, row.panels, scoped);
+      // A workload answers no SLO, goodput or budget query for what its configuration does not have.
+      const expected = row.panels.flatMap((panel) =>
+        (panel.targets ?? []).filter((t) => isUnconfigured(panel, t, workload)).map((t) => `"${panel.title}" (${t.refId}) returned no series`),
+      );
+      expect(problems.map((p) => p.replace(/ returned no series: .*$/s, ' returned no series')), row.title).toEqual(expected);
+    }
+  }, 240_000);
+
+  it('draws in each workload\'s row that workload\'s own configured budget, and no budget line for a threshold it does not have', async () => {
+    const prometheus = running.prometheus as PrometheusServer;
+    const { values, options } = await resolveAll(prometheus, dashboard);
+    let lines = 0;
+    for (const row of expandRows(dashboard, { workload: options.workload ?? [] })) {
+      if (row.repeat === undefined) continue;
+      const workload = settings.workloads.find((w) => w.name === row.repeat?.value);
+      for (const panel of row.panels) {
+        for (const target of (panel.targets ?? []).filter((t) => budgetKind(panel, t) !== undefined)) {
+          const threshold = workload?.slo?.thresholdsS[budgetKind(panel, target) as SloKind];
+          const result = await prometheus.query(substituteVariables(target.expr, { ...values, workload: escapeRegex(row.repeat.value) }));
+          expect(result.map((r) => [r.metric.workload, r.value]), `${row.title} / ${panel.title}`).toEqual(threshold === undefined ? [] : [[row.repeat.value, threshold]]);
+          if (threshold !== undefined) lines++;
+        }
+      }
+    }
+    // Every configured threshold once on its latency panel, and TTFT and ITL once more on their capacity panels.
+    const configured = settings.workloads.flatMap((w) => Object.keys(w.slo?.thresholdsS ?? {}));
+    expect(lines).toBe(configured.length + configured.filter((k) => k !== 'e2e').length);
+  }, 120_000);
+
+  it('with var-workload set to a workload that has no series, every per-workload panel is empty: no query is pinned to a workload', async () => {
     const prometheus = running.prometheus as PrometheusServer;
     const { values } = await resolveAll(prometheus, dashboard);
-    expect(panels.length).toBeGreaterThan(30);
-    expect(await failures(prometheus, panels, values)).toEqual([]);
+    const rows = expandRows(dashboard, { workload: ['nosuchworkload'] }).filter((r) => r.repeat !== undefined);
+    const repeated = rows.flatMap((r) => r.panels);
+    expect(repeated.length).toBe(15);
+    const targets = repeated.flatMap((p) => p.targets ?? []).length;
+    // failures() lists every query that returned no series: all of them.
+    expect(await failures(prometheus, repeated, { ...values, workload: 'nosuchworkload' })).toHaveLength(targets);
+    // And the same rows for chat do answer: the emptiness is the filter, not a broken query.
+    const chat = expandRows(dashboard, { workload: ['chat'] }).filter((r) => r.repeat !== undefined).flatMap((r) => r.panels);
+    expect((await failures(prometheus, chat, { ...values, workload: 'chat' })).length).toBeLessThan(targets / 4);
   }, 120_000);
 
   it('finds the DCGM GPU of a pod whether Prometheus kept the exporter pod label or renamed it exported_pod', async () => {

@@ -65,3 +65,39 @@ export function substituteVariables(expr: string, values: Readonly<Record<string
     return value;
   });
 }
+
+/** One row of the dashboard as Grafana lays it out for a selection: a repeated row once per value. */
+export interface ExpandedRow {
+  title: string;
+  collapsed: boolean;
+  /** The value the row's repeat variable has inside this copy of the row, if it repeats. */
+  repeat?: { variable: string; value: string };
+  panels: DashboardPanel[];
+}
+
+/**
+ * The rows Grafana shows for the selected variable values (the URL's `var-NAME`): a row with
+ * `repeat: NAME` is copied once per selected value, and inside each copy `$NAME` is that one value;
+ * a row without it appears once. The panels of an open row are the top-level panels after it, those
+ * of a collapsed row its own `panels`. Row titles get the copy's value substituted.
+ */
+export function expandRows(dashboard: DashboardJson, selected: Readonly<Record<string, readonly string[]>>): ExpandedRow[] {
+  const rows: ExpandedRow[] = [];
+  let open: ExpandedRow | undefined;
+  for (const panel of dashboard.panels) {
+    if (panel.type !== 'row') {
+      if (open === undefined) throw new Error(`panel "${panel.title}" is outside any row`);
+      open.panels.push(panel);
+      continue;
+    }
+    const row = panel as DashboardPanel & { collapsed?: boolean; repeat?: string };
+    const copies = row.repeat === undefined ? [undefined] : (selected[row.repeat] ?? []).map((value) => ({ variable: row.repeat as string, value }));
+    for (const repeat of copies) {
+      const title = repeat === undefined ? row.title : substituteVariables(row.title, { [repeat.variable]: repeat.value });
+      const expanded: ExpandedRow = { title, collapsed: row.collapsed === true, panels: row.collapsed === true ? [...(row.panels ?? [])] : [], ...(repeat === undefined ? {} : { repeat }) };
+      rows.push(expanded);
+      open = row.collapsed === true ? undefined : expanded;
+    }
+  }
+  return rows;
+}

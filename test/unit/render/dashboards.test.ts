@@ -5,7 +5,8 @@ import { describe, expect, it } from 'vitest';
 import { loadSettings, SLO_KINDS, type Settings } from '../../../src/config/load.js';
 import { GPU_METRICS, METRICS } from '../../../src/metrics/definitions.js';
 import { dashboardFileText, renderDashboards } from '../../../src/render/dashboards.js';
-import { allPanels, variableReferences, type DashboardJson } from '../../helpers/dashboard-json.js';
+import { runbookUrl } from '../../../src/render/alert-links.js';
+import { allPanels, expandRows, substituteVariables, variableReferences, type DashboardJson } from '../../helpers/dashboard-json.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
 const EXAMPLE_CONFIG = join(ROOT, 'deploy', 'tokentap.yaml');
@@ -23,6 +24,11 @@ function overview(settings: Settings): DashboardJson {
   const found = rendered(settings).find((r) => r.fileName === 'tokentap-slo-overview.json');
   if (found === undefined) throw new Error('no tokentap-slo-overview.json rendered');
   return found.json;
+}
+
+/** The per-workload constants written into a query: `label_replace(vector(0.2), "workload", "chat", "", "")` terms. */
+function constantsOf(expr: string): Record<string, number> {
+  return Object.fromEntries([...expr.matchAll(/label_replace\(vector\(([^)]+)\), "workload", "([^"]+)", "", ""\)/g)].map((m) => [m[2] as string, Number(m[1])]));
 }
 
 /** Grafana's built-in variables a query may use without defining them. */
@@ -97,9 +103,11 @@ describe('rendered dashboards pass the checks Grafana applies on import', () => 
         }
       });
 
-      it('shows "No traffic" for no data and for NaN on every panel', () => {
+      it('tells no data (no series: what is not scraped) from no traffic (NaN: counters that did not move) on every panel', () => {
         for (const panel of allPanels(json).filter((p) => p.type !== 'row')) {
-          expect(panel.fieldConfig?.defaults?.noValue, panel.title).toBe('No traffic');
+          const noValue = panel.fieldConfig?.defaults?.noValue ?? '';
+          // Empty answers name what to check; only the DCGM error counter is empty when all is well.
+          expect(noValue, panel.title).toMatch(panel.title === 'DCGM scrape errors (sidecar)' ? /^No DCGM scrape error counted \(or .*not scraped\)$/ : /^No data: .*scraped/);
           expect(panel.fieldConfig?.defaults?.mappings, panel.title).toContainEqual({ type: 'special', options: { match: 'null+nan', result: { text: 'No traffic' } } });
         }
       });
@@ -118,7 +126,7 @@ describe('rendered dashboards pass the checks Grafana applies on import', () => 
         }
       });
 
-      it('guards every division: each denominator is filtered with > 0 or is a constant', () => {
+      it('guards every division: each denominator is filtered with > 0, is a constant, or the error budget ratios (1 - objective, never 0)', () => {
         const exprs = allPanels(json).flatMap((p) => (p.targets ?? []).map((t) => t.expr));
         let divisions = 0;
         for (const expr of exprs) {
@@ -126,11 +134,11 @@ describe('rendered dashboards pass the checks Grafana applies on import', () => 
           for (const match of expr.matchAll(/\) \/ /g)) {
             divisions++;
             const rest = expr.slice((match.index ?? 0) + match[0].length);
-            const guarded = /^\(.*> 0\)/.test(rest) || /^\d/.test(rest);
+            const guarded = /^\(.*> 0\)/.test(rest) || /^\d/.test(rest) || /^on \(workload\) group_left \(\) \(label_replace\(vector\(0\.\d+\), "workload", "[a-z]/.test(rest);
             expect(guarded, `unguarded division in ${expr}`).toBe(true);
           }
         }
-        expect(divisions).toBeGreaterThan(20);
+        expect(divisions).toBeGreaterThan(15);
       });
     });
   }
@@ -144,44 +152,50 @@ describe('dashboards follow the configuration', () => {
     expect(JSON.stringify(clientErrors[0]?.targets)).not.toContain('upstream_error');
   });
 
-  it('draws each workload budget as a threshold line on its latency panel, in seconds', () => {
+  it('draws each workload\'s own budget on its latency panels: a dashed red series of the configured thresholds, in seconds, per workload', () => {
     const settings = exampleSettings();
-    const json = overview(settings);
-    const panels = allPanels(json);
+    const panels = allPanels(overview(settings));
     const panelTitle = { ttft: 'TTFT p50 / p90 / p99', itl: 'ITL p50 / p90 / p99', e2e: 'e2e latency p50 / p90 / p99' } as const;
-    let checked = 0;
-    for (const workload of settings.workloads) {
-      for (const kind of SLO_KINDS) {
-        const panel = panels.find((p) => p.title === `${workload.name}: ${panelTitle[kind]}`);
-        expect(panel, `${workload.name} ${kind}`).toBeDefined();
-        const threshold = workload.slo?.thresholdsS[kind];
-        const steps = panel?.fieldConfig?.defaults?.thresholds?.steps ?? [];
-        const lines = steps.filter((s) => s.value !== null).map((s) => s.value);
-        expect(lines, `${workload.name} ${kind}`).toEqual(threshold === undefined ? [] : [threshold]);
-        expect(panel?.fieldConfig?.defaults?.custom?.thresholdsStyle, `${workload.name} ${kind}`).toEqual({ mode: threshold === undefined ? 'off' : 'dashed' });
-        if (threshold !== undefined) checked++;
-      }
+    for (const kind of SLO_KINDS) {
+      const panel = panels.find((p) => p.title === `$workload: ${panelTitle[kind]}`);
+      const budget = panel?.targets?.find((t) => t.legendFormat === 'budget');
+      expect(budget, kind).toBeDefined();
+      const expected = Object.fromEntries(settings.workloads.flatMap((w) => (w.slo?.thresholdsS[kind] === undefined ? [] : [[w.name, w.slo.thresholdsS[kind]]])));
+      expect(constantsOf(budget?.expr ?? ''), kind).toEqual(expected);
+      // Drawn like a threshold: its own query, dashed, red, unfilled.
+      const overrides = (panel as { fieldConfig?: { overrides?: Array<{ matcher: unknown; properties: Array<{ id: string; value: unknown }> }> } }).fieldConfig?.overrides ?? [];
+      const style = overrides.find((o) => JSON.stringify(o.matcher) === JSON.stringify({ id: 'byFrameRefID', options: budget?.refId }));
+      expect(style?.properties, kind).toEqual(
+        expect.arrayContaining([
+          { id: 'custom.lineStyle', value: { fill: 'dash', dash: [10, 10] } },
+          { id: 'color', value: { mode: 'fixed', fixedColor: 'red' } },
+        ]),
+      );
     }
-    expect(checked).toBeGreaterThanOrEqual(8);
+    expect(Object.keys(constantsOf(panels.find((p) => p.title === '$workload: TTFT p50 / p90 / p99')?.targets?.at(-1)?.expr ?? ''))).toHaveLength(4);
   });
 
-  it('gives every workload with an SLO attainment, error budget and burn rate panels with one query per configured SLO', () => {
+  it('divides each workload\'s error ratio by its own error budget (1 - its objective) and shows the objective beside the attainment', () => {
     const settings = exampleSettings();
-    const json = overview(settings);
-    for (const workload of settings.workloads.filter((w) => w.slo !== undefined)) {
-      const kinds = SLO_KINDS.filter((k) => workload.slo?.thresholdsS[k] !== undefined);
-      for (const title of [`${workload.name}: SLO attainment (30d)`, `${workload.name}: error budget remaining (30d)`, `${workload.name}: burn rate (1h)`]) {
-        const panel = allPanels(json).find((p) => p.title === title);
-        expect(panel?.targets?.map((t) => t.legendFormat), title).toEqual(kinds.map((k) => `${({ ttft: 'TTFT', itl: 'ITL', e2e: 'e2e' })[k]} {{namespace}}`));
-        for (const [i, t] of (panel?.targets ?? []).entries()) expect(t.expr, title).toContain(`workload="${workload.name}", gen_ai_request_model=~"$model", slo="${kinds[i]}"`);
-      }
+    const panels = allPanels(overview(settings));
+    const withSlo = settings.workloads.filter((w) => w.slo !== undefined);
+    const budgets = Object.fromEntries(withSlo.map((w) => [w.name, Number((1 - (w.slo?.objective ?? 0)).toPrecision(12))]));
+    for (const title of ['$workload: error budget remaining (30d)', '$workload: burn rate (1h)']) {
+      const [target, ...others] = panels.find((p) => p.title === title)?.targets ?? [];
+      expect(others, title).toEqual([]);
+      expect(target?.legendFormat, title).toBe('{{slo}} {{namespace}}');
+      expect(constantsOf(target?.expr ?? ''), title).toEqual(budgets);
+      expect(target?.expr, title).toContain('sum by (namespace, workload, slo)');
     }
+    const attainment = panels.find((p) => p.title === '$workload: SLO attainment (30d)');
+    expect(attainment?.targets?.map((t) => t.legendFormat)).toEqual(['{{slo}} {{namespace}}', 'objective']);
+    expect(constantsOf(attainment?.targets?.[1]?.expr ?? '')).toEqual(Object.fromEntries(withSlo.map((w) => [w.name, w.slo?.objective])));
   });
 
   it('computes SLO attainment, error budget and burn rate across all pods: $pod (the pods seen in the time range) would drop pods a rollout replaced', () => {
     const exprs = allPanels(overview(exampleSettings())).flatMap((p) => (p.targets ?? []).map((t) => t.expr));
     const sloQueries = exprs.filter((e) => e.includes(METRICS.sloEvents.promName));
-    expect(sloQueries.length).toBeGreaterThan(20);
+    expect(sloQueries.length).toBe(4);
     for (const expr of sloQueries) expect(expr).not.toContain('$pod');
     // The latency and traffic panels still follow the pod selection.
     expect(exprs.filter((e) => e.includes(`${METRICS.ttft.promName}_bucket`)).every((e) => e.includes('pod=~"$pod"'))).toBe(true);
@@ -189,8 +203,9 @@ describe('dashboards follow the configuration', () => {
 
   it('keeps namespaces apart in every per-workload panel, so staging and prod are two lines under $namespace = All', () => {
     const targets = allPanels(overview(exampleSettings())).flatMap((p) => (p.targets ?? []).map((t) => ({ title: p.title, ...t })));
-    const tokentap = targets.filter((t) => /\b(tokentap_|gen_ai_)/.test(t.expr) && !t.expr.includes('tokentap_gpu_') && !t.expr.includes('tokentap_dcgm_'));
-    expect(tokentap.length).toBeGreaterThan(40);
+    // The configured constants (budget lines, objectives) are one value per workload, not per namespace.
+    const tokentap = targets.filter((t) => /\b(tokentap_|gen_ai_)/.test(t.expr) && !t.expr.includes('tokentap_gpu_') && !t.expr.includes('tokentap_dcgm_') && !t.expr.startsWith('(label_replace(vector('));
+    expect(tokentap.length).toBeGreaterThan(30);
     for (const t of tokentap) {
       const groupings = t.expr.match(/\bsum(?: by \([^)]*\))? \(/g) ?? [];
       expect(groupings.length, t.title).toBeGreaterThan(0);
@@ -216,10 +231,89 @@ describe('dashboards follow the configuration', () => {
     expect(second).toEqual(first);
   });
 
-  it('a workload-free configuration still renders a valid dashboard for the catch-all workload', () => {
+  it('a workload-free configuration still renders a valid dashboard, whose repeated row serves the catch-all workload', () => {
     const settings = loadSettings({ flags: {}, env: {} });
     const json = overview(settings);
-    expect(allPanels(json).map((p) => p.title)).toContain('default: TTFT p50 / p90 / p99');
+    const titles = allPanels(json).map((p) => p.title);
+    expect(titles).toContain('$workload: TTFT p50 / p90 / p99');
+    // No SLO anywhere: nothing to attain or burn, no budget line.
+    expect(titles.filter((t) => /attainment|budget|burn/.test(t))).toEqual(['SLO attainment (30d)']);
+    expect(allPanels(json).flatMap((p) => p.targets ?? []).filter((t) => t.legendFormat === 'budget')).toEqual([]);
+  });
+});
+
+describe('the $workload variable filters the per-workload rows (Grafana row repeat), as the alerts\' dashboard links expect', () => {
+  const settings = exampleSettings();
+  const json = overview(settings);
+  const workloads = settings.workloads.map((w) => w.name);
+  /** Every tokentap series selector of a query: `name{matchers}`. */
+  const selectors = (expr: string): string[] => [...expr.matchAll(/\b(?:tokentap|gen_ai)_[a-z_]+\{[^}]*\}/g)].map((m) => m[0]);
+
+  it('opened with ?var-workload=chat (an alert\'s link), shows chat\'s rows only, and every per-workload query selects workload chat and no other', () => {
+    const rows = expandRows(json, { workload: ['chat'] });
+    expect(rows.map((r) => r.title)).toEqual([
+      'Service levels (selected workloads)',
+      'Workload chat: SLOs and latency',
+      'Workload chat: where the time goes (goodput, TTFT split, capacity, engine)',
+      'GPU of the selected pods (DCGM exporter)',
+      'GPU as read by the tokentap sidecar (dcgm.url)',
+    ]);
+    const perWorkload = rows.filter((r) => r.repeat !== undefined);
+    expect(perWorkload).toHaveLength(2);
+    let checked = 0;
+    for (const row of perWorkload) {
+      for (const panel of row.panels) {
+        expect(substituteVariables(panel.title, { workload: 'chat' }), row.title).toMatch(/^chat: /);
+        for (const target of panel.targets ?? []) {
+          const expr = substituteVariables(target.expr, { workload: 'chat', namespace: '.*', pod: '.*', model: '.*', __rate_interval: '1m' });
+          for (const selector of selectors(expr)) {
+            expect(selector, `${panel.title}: ${expr}`).toContain('workload=~"chat"');
+            checked++;
+          }
+          // No workload is written into a selector: only the variable chooses.
+          for (const other of workloads) expect(expr, panel.title).not.toContain(`workload="${other}"`);
+        }
+      }
+    }
+    expect(checked).toBeGreaterThan(40);
+    // One row per workload, not 13 rows and 98 panels whatever the selection.
+    expect(rows.flatMap((r) => r.panels)).toHaveLength(28);
+  });
+
+  it('with workload at All, repeats each per-workload row once per workload, in the variable\'s order', () => {
+    const rows = expandRows(json, { workload: workloads });
+    for (const title of ['SLOs and latency', 'where the time goes (goodput, TTFT split, capacity, engine)']) {
+      expect(rows.filter((r) => r.title.endsWith(title)).map((r) => r.repeat?.value)).toEqual(workloads);
+    }
+    const variable = json.templating.list.find((v) => v.name === 'workload') as { multi?: boolean; includeAll?: boolean };
+    // Grafana repeats only over a variable that can hold several values.
+    expect(variable.multi && variable.includeAll).toBe(true);
+  });
+
+  it('opens with the first row expanded and every row below it collapsed', () => {
+    const rows = json.panels.filter((p) => p.type === 'row') as Array<{ title: string; collapsed?: boolean; panels?: unknown[] }>;
+    expect(rows.map((r) => r.collapsed === true)).toEqual([false, ...rows.slice(1).map(() => true)]);
+    for (const row of rows.slice(1)) expect(row.panels?.length, row.title).toBeGreaterThan(0);
+    // Below the first collapsed row, no panel sits outside its row.
+    const firstCollapsed = json.panels.findIndex((p) => p.type === 'row' && (p as { collapsed?: boolean }).collapsed === true);
+    expect(json.panels.slice(firstCollapsed).every((p) => p.type === 'row')).toBe(true);
+  });
+
+  it('links each SLO and latency panel to the runbooks of the alerts about it, at the alerts\' own runbook URLs', () => {
+    const custom = loadSettings({
+      flags: { config: EXAMPLE_CONFIG },
+      env: {},
+      readFile: () => `${readFileSync(EXAMPLE_CONFIG, 'utf8').replace('  grafana_url:', '  runbook_base_url: https://runbooks.example.com/tokentap\n  grafana_url:')}`,
+    });
+    const panels = allPanels(overview(custom));
+    const links = (title: string): string[] => ((panels.find((p) => p.title === title) as { links?: Array<{ url: string; targetBlank: boolean }> } | undefined)?.links ?? []).map((l) => l.url);
+    const burn = (kind: string) => runbookUrl(custom.alerts, 'TokentapErrorBudgetBurn', kind);
+    expect(burn('ttft')).toMatch(/^https:\/\/runbooks\.example\.com\/tokentap\//);
+    const every = SLO_KINDS.map(burn);
+    for (const title of ['SLO attainment (30d)', '$workload: SLO attainment (30d)', '$workload: error budget remaining (30d)', '$workload: burn rate (1h)']) expect(links(title), title).toEqual(every);
+    expect(links('$workload: TTFT p50 / p90 / p99')).toEqual([burn('ttft'), runbookUrl(custom.alerts, 'TokentapTTFTP99OverBudget')]);
+    expect(links('$workload: ITL p50 / p90 / p99')).toEqual([burn('itl')]);
+    expect(links('$workload: e2e latency p50 / p90 / p99')).toEqual([burn('e2e')]);
   });
 });
 
