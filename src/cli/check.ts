@@ -1,30 +1,40 @@
 import { parseArgs } from 'node:util';
 import { loadSettings, SLO_KINDS, type MatchConditions, type Settings, type Workload } from '../config/load.js';
 import { TokentapError } from '../errors.js';
+import { missingAlertLinks } from '../render/alert-links.js';
 import { BURN_RATE_POLICIES } from '../render/burn-rate-windows.js';
 import type { CliIO } from './main.js';
 
 /**
  * `tokentap check --config FILE`: validates a configuration file exactly as `serve` would (the same
- * loadSettings), without starting anything. Valid: a short summary of the workloads and their SLOs
- * on stdout, exit 0. Invalid: every problem on stderr, one per line as `FILE:LINE: path: message`,
- * exit 1. Flags and TOKENTAP_* variables are ignored, so the verdict is about the file alone.
+ * loadSettings), and then as `render` would (the same missingAlertLinks), without starting or writing
+ * anything. Valid: a short summary of the workloads and their SLOs on stdout, exit 0. Invalid: every
+ * problem on stderr, one per line as `FILE:LINE: path: message` (`FILE: path: message` for a key
+ * render needs and the file lacks), exit 1. `--serve-only` leaves render's requirements out, for a
+ * file only the sidecar reads. Flags and TOKENTAP_* variables are ignored, so the verdict is about
+ * the file alone.
  */
 export function runCheck(argv: readonly string[], io: CliIO): number {
-  const file = parseCheckFlags(argv);
+  const { file, serveOnly } = parseCheckFlags(argv);
   let settings: Settings;
   try {
     settings = loadSettings({ flags: { config: file }, env: {} });
   } catch (error) {
     if (!(error instanceof TokentapError)) throw error;
-    for (const problem of error.problems) io.stderr.write(`${problem}\n`);
-    const count = error.problems.length;
-    io.stderr.write(`${file}: invalid (${count} problem${count === 1 ? '' : 's'})\n`);
-    return 1;
+    return reportInvalid(file, error.problems, 'invalid', io);
   }
+  const renderProblems = serveOnly ? [] : missingAlertLinks(settings.alerts, file);
+  if (renderProblems.length > 0) return reportInvalid(file, renderProblems, 'valid for serve, but tokentap render would refuse it', io);
   io.stdout.write(summarise(file, settings));
   for (const warning of unreachableBurnConditions(file, settings)) io.stderr.write(`${warning}\n`);
   return 0;
+}
+
+function reportInvalid(file: string, problems: readonly string[], verdict: string, io: CliIO): number {
+  for (const problem of problems) io.stderr.write(`${problem}\n`);
+  const count = problems.length;
+  io.stderr.write(`${file}: ${verdict} (${count} problem${count === 1 ? '' : 's'})\n`);
+  return 1;
 }
 
 /**
@@ -52,15 +62,15 @@ function unreachableBurnConditions(file: string, settings: Settings): string[] {
   return warnings;
 }
 
-function parseCheckFlags(argv: readonly string[]): string {
-  let config: string | undefined;
+function parseCheckFlags(argv: readonly string[]): { file: string; serveOnly: boolean } {
+  let values: { config?: string; 'serve-only'?: boolean };
   try {
-    config = parseArgs({ args: [...argv], options: { config: { type: 'string' } }, strict: true, allowPositionals: false }).values.config;
+    ({ values } = parseArgs({ args: [...argv], options: { config: { type: 'string' }, 'serve-only': { type: 'boolean' } }, strict: true, allowPositionals: false }));
   } catch (error) {
     throw new TokentapError('TOKENTAP_ERR_USAGE', [(error as Error).message]);
   }
-  if (config === undefined) throw new TokentapError('TOKENTAP_ERR_USAGE', ['check needs --config FILE']);
-  return config;
+  if (values.config === undefined) throw new TokentapError('TOKENTAP_ERR_USAGE', ['check needs --config FILE']);
+  return { file: values.config, serveOnly: values['serve-only'] === true };
 }
 
 function summarise(file: string, settings: Settings): string {

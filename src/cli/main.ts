@@ -38,15 +38,17 @@ OpenTelemetry export (off by default): set OTEL_EXPORTER_OTLP_ENDPOINT, e.g. htt
 Run \`tokentap simulate --help\` for the simulator's flags, \`tokentap render --help\` for render's.
 `;
 
-export const CHECK_USAGE = `Usage: tokentap check --config FILE
+export const CHECK_USAGE = `Usage: tokentap check --config FILE [--serve-only]
 
-Validates FILE exactly as \`serve\` would, without starting anything. Flags and TOKENTAP_* variables
-are ignored, so the verdict is about the file alone.
+Validates FILE exactly as \`serve\` would, then as \`render\` would (alerts.grafana_url and
+alerts.runbook_base_url are required there), without starting or writing anything. Flags and
+TOKENTAP_* variables are ignored, so the verdict is about the file alone.
   valid:    a summary of the workloads and their SLOs on stdout, exit 0
   invalid:  every problem on stderr as FILE:LINE: path: message, exit 1
 
 Flags:
   --config FILE   the tokentap configuration file
+  --serve-only    judge FILE for \`serve\` alone (a file \`render\` never reads)
   --help          show this text
 `;
 

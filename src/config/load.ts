@@ -93,8 +93,8 @@ export interface Settings {
 export interface AlertSettings {
   /** The Grafana every alert's dashboard link points into; undefined when not configured (render refuses then). */
   readonly grafanaUrl: string | undefined;
-  /** Each alert's runbook is `<runbookBaseUrl>/<runbook file>`: an absolute URL, or the repository path `docs/runbooks` by default. */
-  readonly runbookBaseUrl: string;
+  /** Each alert's runbook is `<runbookBaseUrl>/<runbook file>`; undefined when not configured (render refuses then). */
+  readonly runbookBaseUrl: string | undefined;
   /** The `severity` label value of each alert level. */
   readonly severityNames: Readonly<Record<AlertLevel, string>>;
   /** Static labels added to every alert. */
@@ -105,8 +105,12 @@ export interface AlertSettings {
   readonly p99TtftMinRequests: number;
   /** Traffic guard: alerts need at least this many requests per hour over their long window. */
   readonly minRequestsPerHour: number;
-  /** How long a namespace's sidecar metrics must be gone before TokentapMetricsAbsent fires. */
+  /** How long a sidecar target must be down, or a namespace's sidecar metrics absent, before its alert fires. */
   readonly absentForMs: number;
+  /** PromQL label matchers selecting the sidecars' scrape targets in `up` (TokentapTargetDown). */
+  readonly scrapeSelector: string;
+  /** Namespaces whose sidecar metrics must be present (TokentapMetricsAbsent); empty: anywhere at all. */
+  readonly expectedNamespaces: readonly string[];
 }
 
 /** Alert levels: a page wakes someone up, a ticket waits for working hours. */
@@ -166,11 +170,6 @@ export const DEFAULTS = {
   workload: 'default',
   dcgmInterval: '15s',
   dcgmTimeout: '5s',
-  /**
-   * The runbooks as a path in this repository: the project has no public URL to default to, so the
-   * default names the file and `alerts.runbook_base_url` makes it a link (docs/alerts.md).
-   */
-  runbookBaseUrl: 'docs/runbooks',
   severityNames: { page: 'critical', ticket: 'warning' },
   p99TtftFor: '15m',
   /** A ticket: the burn-rate page is the page; a P99 over budget alone is a 1 % tail, worth a look in working hours. */
@@ -178,6 +177,12 @@ export const DEFAULTS = {
   /** histogram_quantile's P99 of fewer than 100 samples is the slowest of them: one slow request. */
   p99TtftMinRequests: 100,
   absentFor: '10m',
+  /**
+   * The sidecar's target as deploy/kubernetes' PodMonitor `tokentap` makes it (prometheus-operator sets
+   * `job="<namespace>/<PodMonitor name>"` and `endpoint="<port name>"`: `metrics`, not the engine's
+   * `8000` endpoint of the same PodMonitor), or as a plain `job_name: tokentap` scrape (no endpoint label).
+   */
+  scrapeSelector: 'job=~"(.+/)?tokentap", endpoint=~"metrics|"',
   /** One request a minute: below that, a single slow request is already 1-2 % of the hour's traffic. */
   minRequestsPerHour: 60,
   modelDiscoveryPaths: ['/v1/models', '/api/tags', '/info'],
@@ -334,7 +339,7 @@ export function withBoundary(boundaries: readonly number[], value: number): numb
 function freezeAlerts(config: ConfigFile['alerts']): AlertSettings {
   return Object.freeze({
     grafanaUrl: config?.grafana_url?.replace(/\/+$/, ''),
-    runbookBaseUrl: (config?.runbook_base_url ?? DEFAULTS.runbookBaseUrl).replace(/\/+$/, ''),
+    runbookBaseUrl: config?.runbook_base_url?.replace(/\/+$/, ''),
     severityNames: Object.freeze({
       page: config?.severity_names?.page ?? DEFAULTS.severityNames.page,
       ticket: config?.severity_names?.ticket ?? DEFAULTS.severityNames.ticket,
@@ -345,6 +350,8 @@ function freezeAlerts(config: ConfigFile['alerts']): AlertSettings {
     p99TtftMinRequests: config?.p99_ttft_min_requests ?? DEFAULTS.p99TtftMinRequests,
     minRequestsPerHour: config?.min_requests_per_hour ?? DEFAULTS.minRequestsPerHour,
     absentForMs: parseDurationMs(config?.absent_for ?? DEFAULTS.absentFor) as number,
+    scrapeSelector: config?.scrape_selector ?? DEFAULTS.scrapeSelector,
+    expectedNamespaces: Object.freeze([...(config?.expected_namespaces ?? [])]),
   });
 }
 

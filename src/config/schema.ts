@@ -242,6 +242,19 @@ const extraAlertLabels = z
     }
   });
 
+/** One PromQL label matcher, `name="value"`, `name!="value"`, `name=~"regex"` or `name!~"regex"`. */
+const PROMQL_MATCHER = String.raw`\s*[a-zA-Z_][a-zA-Z0-9_]*\s*(?:=~|!~|!=|=)\s*"(?:[^"\\\n]|\\.)*"\s*`;
+
+/** The label matchers (what goes between the braces) that pick the sidecars' own scrape targets out of `up`. */
+const scrapeSelector = z.string({ error: 'expected PromQL label matchers as a string, e.g. \'job=~"(.+/)?tokentap", endpoint=~"metrics|"\'' }).regex(new RegExp(`^${PROMQL_MATCHER}(?:,${PROMQL_MATCHER})*$`), {
+  error: 'expected PromQL label matchers without braces, e.g. \'job=~"(.+/)?tokentap", endpoint=~"metrics|"\' (name, one of = != =~ !~, a double-quoted value; comma-separated)',
+});
+
+/** A Kubernetes namespace name (RFC 1123 label). */
+const namespaceName = z
+  .string({ error: 'expected a Kubernetes namespace name' })
+  .regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/, { error: 'expected a Kubernetes namespace name: lower-case letters, digits and "-", at most 63' });
+
 /** How `tokentap render` writes the alerting rules (src/render/); the sidecar itself ignores it. */
 const alertSettings = z.strictObject({
   /**
@@ -249,7 +262,10 @@ const alertSettings = z.strictObject({
    * links to its SLO dashboard there. Required by `tokentap render` (src/render/alert-links.ts).
    */
   grafana_url: absoluteUrl('https://grafana.example.com').optional(),
-  /** Where docs/runbooks of this repository are browsable; each alert links to `<runbook_base_url>/<runbook>.md`. */
+  /**
+   * Where docs/runbooks of this repository are browsable; each alert links to `<runbook_base_url>/<runbook>.md`.
+   * Required by `tokentap render`, like grafana_url (src/render/alert-links.ts).
+   */
   runbook_base_url: absoluteUrl('https://github.com/ORG/tokentap/blob/main/docs/runbooks').optional(),
   /** The `severity` label values of the two alert levels: pages wake someone up, tickets wait for working hours. */
   severity_names: z
@@ -272,8 +288,19 @@ const alertSettings = z.strictObject({
    * averaged over the alert's long window, so one slow request on a quiet workload pages nobody.
    */
   min_requests_per_hour: z.number({ error: 'expected a number of requests per hour, e.g. 60' }).nonnegative({ error: 'expected a number of requests per hour, 0 or more' }).finite().optional(),
-  /** How long a namespace's sidecar metrics must be gone before TokentapMetricsAbsent fires. */
+  /** How long a sidecar target must be down, or a namespace's sidecar metrics absent, before TokentapTargetDown or TokentapMetricsAbsent fires. */
   absent_for: duration.optional(),
+  /** The label matchers of the sidecars' scrape targets in `up` (TokentapTargetDown). */
+  scrape_selector: scrapeSelector.optional(),
+  /** Namespaces that must have scraped sidecar metrics: TokentapMetricsAbsent fires for each that has none. */
+  expected_namespaces: z
+    .array(namespaceName, { error: 'expected a list of namespace names, e.g. [prod, staging]' })
+    .superRefine((names, ctx) => {
+      names.forEach((name, i) => {
+        if (names.indexOf(name) !== i) ctx.addIssue({ code: 'custom', path: [i], message: `duplicate namespace "${name}"` });
+      });
+    })
+    .optional(),
 });
 
 /** `metrics.native`: a native histogram's resolution, by schema or by bucket factor, and its bucket limit. */

@@ -1,48 +1,52 @@
 import type { Settings } from '../config/load.js';
-import { METRICS } from '../metrics/definitions.js';
+import { BUILD_INFO } from '../metrics/definitions.js';
 import { alertLabels } from './alert-labels.js';
 import { dashboardUrl, runbookUrl } from './alert-links.js';
-import { IN_NAMESPACE } from './namespace-template.js';
 import { formatPromDuration } from './prometheus-duration.js';
-import { NAMESPACE_LABEL } from './promql.js';
+import { NAMESPACE_LABEL, selector } from './promql.js';
 import { scaledMs, type AlertingRule, type RenderOptions } from './rule-types.js';
 
 /**
- * TokentapMetricsAbsent: a namespace whose sidecars were scraped within the last hour has no
- * sidecar series now (the pods are gone, the scrape fails, the PodMonitor was deleted or stopped
- * matching). Every SLO alert of that namespace is blind then. One alert per namespace without
- * listing namespaces: the rules are rendered once for the whole cluster.
+ * TokentapMetricsAbsent: no tokentap sidecar series where the configuration says there must be some,
+ * so every SLO alert there is blind. One rule per namespace in `alerts.expected_namespaces`
+ * (`absent(tokentap_build_info{namespace="prod"})`), or, without that list, one for the whole
+ * Prometheus (`absent(tokentap_build_info)`: no sidecar scraped anywhere, e.g. a PodMonitor
+ * kube-prometheus-stack does not select).
  *
- * `absent()` cannot do this per namespace (it only knows the labels written in its selector), so
- * the namespaces that had `tokentap_requests_total` over the lookback are compared with those that
- * have it now. A scrape that fails marks its series stale at once, so they drop out of the second
- * set within one scrape. After the lookback the namespace is forgotten and the alert resolves.
+ * `absent()` only knows the labels written in its selector, which is why the namespaces are listed
+ * rather than discovered; in exchange it fires for a namespace that was never scraped, and keeps
+ * firing for as long as the metrics are missing. A rule that remembers namespaces from past series
+ * cannot do either: it has nothing to remember for a sidecar never scraped, and forgets (sending a
+ * "resolved") a while after the metrics vanished.
+ *
+ * tokentap_build_info is exported by every sidecar from its start, before any request, and goes
+ * stale within one scrape when the scrape fails or the target disappears.
  */
 
 export const ABSENT_ALERT = 'TokentapMetricsAbsent';
 
-/** How long a namespace is remembered after its sidecar metrics vanished. */
-export const ABSENT_LOOKBACK_MS = 3_600_000;
-
-export function absentMetricsAlert(settings: Settings, options: RenderOptions): AlertingRule {
-  const requests = METRICS.requests.promName;
-  const lookback = formatPromDuration(scaledMs(ABSENT_LOOKBACK_MS, options));
+export function absentMetricsAlerts(settings: Settings, options: RenderOptions): AlertingRule[] {
   const forDuration = formatPromDuration(scaledMs(settings.alerts.absentForMs, options));
+  const namespaces = settings.alerts.expectedNamespaces;
+  if (namespaces.length === 0) return [absentRule(settings, forDuration, undefined)];
+  return namespaces.map((namespace) => absentRule(settings, forDuration, namespace));
+}
+
+function absentRule(settings: Settings, forDuration: string, namespace: string | undefined): AlertingRule {
+  const info = BUILD_INFO.promName;
+  const where = namespace === undefined ? ' in this Prometheus' : ` in namespace ${namespace}`;
   return {
     alert: ABSENT_ALERT,
-    expr: [
-      `count by (${NAMESPACE_LABEL}) (last_over_time(${requests}[${lookback}]))`,
-      `unless on (${NAMESPACE_LABEL})`,
-      `count by (${NAMESPACE_LABEL}) (${requests})`,
-    ].join('\n'),
+    expr: `absent(${selector(info, namespace === undefined ? {} : { [NAMESPACE_LABEL]: namespace })})`,
     for: forDuration,
-    labels: alertLabels(settings.alerts, 'ticket', {}),
+    // absent() gives the namespace label from its selector; written here too so that the rule reads alone.
+    labels: alertLabels(settings.alerts, 'ticket', namespace === undefined ? {} : { [NAMESPACE_LABEL]: namespace }),
     annotations: {
-      summary: `tokentap sidecar metrics gone${IN_NAMESPACE}`,
+      summary: `no tokentap sidecar metrics${where}`,
       description:
-        `No ${requests} series${IN_NAMESPACE} has been scraped for at least ${forDuration}, although there were some in the last ${lookback}. ` +
-        'The SLO alerts of these workloads cannot fire while their metrics are missing. ' +
-        `This alert resolves when the metrics come back, or ${lookback} after they vanished.`,
+        `No ${info} series${where} for at least ${forDuration}: no tokentap sidecar${where} is being scraped successfully, or none ever was. ` +
+        'The SLO alerts of its workloads cannot fire while their metrics are missing. ' +
+        'This alert keeps firing until the metrics are back.',
       runbook_url: runbookUrl(settings.alerts, ABSENT_ALERT),
       dashboard_url: dashboardUrl(settings.alerts),
     },

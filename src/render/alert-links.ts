@@ -4,8 +4,10 @@ import { SLO_OVERVIEW_UID } from './dashboards.js';
 import { NAMESPACE_URL_PARAMETER } from './namespace-template.js';
 
 /**
- * The links every alert carries: its runbook under docs/runbooks/ and the SLO dashboard on the
- * configured Grafana, filtered to the alert's workload and namespace.
+ * The links every alert carries: its runbook (a copy of docs/runbooks/ wherever the team serves it)
+ * and the SLO dashboard on the configured Grafana, filtered to the alert's workload and namespace.
+ * Both bases are required by `tokentap render` and must be absolute: an alert is read in PagerDuty,
+ * Slack or e-mail, where a relative link leads nowhere (docs/alerts.md, "Links in alerts").
  */
 
 /** The runbook file of an alert, and of one SLO kind for the burn-rate alert: `TokentapErrorBudgetBurn-ttft.md`. */
@@ -13,20 +15,34 @@ export function runbookFile(alertname: string, slo?: string): string {
   return `${alertname}${slo === undefined ? '' : `-${slo}`}.md`;
 }
 
+/**
+ * What `tokentap render` refuses in the `alerts:` section although `serve` accepts it: a missing link
+ * base. One problem per line, `FILE: path: message`; `tokentap check` reports the same lines.
+ */
+export function missingAlertLinks(alerts: AlertSettings, configFile: string | undefined): string[] {
+  const where = configFile === undefined ? '' : `${configFile}: `;
+  const problems: string[] = [];
+  if (alerts.grafanaUrl === undefined) {
+    problems.push(
+      `${where}alerts.grafana_url: required by tokentap render: the absolute URL of the Grafana that shows the tokentap dashboards, e.g. https://grafana.example.com (every alert links to its dashboard there)`,
+    );
+  }
+  if (alerts.runbookBaseUrl === undefined) {
+    problems.push(
+      `${where}alerts.runbook_base_url: required by tokentap render: the absolute URL where on-call opens the runbooks of docs/runbooks (your fork, Git server or wiki copy), ` +
+        'e.g. https://github.com/ORG/tokentap/blob/main/docs/runbooks (every alert links to <runbook_base_url>/<alert>.md)',
+    );
+  }
+  return problems;
+}
+
+function required(value: string | undefined, alerts: AlertSettings): string {
+  if (value === undefined) throw new TokentapError('TOKENTAP_ERR_CONFIG_INVALID', missingAlertLinks(alerts, undefined));
+  return value;
+}
+
 export function runbookUrl(alerts: AlertSettings, alertname: string, slo?: string): string {
-  return `${alerts.runbookBaseUrl}/${runbookFile(alertname, slo)}`;
-}
-
-/** The refusal `tokentap render` gives without `alerts.grafana_url`, naming the config file when there is one. */
-export function missingGrafanaUrl(configFile: string | undefined): TokentapError {
-  return new TokentapError('TOKENTAP_ERR_CONFIG_INVALID', [
-    `${configFile === undefined ? '' : `${configFile}: `}alerts.grafana_url: required by tokentap render: the absolute URL of the Grafana that shows the tokentap dashboards, e.g. https://grafana.example.com (every alert links to its dashboard there)`,
-  ]);
-}
-
-function grafanaUrl(alerts: AlertSettings): string {
-  if (alerts.grafanaUrl === undefined) throw missingGrafanaUrl(undefined);
-  return alerts.grafanaUrl;
+  return `${required(alerts.runbookBaseUrl, alerts)}/${runbookFile(alertname, slo)}`;
 }
 
 /**
@@ -34,7 +50,7 @@ function grafanaUrl(alerts: AlertSettings): string {
  * alert has a namespace (a template Prometheus expands per alert).
  */
 export function dashboardUrl(alerts: AlertSettings, workload?: string): string {
-  const base = `${grafanaUrl(alerts)}/d/${SLO_OVERVIEW_UID}`;
+  const base = `${required(alerts.grafanaUrl, alerts)}/d/${SLO_OVERVIEW_UID}`;
   if (workload === undefined) return `${base}?${NAMESPACE_URL_PARAMETER.replace('&', '')}`;
   return `${base}?var-workload=${encodeURIComponent(workload)}${NAMESPACE_URL_PARAMETER}`;
 }

@@ -1,5 +1,6 @@
 import type { Settings } from '../config/load.js';
-import { missingGrafanaUrl } from './alert-links.js';
+import { TokentapError } from '../errors.js';
+import { missingAlertLinks } from './alert-links.js';
 import { renderAlertmanagerConfigCrd } from './alertmanager-config-crd.js';
 import { renderAlertmanagerRoutes } from './alertmanager-routes.js';
 import { dashboardFileText, renderDashboards } from './dashboards.js';
@@ -21,7 +22,8 @@ export interface Artefact {
 }
 
 export function renderArtefacts(settings: Settings, options: RenderOptions): Artefact[] {
-  if (settings.alerts.grafanaUrl === undefined) throw missingGrafanaUrl(settings.configFile);
+  const missing = missingAlertLinks(settings.alerts, settings.configFile);
+  if (missing.length > 0) throw new TokentapError('TOKENTAP_ERR_CONFIG_INVALID', missing);
   const rules = renderPrometheusRules(settings, options);
   return [
     { root: 'out', path: 'prometheus/rules.yaml', content: generatedYaml(rules) },

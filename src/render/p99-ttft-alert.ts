@@ -1,5 +1,5 @@
-import type { Settings } from '../config/load.js';
-import { METRICS } from '../metrics/definitions.js';
+import type { Settings, TtftOn } from '../config/load.js';
+import { METRICS, type HistogramKey } from '../metrics/definitions.js';
 import { alertLabels } from './alert-labels.js';
 import { dashboardUrl, runbookUrl } from './alert-links.js';
 import { causesHint } from './engine-panels.js';
@@ -7,7 +7,7 @@ import { humanSeconds } from './human-format.js';
 import { IN_NAMESPACE } from './namespace-template.js';
 import { formatPromDuration } from './prometheus-duration.js';
 import { LABEL, WORKLOAD_KEY, labelList, promNumber, selector } from './promql.js';
-import { RATE_WINDOW_MS, RECORD } from './recording-rules.js';
+import { RATE_WINDOW_MS, RECORD, type LatencyName } from './recording-rules.js';
 import { scaledMs, type AlertingRule, type RenderOptions } from './rule-types.js';
 import { GUARD_MATCH } from './traffic-guard.js';
 
@@ -48,6 +48,24 @@ export function bucketBoundsText(buckets: readonly number[], thresholdS: number)
   return `{{ if ge $value ${goFloat(largest)} }}${beyond}${ladder.join('')}{{ else }}above ${humanSeconds(thresholdS)}{{ end }}`;
 }
 
+/**
+ * What a workload's TTFT SLO measures to (its `ttft_on`), so its P99 alert reads the same: the first
+ * token of any kind, or the first answer token, which a reasoning model sends after its reasoning
+ * (docs/engine-timings.md). Both histograms have the configured TTFT buckets and every threshold as a bound.
+ */
+const TTFT_MEASURES = {
+  first_token: { latency: 'ttft', histogram: METRICS.ttft, buckets: 'ttft', title: 'TTFT', name: 'time to first token', histogramName: 'TTFT', samples: 'first tokens' },
+  first_answer: {
+    latency: 'ttft_answer',
+    histogram: METRICS.ttftAnswer,
+    buckets: 'ttftAnswer',
+    title: 'TTFT to the first answer token',
+    name: 'time to first answer token',
+    histogramName: 'first-answer-token',
+    samples: 'first answer tokens',
+  },
+} as const satisfies Record<TtftOn, { latency: LatencyName; buckets: HistogramKey; [text: string]: unknown }>;
+
 export function p99TtftAlerts(settings: Settings, options: RenderOptions): AlertingRule[] {
   const level = settings.alerts.p99TtftLevel;
   if (level === 'off') return [];
@@ -58,21 +76,22 @@ export function p99TtftAlerts(settings: Settings, options: RenderOptions): Alert
   for (const workload of settings.workloads) {
     const thresholdS = workload.slo?.thresholdsS.ttft;
     if (thresholdS === undefined) continue;
-    const p99 = selector(RECORD.quantile('ttft', 0.99), { [LABEL.workload]: workload.name });
+    const measure = TTFT_MEASURES[workload.slo?.ttftOn ?? 'first_token'];
+    const p99 = selector(RECORD.quantile(measure.latency, 0.99), { [LABEL.workload]: workload.name });
     // The guard counts the samples behind the quantile (first tokens), not requests in general.
-    const samples = `sum by (${labelList(...WORKLOAD_KEY)}) (increase(${selector(`${METRICS.ttft.promName}_count`, { [LABEL.workload]: workload.name })}[${range}])) >= ${promNumber(minRequests)}`;
+    const samples = `sum by (${labelList(...WORKLOAD_KEY)}) (increase(${selector(`${measure.histogram.promName}_count`, { [LABEL.workload]: workload.name })}[${range}])) >= ${promNumber(minRequests)}`;
     rules.push({
       alert: P99_TTFT_ALERT,
       expr: `${p99} > ${promNumber(thresholdS)}\n${GUARD_MATCH}\n${samples}`,
       for: forDuration,
       labels: alertLabels(settings.alerts, level, { [LABEL.workload]: workload.name, [LABEL.slo]: 'ttft' }),
       annotations: {
-        summary: `${workload.name}${IN_NAMESPACE}: P99 TTFT above its ${humanSeconds(thresholdS)} threshold`,
+        summary: `${workload.name}${IN_NAMESPACE}: P99 ${measure.title} above its ${humanSeconds(thresholdS)} threshold`,
         description:
-          `The P99 time to first token of ${workload.name}${IN_NAMESPACE} over the last ${range} is estimated at {{ $value | humanizeDuration }}, ` +
+          `The P99 ${measure.name} of ${workload.name}${IN_NAMESPACE} over the last ${range} is estimated at {{ $value | humanizeDuration }}, ` +
           `above the ${humanSeconds(thresholdS)} threshold, and has been for at least ${forDuration}. ` +
-          `The estimate interpolates within the TTFT histogram's buckets: the true P99 lies ${bucketBoundsText(settings.buckets.ttft, thresholdS)}. ` +
-          `Counted while the workload has at least ${promNumber(minRequests)} first tokens per ${range}. ${causesHint(workload.name, 'ttft')}`,
+          `The estimate interpolates within the ${measure.histogramName} histogram's buckets: the true P99 lies ${bucketBoundsText(settings.buckets[measure.buckets], thresholdS)}. ` +
+          `Counted while the workload has at least ${promNumber(minRequests)} ${measure.samples} per ${range}. ${causesHint(workload.name, 'ttft')}`,
         runbook_url: runbookUrl(settings.alerts, P99_TTFT_ALERT),
         dashboard_url: dashboardUrl(settings.alerts, workload.name),
       },

@@ -1,10 +1,11 @@
 import type { Settings } from '../config/load.js';
-import { absentMetricsAlert } from './absent-metrics-alert.js';
+import { absentMetricsAlerts } from './absent-metrics-alert.js';
 import { burnRateAlerts } from './burn-rate-alerts.js';
 import { p99TtftAlerts } from './p99-ttft-alert.js';
 import { nativeLatencyRecordingRules, nativeSliRecordingRules } from './native-recording-rules.js';
 import { latencyRecordingRules, sliRecordingRules, trafficRecordingRules } from './recording-rules.js';
 import type { RenderOptions, RuleFile } from './rule-types.js';
+import { targetDownAlert } from './target-down-alert.js';
 import { watchdogAlert } from './watchdog-alert.js';
 
 /**
@@ -23,7 +24,7 @@ export function renderPrometheusRules(settings: Settings, options: RenderOptions
       { name: 'tokentap-slo', rules: [...sli, ...burnRateAlerts(settings, options)] },
       { name: 'tokentap-latency', rules: [...latency, ...p99TtftAlerts(settings, options)] },
       { name: 'tokentap-traffic', rules: trafficRecordingRules(options) },
-      { name: 'tokentap-meta', rules: [watchdogAlert(settings), absentMetricsAlert(settings, options)] },
+      { name: 'tokentap-meta', rules: [watchdogAlert(settings), targetDownAlert(settings, options), ...absentMetricsAlerts(settings, options)] },
     ],
   };
 }

@@ -20,6 +20,8 @@ export type Quantile = (typeof QUANTILES)[number];
 /** The latencies with per-workload quantiles: recording-rule name part and the histogram behind it. */
 export const LATENCIES = {
   ttft: METRICS.ttft,
+  /** To the first answer token (reasoning excluded): what a workload with `ttft_on: first_answer` is judged on. */
+  ttft_answer: METRICS.ttftAnswer,
   /** Per token, not per chunk: the ITL SLO is per token too. */
   itl: METRICS.itlToken,
   e2e: METRICS.e2e,

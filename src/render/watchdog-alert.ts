@@ -1,16 +1,16 @@
 import type { Settings } from '../config/load.js';
 import { alertLabels } from './alert-labels.js';
 import { dashboardUrl, runbookUrl } from './alert-links.js';
-import { LABEL } from './promql.js';
 import type { AlertingRule } from './rule-types.js';
 
 /**
  * TokentapWatchdog: always firing, so its absence at the receiving end (a dead man's switch) shows
  * that rule evaluation or alert delivery broke. Named apart from kube-prometheus-stack's own
- * `Watchdog`, which routes and silences would otherwise catch as well. Its labels say it belongs to
- * every workload and no SLO (`workload="*"` cannot clash with a workload, whose name must start
- * with a letter; `slo="none"` is no SLO kind), and severity "none" keeps it out of the page and
- * ticket routes.
+ * `Watchdog`, which routes and silences would otherwise catch as well. It is about the rule
+ * pipeline, not about a workload, SLO or namespace, so it carries none of those labels: only
+ * severity "none", which keeps it out of the page and ticket routes and out of every inhibition
+ * (alertmanager-routes.ts: their targets are the ticket severity and the P99 alert), and the
+ * configured static labels (team, service) that users' own routes may select on.
  */
 
 export const WATCHDOG_ALERT = 'TokentapWatchdog';
@@ -19,7 +19,7 @@ export function watchdogAlert(settings: Settings): AlertingRule {
   return {
     alert: WATCHDOG_ALERT,
     expr: 'vector(1)',
-    labels: alertLabels(settings.alerts, 'none', { [LABEL.workload]: '*', [LABEL.slo]: 'none' }),
+    labels: alertLabels(settings.alerts, 'none', {}),
     annotations: {
       summary: 'tokentap alerting pipeline is working (always firing)',
       description:

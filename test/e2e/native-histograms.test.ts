@@ -37,6 +37,7 @@ metrics:
   histograms: both
 alerts:
   grafana_url: https://grafana.example.com
+  runbook_base_url: https://runbooks.example.com/tokentap
 `;
 /** Rules at a tenth of their windows: the 5m SLI window is 30 s, which still spans the whole traffic when queried. */
 const WINDOW_SCALE = 0.1;

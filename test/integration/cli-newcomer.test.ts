@@ -116,7 +116,7 @@ describe('configuration mistakes get a message that says what to do', () => {
 });
 
 describe('render writes all files or none', () => {
-  const CONFIG = 'alerts: { grafana_url: https://grafana.example.com }\nworkloads:\n  - name: chat\n    slo: { objective: 0.99, ttft: 200ms }\n';
+  const CONFIG = 'alerts: { grafana_url: https://grafana.example.com, runbook_base_url: https://runbooks.example.com/tokentap }\nworkloads:\n  - name: chat\n    slo: { objective: 0.99, ttft: 200ms }\n';
 
   it('leaves every earlier file as it was when one target cannot be written, and says so in plain words', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'tokentap-render-all-'));

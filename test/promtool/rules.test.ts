@@ -82,6 +82,9 @@ describe('rendered rules under promtool and amtool', () => {
     expect(await receiverOf('alertname=TokentapTTFTP99OverBudget', 'severity=warning', 'workload=chat', 'slo=ttft')).toBe('tokentap-ticket');
     expect(await receiverOf('alertname=TokentapWatchdog', 'severity=none')).toBe('tokentap-watchdog');
     expect(await receiverOf('alertname=TokentapMetricsAbsent', 'severity=warning', 'namespace=prod')).toBe('tokentap-ticket');
+    expect(await receiverOf('alertname=TokentapTargetDown', 'severity=warning', 'namespace=prod', 'job=prod/tokentap', 'endpoint=metrics')).toBe('tokentap-ticket');
+    // The watchdog has no workload, SLO or namespace; with a team's static label it still goes to its switch, not the team's pager.
+    expect(await receiverOf('alertname=TokentapWatchdog', 'severity=none', 'team=llm-platform')).toBe('tokentap-watchdog');
     expect(await receiverOf('alertname=Watchdog', 'severity=none')).toBe('null');
     expect(await receiverOf('alertname=KubePodCrashLooping', 'severity=critical')).toBe('platform-team');
   });
@@ -143,10 +146,25 @@ describe('rendered rules under promtool and amtool', () => {
     expect(result.output).toMatch(/time: 1h,\s+exp: [^\n]*\n\s+got: [^\n]*alertname="TokentapTTFTP99OverBudget"/);
   });
 
-  it('fail the absent-metrics tests when the alert counts the whole cluster instead of each namespace', async () => {
-    const result = await testsWith('absent-metrics.promtool.yaml', (rules) => rules.replaceAll('count by (namespace) (', 'count (').replace('unless on (namespace)', 'unless'));
+  it('fail the absent-metrics tests with the absent alert of before, which forgot a namespace an hour after its metrics vanished', async () => {
+    const remembering = [
+      'count by (namespace) (last_over_time(tokentap_build_info[1h]))',
+      'unless on (namespace)',
+      'count by (namespace) (tokentap_build_info)',
+    ].join('\n');
+    const result = await testsWith('absent-metrics.promtool.yaml', (rules) =>
+      rules.replace(/expr: absent\(tokentap_build_info\{namespace="prod"\}\)/, `expr: |-\n          ${remembering.replaceAll('\n', '\n          ')}`),
+    );
     expect(result.code).not.toBe(0);
-    expect(result.output).toContain('the namespace whose sidecar metrics vanished alerts');
+    // Never scraped: nothing to remember, no alert at 10m; stopped: forgotten, no alert at 4h.
+    expect(result.output).toMatch(/alertname: TokentapMetricsAbsent, time: 10m,\s+exp:\[\s+0:\s+Labels:\{alertname="TokentapMetricsAbsent", namespace="prod", severity="warning"\}/);
+    expect(result.output).toMatch(/alertname: TokentapMetricsAbsent, time: 4h,\s+exp:\[\s+0:\s+Labels:\{alertname="TokentapMetricsAbsent", namespace="prod", severity="warning"\}[\s\S]*?got:\[\]/);
+  });
+
+  it('fail the absent-metrics tests when the target-down alert also watches the engine endpoint of the same PodMonitor', async () => {
+    const result = await testsWith('absent-metrics.promtool.yaml', (rules) => rules.replace('endpoint=~"metrics|"', 'endpoint=~".*"'));
+    expect(result.code).not.toBe(0);
+    expect(result.output).toContain('endpoint="8000"');
   });
 
   it('fail the namespace tests when the rules aggregate by workload alone, as they once did', async () => {

@@ -26,13 +26,16 @@ describe('links in README.md and docs/', () => {
     expect(checkMarkdownLinks(REPO, documentationFiles(REPO))).toEqual([]);
   });
 
-  it('every runbook_url of the committed rules that points into this repository names an existing file', () => {
-    // The rendered alerts link docs/runbooks/<alert>.md by default (alerts.runbook_base_url makes it a
-    // URL): check them as the relative links they are, so moving documentation cannot strand an on-call engineer.
+  it('every runbook_url of the committed rules is the example runbook_base_url and a file of docs/runbooks', () => {
+    // The rendered alerts link <alerts.runbook_base_url>/<runbook>.md, a copy of docs/runbooks/ the
+    // team serves: check the file part against this repository, so moving documentation cannot strand an on-call engineer.
+    const base = /^\s*runbook_base_url: (\S+)/m.exec(readFileSync(join(REPO, 'deploy', 'tokentap.yaml'), 'utf8'))?.[1] ?? '';
+    expect(base).toMatch(/^https:\/\//);
     const rules = readFileSync(join(REPO, 'deploy', 'prometheus', 'rules.yaml'), 'utf8');
-    const targets = [...rules.matchAll(/runbook_url: (docs\/runbooks\/\S+)/g)].map((m) => m[1] ?? '');
+    const targets = [...new Set([...rules.matchAll(/runbook_url: (\S+)/g)].map((m) => m[1] ?? ''))];
     expect(targets.length).toBeGreaterThan(0);
-    const problems = [...new Set(targets)].flatMap((target) => checkLink(REPO, 'README.md', target, 'deploy/prometheus/rules.yaml'));
+    for (const target of targets) expect(target.startsWith(`${base}/`), target).toBe(true);
+    const problems = targets.flatMap((target) => checkLink(REPO, 'README.md', `docs/runbooks/${target.slice(base.length + 1)}`, 'deploy/prometheus/rules.yaml'));
     expect(problems).toEqual([]);
   });
 });

@@ -1,16 +1,18 @@
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { problemsOf } from '../../helpers/problems.js';
 import { loadSettings } from '../../../src/config/load.js';
+import { missingAlertLinks } from '../../../src/render/alert-links.js';
 
 const load = (yaml: string) => loadSettings({ flags: { config: 'a.yaml' }, env: {}, readFile: () => yaml });
 
 const refusals = (yaml: string): readonly string[] => problemsOf(() => load(yaml));
 
 describe('the alerts section', () => {
-  it('defaults to critical pages and warning tickets, a 15m P99 ticket over 100 first tokens, 60 requests per hour, and the repository runbooks', () => {
+  it('defaults to critical pages and warning tickets, a 15m P99 ticket over 100 first tokens, 60 requests per hour, the PodMonitor\'s sidecar target, and no link bases', () => {
     expect(loadSettings({ flags: {}, env: {} }).alerts).toEqual({
       grafanaUrl: undefined,
-      runbookBaseUrl: 'docs/runbooks',
+      runbookBaseUrl: undefined,
       severityNames: { page: 'critical', ticket: 'warning' },
       extraLabels: {},
       p99TtftForMs: 900_000,
@@ -18,6 +20,8 @@ describe('the alerts section', () => {
       p99TtftMinRequests: 100,
       minRequestsPerHour: 60,
       absentForMs: 600_000,
+      scrapeSelector: 'job=~"(.+/)?tokentap", endpoint=~"metrics|"',
+      expectedNamespaces: [],
     });
   });
 
@@ -33,6 +37,8 @@ alerts:
   p99_ttft_min_requests: 0
   min_requests_per_hour: 0
   absent_for: 1m
+  scrape_selector: 'job="kubernetes-pods", container="tokentap"'
+  expected_namespaces: [prod, staging]
 `).alerts;
     expect(alerts).toEqual({
       grafanaUrl: 'https://grafana.example.com',
@@ -44,6 +50,8 @@ alerts:
       p99TtftMinRequests: 0,
       minRequestsPerHour: 0,
       absentForMs: 60_000,
+      scrapeSelector: 'job="kubernetes-pods", container="tokentap"',
+      expectedNamespaces: ['prod', 'staging'],
     });
     expect(Object.isFrozen(alerts)).toBe(true);
   });
@@ -63,8 +71,29 @@ alerts:
     ['alerts:\n  labels: { team-name: llm }\n', 'a.yaml:2: alerts.labels.team-name: expected a Prometheus label name (letters, digits and "_", not starting with a digit or "__")'],
     ['alerts:\n  runbook_url: https://wiki.example.com\n', 'a.yaml:2: alerts.runbook_url: unknown setting'],
     ['alerts:\n  dashboard_url: https://grafana.example.com/d/x\n', 'a.yaml:2: alerts.dashboard_url: unknown setting'],
+    [
+      'alerts:\n  scrape_selector: \'{job="tokentap"}\'\n',
+      'a.yaml:2: alerts.scrape_selector: expected PromQL label matchers without braces, e.g. \'job=~"(.+/)?tokentap", endpoint=~"metrics|"\' (name, one of = != =~ !~, a double-quoted value; comma-separated)',
+    ],
+    [
+      "alerts:\n  scrape_selector: job='tokentap'\n",
+      'a.yaml:2: alerts.scrape_selector: expected PromQL label matchers without braces, e.g. \'job=~"(.+/)?tokentap", endpoint=~"metrics|"\' (name, one of = != =~ !~, a double-quoted value; comma-separated)',
+    ],
+    ['alerts:\n  expected_namespaces: prod\n', 'a.yaml:2: alerts.expected_namespaces: expected a list of namespace names, e.g. [prod, staging]'],
+    ['alerts:\n  expected_namespaces: [Prod]\n', 'a.yaml:2: alerts.expected_namespaces[0]: expected a Kubernetes namespace name: lower-case letters, digits and "-", at most 63'],
+    ['alerts:\n  expected_namespaces: [prod, prod]\n', 'a.yaml:2: alerts.expected_namespaces[1]: duplicate namespace "prod"'],
   ])('refuses %j with the place and the problem', (yaml, problem) => {
     expect(refusals(yaml)).toEqual([problem]);
+  });
+
+  it('accepts the alerts section docs/alerts.md shows, as written, with nothing render would refuse', () => {
+    const page = readFileSync(new URL('../../../docs/alerts.md', import.meta.url), 'utf8');
+    const snippet = [...page.matchAll(/```yaml\n(alerts:\n[\s\S]*?)```/g)].map((m) => m[1] as string);
+    expect(snippet).toHaveLength(1);
+    const alerts = load(snippet[0] as string).alerts;
+    expect(missingAlertLinks(alerts, 'a.yaml')).toEqual([]);
+    expect(alerts.expectedNamespaces).toEqual(['prod', 'staging']);
+    expect(alerts.scrapeSelector).toBe('job=~"(.+/)?tokentap", endpoint=~"metrics|"');
   });
 
   it('reports every problem in the section at once', () => {

@@ -232,7 +232,8 @@ describe('dashboards follow the configuration', () => {
   });
 
   it('a workload-free configuration still renders a valid dashboard, whose repeated row serves the catch-all workload', () => {
-    const settings = loadSettings({ flags: {}, env: {} });
+    // No workloads; the alerts' runbook base only, which render requires and the panels' runbook links use.
+    const settings = loadSettings({ flags: { config: 't.yaml' }, env: {}, readFile: () => 'alerts: { runbook_base_url: https://runbooks.example.com/tokentap }\n' });
     const json = overview(settings);
     const titles = allPanels(json).map((p) => p.title);
     expect(titles).toContain('$workload: TTFT p50 / p90 / p99');
@@ -303,7 +304,7 @@ describe('the $workload variable filters the per-workload rows (Grafana row repe
     const custom = loadSettings({
       flags: { config: EXAMPLE_CONFIG },
       env: {},
-      readFile: () => `${readFileSync(EXAMPLE_CONFIG, 'utf8').replace('  grafana_url:', '  runbook_base_url: https://runbooks.example.com/tokentap\n  grafana_url:')}`,
+      readFile: () => readFileSync(EXAMPLE_CONFIG, 'utf8').replace(/^  runbook_base_url: \S+/m, '  runbook_base_url: https://runbooks.example.com/tokentap'),
     });
     const panels = allPanels(overview(custom));
     const links = (title: string): string[] => ((panels.find((p) => p.title === title) as { links?: Array<{ url: string; targetBlank: boolean }> } | undefined)?.links ?? []).map((l) => l.url);

@@ -17,7 +17,7 @@ function io() {
   return { streams: { stdout, stderr, env: {} }, err: () => err };
 }
 
-const WORKLOADS = 'alerts: { grafana_url: https://grafana.example.com }\nworkloads:\n  - name: chat\n    match: { path: /v1/chat/completions }\n    slo: { objective: 0.99, ttft: 200ms, itl: 50ms }\n  - name: default\n';
+const WORKLOADS = 'alerts: { grafana_url: https://grafana.example.com, runbook_base_url: https://runbooks.example.com/tokentap }\nworkloads:\n  - name: chat\n    match: { path: /v1/chat/completions }\n    slo: { objective: 0.99, ttft: 200ms, itl: 50ms }\n  - name: default\n';
 
 let dir: string;
 beforeEach(async () => {

@@ -25,7 +25,7 @@ afterEach(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-const CONFIG = 'workloads:\n  - name: chat\n    match: { path: /v1/chat/completions }\n    slo: { objective: 0.99, ttft: 200ms }\n  - name: default\nalerts:\n  grafana_url: https://grafana.example.com\n';
+const CONFIG = 'workloads:\n  - name: chat\n    match: { path: /v1/chat/completions }\n    slo: { objective: 0.99, ttft: 200ms }\n  - name: default\nalerts:\n  grafana_url: https://grafana.example.com\n  runbook_base_url: https://runbooks.example.com/tokentap\n';
 
 describe('tokentap render', () => {
   it('writes the rules, the PrometheusRule, the Alertmanager routes and AlertmanagerConfig and the dashboards where asked', async () => {
@@ -54,13 +54,38 @@ describe('tokentap render', () => {
     expect(await readdir(dir)).toEqual(['bad.yaml']);
   });
 
-  it('refuses a config without alerts.grafana_url, naming the file and the key, and writes nothing', async () => {
-    await writeFile(join(dir, 'no-grafana.yaml'), CONFIG.replace(/alerts:\n.*\n/, ''));
+  it('refuses a config without alerts.grafana_url or alerts.runbook_base_url, naming the file and each key, and writes nothing', async () => {
+    await writeFile(join(dir, 'no-links.yaml'), CONFIG.replace(/alerts:\n(.*\n)+/, ''));
     const console = io();
-    const code = await main(['render', '--config', join(dir, 'no-grafana.yaml'), '--out', join(dir, 'out')], console.streams);
+    const code = await main(['render', '--config', join(dir, 'no-links.yaml'), '--out', join(dir, 'out')], console.streams);
     expect(code).toBe(1);
-    expect(console.err()).toContain(`${join(dir, 'no-grafana.yaml')}: alerts.grafana_url: required by tokentap render`);
-    expect(await readdir(dir)).toEqual(['no-grafana.yaml']);
+    expect(console.err()).toContain(`${join(dir, 'no-links.yaml')}: alerts.grafana_url: required by tokentap render`);
+    expect(console.err()).toContain(`${join(dir, 'no-links.yaml')}: alerts.runbook_base_url: required by tokentap render`);
+    expect(await readdir(dir)).toEqual(['no-links.yaml']);
+  });
+
+  // Reproduction (issue 22 item 3): check said "valid" for a file render then refused for its missing grafana_url.
+  it('is refused exactly what check reports: the same lines for a config check calls valid for serve', async () => {
+    for (const [name, yaml] of [
+      ['no-grafana.yaml', CONFIG.replace(/  grafana_url: .*\n/, '')],
+      ['no-runbooks.yaml', CONFIG.replace(/  runbook_base_url: .*\n/, '')],
+      ['no-links.yaml', CONFIG.replace(/alerts:\n(.*\n)+/, '')],
+    ] as const) {
+      const file = join(dir, name);
+      await writeFile(file, yaml);
+      const rendered = io();
+      expect(await main(['render', '--config', file, '--out', join(dir, 'out')], rendered.streams)).toBe(1);
+      const checked = io();
+      expect(await main(['check', '--config', file], checked.streams)).toBe(1);
+      // render lists the problems of its error as "  - PROBLEM"; check prints each as it is.
+      const renderLines = rendered.err().trimEnd().split('\n').flatMap((line) => (line.startsWith(`  - ${file}: alerts.`) ? [line.slice(4)] : []));
+      expect(renderLines.length, name).toBeGreaterThan(0);
+      expect(checked.err().trimEnd().split('\n'), name).toEqual([...renderLines, `${file}: valid for serve, but tokentap render would refuse it (${renderLines.length} problem${renderLines.length === 1 ? '' : 's'})`]);
+      expect(checked.out()).toBe('');
+      const serveOnly = io();
+      expect(await main(['check', '--config', file, '--serve-only'], serveOnly.streams), name).toBe(0);
+      expect(serveOnly.out()).toContain(`${file}: valid;`);
+    }
   });
 
   it.each([

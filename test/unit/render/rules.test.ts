@@ -2,7 +2,8 @@ import { PrometheusRule } from '@kubernetes-models/prometheus-operator/monitorin
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { loadSettings } from '../../../src/config/load.js';
-import { GPU_METRICS, METRICS } from '../../../src/metrics/definitions.js';
+import { problemsOf } from '../../helpers/problems.js';
+import { BUILD_INFO, GPU_METRICS, METRICS } from '../../../src/metrics/definitions.js';
 import { AlertmanagerConfig } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1alpha1/AlertmanagerConfig';
 import { renderAlertmanagerConfigCrd } from '../../../src/render/alertmanager-config-crd.js';
 import { renderAlertmanagerRoutes } from '../../../src/render/alertmanager-routes.js';
@@ -23,6 +24,7 @@ workloads:
   - name: default
 alerts:
   grafana_url: https://grafana.example.com
+  runbook_base_url: https://runbooks.example.com/tokentap
 `;
 
 const load = (yaml: string) => loadSettings({ flags: { config: 't.yaml' }, env: {}, readFile: () => yaml });
@@ -50,10 +52,10 @@ describe('rendered rules', () => {
     expect(oneHour.expr).toContain('(sum by (namespace, workload, slo) (rate(tokentap_slo_events_total[1h])) > 0)');
   });
 
-  it('records p50, p90 and p99 of TTFT, ITL per token and e2e per namespace and workload from the classic buckets', () => {
+  it('records p50, p90 and p99 of TTFT, TTFT to the first answer token, ITL per token and e2e per namespace and workload from the classic buckets', () => {
     const quantiles = recordings(render()).filter((r) => /_seconds:p\d+_rate5m$/.test(r.record));
     expect(quantiles.map((r) => r.record)).toEqual(
-      ['ttft', 'itl', 'e2e'].flatMap((l) => ['p50', 'p90', 'p99'].map((p) => `tokentap:${l}_seconds:${p}_rate5m`)),
+      ['ttft', 'ttft_answer', 'itl', 'e2e'].flatMap((l) => ['p50', 'p90', 'p99'].map((p) => `tokentap:${l}_seconds:${p}_rate5m`)),
     );
     const p99 = quantiles.find((r) => r.record === 'tokentap:itl_seconds:p99_rate5m') as RecordingRule;
     expect(p99.expr).toBe(`histogram_quantile(0.99, sum by (namespace, workload, le) (rate(${METRICS.itlToken.promName}_bucket[5m])))`);
@@ -115,13 +117,23 @@ describe('rendered rules', () => {
     );
   });
 
+  it('judges a workload with ttft_on first_answer on the P99 of its first answer tokens, with their own sample guard', () => {
+    const p99 = alerts(render(CONFIG.replace('slo: { objective: 0.99, ttft: 200ms, itl: 50ms }', 'slo: { objective: 0.99, ttft: 200ms, itl: 50ms, ttft_on: first_answer }'))).filter(
+      (a) => a.alert === 'TokentapTTFTP99OverBudget',
+    );
+    expect(p99.map((a) => a.expr)).toEqual([
+      'tokentap:ttft_answer_seconds:p99_rate5m{workload="chat"} > 0.2\nand on (namespace, workload)\nsum by (namespace, workload) (increase(tokentap_time_to_first_answer_token_seconds_count{workload="chat"}[5m])) >= 100',
+      'tokentap:ttft_seconds:p99_rate5m{workload="rag"} > 0.3\nand on (namespace, workload)\nsum by (namespace, workload) (increase(gen_ai_server_time_to_first_token_seconds_count{workload="rag"}[5m])) >= 100',
+    ]);
+    expect(p99[0]?.annotations.summary).toContain('P99 TTFT to the first answer token above its 200ms threshold');
+  });
+
   it('follows the alerts section of the config', () => {
-    const file = render(`${CONFIG}
+    const file = render(`${CONFIG.replace('https://runbooks.example.com/tokentap', 'https://wiki.example.com/runbooks/tokentap/')}
   p99_ttft_for: 20m
   p99_ttft_severity: page
   p99_ttft_min_requests: 30
   min_requests_per_hour: 6
-  runbook_base_url: https://wiki.example.com/runbooks/tokentap/
   severity_names: { page: P1, ticket: P3 }
   labels: { team: llm-platform, service: inference }
   absent_for: 3m
@@ -137,6 +149,7 @@ describe('rendered rules', () => {
     expect(burn[0]?.expr).toContain('* 3600 >= 6');
     expect(burn[0]?.annotations.runbook_url).toBe('https://wiki.example.com/runbooks/tokentap/TokentapErrorBudgetBurn-ttft.md');
     expect(alerts(file).find((a) => a.alert === 'TokentapMetricsAbsent')?.for).toBe('3m');
+    expect(alerts(file).find((a) => a.alert === 'TokentapTargetDown')?.for).toBe('3m');
     for (const alert of alerts(file)) expect(alert.labels, alert.alert).toMatchObject({ team: 'llm-platform', service: 'inference' });
     const routes = renderAlertmanagerRoutes(load(`${CONFIG}\n  severity_names: { page: P1, ticket: P3 }\n`).alerts);
     expect(JSON.stringify(routes)).toContain('"severity=\\"P1\\""');
@@ -153,16 +166,33 @@ describe('rendered rules', () => {
     );
   });
 
-  it('refuses to render without an absolute grafana_url, naming the config file and key', () => {
-    const settings = load(CONFIG.replace(/alerts:\n  grafana_url: .*\n/, ''));
-    expect(() => renderArtefacts(settings, { windowScale: 1 })).toThrow(/t\.yaml: alerts\.grafana_url: required by tokentap render/);
+  it('refuses to render without grafana_url or runbook_base_url, naming the config file and each key', () => {
+    const settings = load(CONFIG.replace(/alerts:\n(  .*\n)+/, ''));
+    expect(problemsOf(() => renderArtefacts(settings, { windowScale: 1 })).map((p) => p.replace(/ required by tokentap render: .*/, ''))).toEqual([
+      't.yaml: alerts.grafana_url:',
+      't.yaml: alerts.runbook_base_url:',
+    ]);
+  });
+
+  it('watches the sidecar targets the configured selector names, and each expected namespace for absent metrics', () => {
+    const meta = (yaml: string) => alerts(render(yaml)).filter((a) => a.alert === 'TokentapTargetDown' || a.alert === 'TokentapMetricsAbsent');
+    expect(meta(CONFIG).map((a) => [a.alert, a.expr, a.labels])).toEqual([
+      ['TokentapTargetDown', 'up{job=~"(.+/)?tokentap", endpoint=~"metrics|"} == 0', { severity: 'warning' }],
+      ['TokentapMetricsAbsent', 'absent(tokentap_build_info)', { severity: 'warning' }],
+    ]);
+    const configured = meta(`${CONFIG}  scrape_selector: 'job="kubernetes-pods", container="tokentap"'\n  expected_namespaces: [prod, staging]\n`);
+    expect(configured.map((a) => [a.alert, a.expr, a.labels])).toEqual([
+      ['TokentapTargetDown', 'up{job="kubernetes-pods", container="tokentap"} == 0', { severity: 'warning' }],
+      ['TokentapMetricsAbsent', 'absent(tokentap_build_info{namespace="prod"})', { severity: 'warning', namespace: 'prod' }],
+      ['TokentapMetricsAbsent', 'absent(tokentap_build_info{namespace="staging"})', { severity: 'warning', namespace: 'staging' }],
+    ]);
   });
 
   it('gives every alert a severity label and summary, description, runbook and dashboard links; every SLO alert workload and slo', () => {
     const all = alerts(render());
-    expect([...new Set(all.map((a) => a.alert))]).toEqual(['TokentapErrorBudgetBurn', 'TokentapTTFTP99OverBudget', 'TokentapWatchdog', 'TokentapMetricsAbsent']);
+    expect([...new Set(all.map((a) => a.alert))]).toEqual(['TokentapErrorBudgetBurn', 'TokentapTTFTP99OverBudget', 'TokentapWatchdog', 'TokentapTargetDown', 'TokentapMetricsAbsent']);
     for (const alert of all) {
-      const expected = alert.alert === 'TokentapMetricsAbsent' ? ['severity'] : ['severity', 'slo', 'workload'];
+      const expected = alert.alert === 'TokentapErrorBudgetBurn' || alert.alert === 'TokentapTTFTP99OverBudget' ? ['severity', 'slo', 'workload'] : ['severity'];
       expect(Object.keys(alert.labels).sort(), alert.alert).toEqual(expected);
       expect(Object.keys(alert.annotations).sort()).toEqual(['dashboard_url', 'description', 'runbook_url', 'summary']);
       for (const text of Object.values(alert.annotations)) expect(text.length).toBeGreaterThan(0);
@@ -170,15 +200,21 @@ describe('rendered rules', () => {
     }
   });
 
+  it('labels the watchdog with its severity and the configured static labels only: no made-up workload or SLO', () => {
+    const watchdog = alerts(render(`${CONFIG}  labels: { team: llm-platform }\n`)).find((a) => a.alert === 'TokentapWatchdog') as AlertingRule;
+    expect(watchdog.labels).toEqual({ severity: 'none', team: 'llm-platform' });
+  });
+
   it('names only metrics the sidecar emits or the rules record', () => {
     const file = render();
     const emitted = new Set(
-      [...Object.values(METRICS), ...Object.values(GPU_METRICS)].flatMap((m) =>
+      [...Object.values(METRICS), ...Object.values(GPU_METRICS), BUILD_INFO].flatMap((m) =>
         m.kind === 'histogram' ? [`${m.promName}_bucket`, `${m.promName}_sum`, `${m.promName}_count`] : [m.promName],
       ),
     );
     const recorded = new Set(recordings(file).map((r) => r.record));
-    const functions = new Set(['sum', 'by', 'rate', 'increase', 'or', 'and', 'on', 'unless', 'count', 'last_over_time', 'vector', 'histogram_quantile', 'le']);
+    // `up` is Prometheus' own series of each scrape target.
+    const functions = new Set(['sum', 'by', 'rate', 'increase', 'or', 'and', 'on', 'unless', 'absent', 'vector', 'histogram_quantile', 'le', 'up']);
     for (const rule of file.groups.flatMap((g) => g.rules)) {
       // Identifiers outside label matchers, range selectors and string literals.
       const bare = rule.expr.replace(/\{[^}]*\}/g, '').replace(/\[[^\]]*\]/g, '').replace(/"[^"]*"/g, '');
@@ -193,7 +229,6 @@ describe('rendered rules', () => {
     const rules = render().groups.flatMap((g) => g.rules);
     const clauses = rules.flatMap((r) => r.expr.match(/\b(by|on) \([^)]*\)/g) ?? []);
     expect(clauses.length).toBeGreaterThan(50);
-    // The absent-metrics alert is per namespace only: it has no workload to keep.
     for (const clause of clauses) expect(clause, clause).toMatch(/^(by|on) \(namespace(, workload\b|\))/);
     // Every binary `and` names what it matches on; a bare one would match on whatever labels the sides carry.
     for (const rule of rules) expect(rule.expr, rule.expr).not.toMatch(/\band\s*\n/);
