@@ -195,6 +195,14 @@ export class ClientConnection implements ExchangeClient {
     }
   }
 
+  /**
+   * No request taken on it: idle, or a head still arriving. Such a connection may be closed to make
+   * room for another client's at max_connections (connection-shares.ts); nothing is cut.
+   */
+  get holdsNoRequest(): boolean {
+    return this.current === undefined;
+  }
+
   /** Between requests: nothing in flight and no request head begun. */
   get idle(): boolean {
     return this.current === undefined && this.receiving === undefined && this.headStartedMs === -1;

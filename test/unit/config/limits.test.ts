@@ -6,9 +6,10 @@ import { problemsOf } from '../../helpers/problems.js';
 const withFile = (yaml: string) => loadSettings({ flags: { config: 'c.yaml' }, env: {}, readFile: () => yaml });
 
 describe('limits: settings', () => {
-  it('defaults every limit, the connection limit from the file-descriptor limit', () => {
+  it('defaults every limit, the connection limit from the file-descriptor limit, and one client may hold all of it', () => {
     const { limits } = loadSettings({ flags: {}, env: {} });
-    expect(limits).toEqual({ maxConnections: defaultMaxConnections(processFdLimit()), ...LIMIT_DEFAULTS });
+    const maxConnections = defaultMaxConnections(processFdLimit());
+    expect(limits).toEqual({ maxConnections, maxConnectionsPerClient: maxConnections, ...LIMIT_DEFAULTS });
     expect(LIMIT_DEFAULTS.heldBodyBytes).toBe(64 << 20);
     expect(Object.isFrozen(limits)).toBe(true);
   });
@@ -26,6 +27,7 @@ describe('limits: settings', () => {
       [
         'limits:',
         '  max_connections: 10',
+        '  max_connections_per_client: 6',
         '  request_head_timeout: 2s',
         '  request_body_idle_timeout: 500ms',
         '  sniffed_body_bytes: 1000',
@@ -40,6 +42,7 @@ describe('limits: settings', () => {
     );
     expect(limits).toEqual({
       maxConnections: 10,
+      maxConnectionsPerClient: 6,
       requestHeadTimeoutMs: 2000,
       requestBodyIdleTimeoutMs: 500,
       sniffedBodyBytes: 1000,
@@ -51,6 +54,10 @@ describe('limits: settings', () => {
       interimResponseBytes: 4000,
       logBufferBytes: 5000,
     });
+  });
+
+  it('keeps max_connections_per_client at max_connections when only max_connections is set', () => {
+    expect(withFile('limits:\n  max_connections: 12\n').limits.maxConnectionsPerClient).toBe(12);
   });
 
   it('names the file, line and key of a bad limit', () => {
