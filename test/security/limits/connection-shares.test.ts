@@ -79,15 +79,15 @@ describe('limits.max_connections is shared between clients', () => {
     let holding = true;
     let reopened = 0;
     try {
-      // Client A: 64 sockets, half silent, half with half a head, and each one reopened as soon
-      // as it closes (at most 400 times), so it keeps every slot it can get.
+      // Client A: 64 sockets, half silent, half with half a head, and each one reopened 50 ms
+      // after it closes (at most 5,000 times in all), so it takes back every slot that frees.
       const keep = async (index: number): Promise<void> => {
-        while (holding && reopened < 400) {
+        while (holding && reopened < 5_000) {
           const held = await hold(sidecar.proxy, CLIENT_A, index % 2 === 0 ? '' : HALF_A_HEAD);
           heldByA.push(held);
           await new Promise<void>((resolve) => (held.closed ? resolve() : held.socket.once('close', () => resolve())));
           reopened++;
-          await sleep(5);
+          await sleep(50);
         }
       };
       const holders = Array.from({ length: 64 }, (_, index) => keep(index));
