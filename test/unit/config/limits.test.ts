@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { loadSettings } from '../../../src/config/load.js';
 import { defaultMaxConnections, LIMIT_DEFAULTS, processFdLimit, RESERVED_FDS } from '../../../src/proxy/relay-limits.js';
@@ -58,6 +59,16 @@ describe('limits: settings', () => {
 
   it('keeps max_connections_per_client at max_connections when only max_connections is set', () => {
     expect(withFile('limits:\n  max_connections: 12\n').limits.maxConnectionsPerClient).toBe(12);
+  });
+
+  it('loads the example of docs/limits.md as the page shows it, every limit key in it', () => {
+    const page = readFileSync('docs/limits.md', 'utf8');
+    const example = /```yaml\n(limits:\n[\s\S]*?)```/.exec(page)?.[1];
+    expect(example).toBeDefined();
+    const { limits } = withFile(example as string);
+    expect(limits.maxConnections).toBe(2000);
+    expect(limits.maxConnectionsPerClient).toBe(2000);
+    expect(Object.keys(limits).length).toBe((example as string).split('\n').filter((line) => /^ {2}[a-z_]+:/.test(line)).length);
   });
 
   it('names the file, line and key of a bad limit', () => {
