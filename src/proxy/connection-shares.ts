@@ -1,5 +1,10 @@
 import type { LimitName } from '../metrics/limit-counters.js';
 
+/** Peers, heaviest first, whose connections are searched for one to close, per admission at the limit. */
+export const PEERS_TRIED = 4;
+/** Connections of one peer checked per search (those carrying a request rotate to the back). */
+export const CONNECTIONS_CHECKED = 64;
+
 /** What admission needs of an open client connection. */
 export interface SharedConnection {
   /** Nothing in flight and no request head begun. */
@@ -32,8 +37,7 @@ export type AdmissionDecision<C> =
  * per-peer share (nginx's `limit_conn` per address) would hold slots back from the lone gateway;
  * it is there as `max_connections_per_client`, for listeners clients reach by their own addresses.
  *
- * The search for a connection to replace runs only at the limit: the peers, then the chosen peer's
- * connections, at most max_connections checks each.
+ * The search for a connection to replace runs only at the limit, and is bounded (replaceable()).
  */
 export class ConnectionShares<C extends SharedConnection> {
   private readonly peers = new Map<string, Set<C>>();
@@ -73,17 +77,43 @@ export class ConnectionShares<C extends SharedConnection> {
     if (connections.size === 0) this.peers.delete(peer);
   }
 
-  /** The connection to close for a newcomer whose peer holds `held`: of the heaviest peer that has one. */
+  /**
+   * The connection to close for a newcomer whose peer holds `held`: of the heaviest peer that has
+   * one, among peers holding at least `held + 2`. Bounded per admission, as it runs once per
+   * connection attempt while the listener is full (a flood of them, under attack): one pass over
+   * the peers, then at most PEERS_TRIED peers and CONNECTIONS_CHECKED connections of each. A
+   * connection found carrying a request is moved to the back of its peer's set, so the next search
+   * looks at others: a client cannot hide idle sockets behind its busy ones for long.
+   */
   private replaceable(held: number): { peer: string; held: number; connection: C } | undefined {
-    const heavier = [...this.peers].filter(([, connections]) => connections.size >= held + 2).sort((a, b) => b[1].size - a[1].size);
-    for (const [peer, connections] of heavier) {
-      let waiting: C | undefined;
-      for (const connection of connections) {
-        if (connection.idle) return { peer, held: connections.size, connection };
-        if (waiting === undefined && connection.holdsNoRequest) waiting = connection;
-      }
-      if (waiting !== undefined) return { peer, held: connections.size, connection: waiting };
+    const heavier: Array<[string, Set<C>]> = [];
+    for (const entry of this.peers) if (entry[1].size >= held + 2) heavier.push(entry);
+    for (let tried = 0; tried < PEERS_TRIED && heavier.length > 0; tried++) {
+      let heaviest = 0;
+      for (let i = 1; i < heavier.length; i++) if ((heavier[i] as [string, Set<C>])[1].size > (heavier[heaviest] as [string, Set<C>])[1].size) heaviest = i;
+      const [peer, connections] = heavier.splice(heaviest, 1)[0] as [string, Set<C>];
+      const size = connections.size;
+      const connection = this.withoutRequest(connections);
+      if (connection !== undefined) return { peer, held: size, connection };
     }
     return undefined;
+  }
+
+  /** An idle connection of `connections` if one is among those checked, else one whose head is arriving. */
+  private withoutRequest(connections: Set<C>): C | undefined {
+    const checks = Math.min(CONNECTIONS_CHECKED, connections.size);
+    let checked = 0;
+    let waiting: C | undefined;
+    for (const connection of connections) {
+      if (checked++ >= checks) break;
+      if (connection.idle) return connection;
+      if (connection.holdsNoRequest) {
+        waiting ??= connection;
+      } else {
+        connections.delete(connection);
+        connections.add(connection);
+      }
+    }
+    return waiting;
   }
 }
