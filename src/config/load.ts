@@ -373,8 +373,10 @@ function freezeModelDiscovery(config: ConfigFile['model_discovery'], env: LoadOp
 
 function freezeLimits(config: ConfigFile['limits']): RelayLimits {
   const ms = (text: string | undefined, fallback: number) => (text === undefined ? fallback : (parseDurationMs(text) as number));
+  const maxConnections = config?.max_connections ?? defaultMaxConnections();
   return Object.freeze({
-    maxConnections: config?.max_connections ?? defaultMaxConnections(),
+    maxConnections,
+    maxConnectionsPerClient: config?.max_connections_per_client ?? maxConnections,
     requestHeadTimeoutMs: ms(config?.request_head_timeout, LIMIT_DEFAULTS.requestHeadTimeoutMs),
     requestBodyIdleTimeoutMs: ms(config?.request_body_idle_timeout, LIMIT_DEFAULTS.requestBodyIdleTimeoutMs),
     sniffedBodyBytes: config?.sniffed_body_bytes ?? LIMIT_DEFAULTS.sniffedBodyBytes,

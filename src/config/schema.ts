@@ -356,6 +356,8 @@ const limitCount = z.number({ error: 'expected a whole number of at least 1' }).
 const limitSettings = z.strictObject({
   /** Client connections open at once; beyond it new connections are closed at once. Default: from the file-descriptor limit. */
   max_connections: limitCount.optional(),
+  /** Client connections open at once from one address (default: max_connections; at the limit, connections are shared between addresses). */
+  max_connections_per_client: limitCount.optional(),
   /** Time a request head may take to arrive (default 60s). */
   request_head_timeout: duration.optional(),
   /** Silence from the client in the middle of a request body before it is cut with 408 (default 60s). */

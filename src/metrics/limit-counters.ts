@@ -4,6 +4,8 @@ import { ATTR, RELAY_METRICS } from './definitions.js';
 /** The `limit` label of tokentap_limit_exceeded_total: one per key of `limits:` that can trip, and `fds`. */
 export type LimitName =
   | 'connections'
+  | 'connections_per_client'
+  | 'connections_fair_share'
   | 'fds'
   | 'request_head_timeout'
   | 'request_body_idle_timeout'

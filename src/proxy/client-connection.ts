@@ -1,7 +1,9 @@
 import type net from 'node:net';
 import { Exchange, type ExchangeClient, type ExchangeContext } from './exchange.js';
 import { HTTPParser, isParseError, METHODS, parserResource, STOP_AFTER_HEAD, type NativeHttpParser, type ParseError } from './http1/node-http-parser.js';
+import { HTTP2_PREFACE_ERROR, HTTP2_REFUSAL } from './http1/http2-preface.js';
 import { checkRequestHead, targetPath } from './http1/request-rules.js';
+import { offersOnlyH2c, withoutH2cOffer } from './http1/upgrade-offer.js';
 import { simpleResponse } from './http1/wire.js';
 import { recordRefusal } from './refused-request.js';
 
@@ -23,6 +25,13 @@ export const MAX_QUEUED_BODY_BYTES = 1 << 20;
  */
 export const HALF_CLOSE_PROBE_MS = 100;
 const PROBE = 'HTTP/1.1 100 Continue\r\n\r\n';
+
+/**
+ * How long a connection that spoke HTTP/2 is still read (and dropped) after the GOAWAY and the FIN:
+ * closing with its frames unread would send a reset, which can discard the GOAWAY before the client
+ * reads it (the lingering close of nginx and Apache). A client closes at once on GOAWAY.
+ */
+export const HTTP2_LINGER_MS = 1_000;
 
 /** Chunks of a request body before their average size is checked: a small body may come in a few tiny chunks. */
 export const MIN_CHUNKS_CHECKED = 1024;
@@ -69,6 +78,15 @@ export class ClientConnection implements ExchangeClient {
   /** Reading stopped because the queued requests hold MAX_QUEUED_BODY_BYTES of body. */
   private pausedForQueue = false;
   private wasCut = false;
+  /** Request heads read on this connection: the HTTP/2 preface is answered in HTTP/2 only as the first. */
+  private headsRead = 0;
+  /**
+   * An h2c offer was declined on the request being read: llhttp stops after that message (it
+   * expects another protocol to follow), so once it has (pausedAfterUpgrade) the rest of the read
+   * is parsed on as HTTP/1.1.
+   */
+  private upgradeDeclined = false;
+  private pausedAfterUpgrade = false;
   /** Request body pieces of the current socket read, forwarded as one buffer after it (see flushBody). */
   private readonly bodyPieces: Buffer[] = [];
   private bodyPieceBytes = 0;
@@ -115,6 +133,10 @@ export class ClientConnection implements ExchangeClient {
       const exchange = this.receiving;
       this.receiving = undefined;
       this.bodyActiveSinceMs = -1;
+      if (this.upgradeDeclined) {
+        this.upgradeDeclined = false;
+        this.pausedAfterUpgrade = true;
+      }
       exchange?.requestEnd();
     };
     socket.on('data', (data: Buffer) => {
@@ -125,6 +147,16 @@ export class ClientConnection implements ExchangeClient {
       try {
         result = parser.execute(data);
         this.flushBody();
+        // After a declined upgrade llhttp stops at the end of that message: what follows in this
+        // read (a pipelined request) is HTTP/1.1 and is parsed on.
+        let parsed = 0;
+        while (this.pausedAfterUpgrade && !isParseError(result)) {
+          this.pausedAfterUpgrade = false;
+          parsed += result;
+          if (parsed >= data.length || this.discarding || this.refusal !== undefined) break;
+          result = parser.execute(data.subarray(parsed));
+          this.flushBody();
+        }
       } catch (error) {
         // A bug in the relay's own code, thrown from a parser callback: this connection ends,
         // the sidecar and every other stream go on.
@@ -195,6 +227,14 @@ export class ClientConnection implements ExchangeClient {
     }
   }
 
+  /**
+   * No request taken on it: idle, or a head still arriving. Such a connection may be closed to make
+   * room for another client's at max_connections (connection-shares.ts); nothing is cut.
+   */
+  get holdsNoRequest(): boolean {
+    return this.current === undefined;
+  }
+
   /** Between requests: nothing in flight and no request head begun. */
   get idle(): boolean {
     return this.current === undefined && this.receiving === undefined && this.headStartedMs === -1;
@@ -226,11 +266,17 @@ export class ClientConnection implements ExchangeClient {
       this.tooManyPipelined();
       return STOP_AFTER_HEAD;
     }
+    this.headsRead++;
     const methodName = METHODS[method] as string;
     if (upgrade) {
+      // An offer of h2c alone is declined: the request is answered in HTTP/1.1 (upgrade-offer.ts).
       // WebSocket and CONNECT tunnels are not inference traffic: refused, not half-relayed.
-      this.refuseRequest(methodName, target, 501, 'protocol upgrades and CONNECT are not proxied');
-      return STOP_AFTER_HEAD;
+      if (methodName === 'CONNECT' || !offersOnlyH2c(rawHeaders)) {
+        this.refuseRequest(methodName, target, 501, 'protocol upgrades and CONNECT are not proxied');
+        return STOP_AFTER_HEAD;
+      }
+      rawHeaders = withoutH2cOffer(rawHeaders);
+      this.upgradeDeclined = true;
     }
     const checked = checkRequestHead(major, minor, methodName, target, rawHeaders);
     if (!checked.ok) {
@@ -427,6 +473,10 @@ export class ClientConnection implements ExchangeClient {
    * counted `timeout` (issue 13).
    */
   private malformed(error: ParseError): void {
+    if (error.code === HTTP2_PREFACE_ERROR && this.headsRead === 0) {
+      this.spokeHttp2();
+      return;
+    }
     const tooLarge = error.code === 'HPE_HEADER_OVERFLOW';
     const problem = `malformed request (${error.code}: ${error.reason ?? error.message})`;
     const status = tooLarge ? 431 : 400;
@@ -441,6 +491,21 @@ export class ClientConnection implements ExchangeClient {
     if (queued !== -1) this.queue.splice(queued, 1);
     // For the exchange in flight this ends it; the refusal follows through exchangeFinished.
     broken.requestMalformed(status, problem);
+  }
+
+  /**
+   * The connection opened with the HTTP/2 preface (prior knowledge): answered in HTTP/2 with SETTINGS
+   * and GOAWAY(HTTP_1_1_REQUIRED) (http2-preface.ts), counted and logged as a refused `PRI *`
+   * request (505: HTTP/2 is the version not supported), then closed after a lingering read.
+   */
+  private spokeHttp2(): void {
+    this.closing = true;
+    this.discarding = true;
+    this.headStartedMs = -1;
+    recordRefusal(this.context, 'PRI', '*', 505, 'this client spoke HTTP/2 (prior knowledge); tokentap serves HTTP/1.1 on this port');
+    const socket = this.socket;
+    socket.end(HTTP2_REFUSAL);
+    setTimeout(() => socket.destroy(), HTTP2_LINGER_MS).unref();
   }
 
   /** A head the relay will not forward (request-rules.ts): answered, counted `client_error`, logged by its path only. */

@@ -1,5 +1,6 @@
 import net from 'node:net';
 import { ClientConnection, KEEP_ALIVE_TIMEOUT_MS } from './client-connection.js';
+import { ConnectionShares } from './connection-shares.js';
 import { LimitCounters } from '../metrics/limit-counters.js';
 import type { ExchangeContext } from './exchange.js';
 import { HeldBytesBudget } from './held-bytes.js';
@@ -38,6 +39,9 @@ export const RETRY_BODY_LIMIT_BYTES = 64 * 1024;
 /** At most one warning a minute when accept() fails for want of file descriptors: the counter has the rate. */
 const FD_WARNING_EVERY_MS = 60_000;
 
+/** Likewise for connections refused per client or closed to share max_connections between clients. */
+const SHARE_WARNING_EVERY_MS = 60_000;
+
 /** How long a request head may take to arrive: node:http's headersTimeout default (limits.request_head_timeout's). */
 export const HEADERS_TIMEOUT_MS = 60_000;
 
@@ -65,6 +69,7 @@ export class ProxyServer extends net.Server {
   private readonly requestBodyIdleTimeoutMs: number;
   private readonly connectionLimit: number;
   private lastFdWarningMs = -Infinity;
+  private lastShareWarningMs = -Infinity;
 
   constructor(options: ProxyOptions) {
     super({ noDelay: true, allowHalfOpen: true });
@@ -93,17 +98,36 @@ export class ProxyServer extends net.Server {
       counters,
       sniffing: { maxBytes: limits.sniffedBodyBytes, budget: options.heldBytes ?? new HeldBytesBudget(limits.heldBodyBytes), counters },
     };
-    const forget = (connection: ClientConnection) => this.clients.delete(connection);
+    const shares = new ConnectionShares<ClientConnection>(limits.maxConnections, limits.maxConnectionsPerClient);
     this.on('connection', (socket: net.Socket) => {
-      // At the limit a connection is closed as soon as it is accepted, before anything of it is
-      // read: nothing was received, so the client may retry it anywhere; the streams open go on.
-      if (this.clients.size >= this.connectionLimit) {
-        counters.tripped('connections');
+      // Undefined once the peer has already gone.
+      const peer = socket.remoteAddress;
+      const decision = peer === undefined ? undefined : shares.admit(peer);
+      if (decision === undefined || !decision.admitted) {
+        // Refused: closed as soon as it is accepted, before anything of it is read: nothing was
+        // received, so the client may retry it anywhere; the streams open go on.
+        if (decision !== undefined) {
+          counters.tripped(decision.limit);
+          if (decision.limit === 'connections_per_client') this.warnShares(options, { peer, max_connections_per_client: limits.maxConnectionsPerClient }, 'proxy refused a connection: this client holds limits.max_connections_per_client');
+        }
         socket.on('error', () => {});
         socket.destroy();
         return;
       }
-      this.clients.add(new ClientConnection(context, socket, forget));
+      if (decision.replaced !== undefined) {
+        counters.tripped('connections_fair_share');
+        this.warnShares(
+          options,
+          { peer, closed_peer: decision.replaced.peer, closed_peer_connections: decision.replaced.held, max_connections: limits.maxConnections },
+          'proxy at limits.max_connections: closed a connection without a request of the client holding the most, to admit another client',
+        );
+      }
+      const connection = new ClientConnection(context, socket, (done) => {
+        this.clients.delete(done);
+        shares.remove(peer as string, done);
+      });
+      this.clients.add(connection);
+      shares.add(peer as string, connection);
     });
     // accept() failing for want of descriptors: libuv closes the waiting connections with a
     // descriptor it keeps in reserve and reports nothing (uv__emfile_trick); only when it has no
@@ -161,6 +185,13 @@ export class ProxyServer extends net.Server {
     let cut = 0;
     for (const connection of [...this.clients]) cut += connection.cut();
     return cut;
+  }
+
+  private warnShares(options: ProxyOptions, fields: Record<string, unknown>, message: string): void {
+    const now = performance.now();
+    if (now - this.lastShareWarningMs < SHARE_WARNING_EVERY_MS) return;
+    this.lastShareWarningMs = now;
+    options.monitor.logger.warn({ ...fields, open_connections: this.clients.size }, message);
   }
 
   /** Head timeout, body idle timeout and keep-alive idle close for every client connection, in one pass. */

@@ -5,8 +5,14 @@ import { readFileSync } from 'node:fs';
  * limits, defaults, what trips each one and what the client gets). Configured under `limits:`.
  */
 export interface RelayLimits {
-  /** Client connections open at once; a connection beyond it is closed as soon as it is accepted. */
+  /**
+   * Client connections open at once; at the limit a new connection takes the place of one without
+   * a request of the peer holding the most (connection-shares.ts), else it is closed as soon as it
+   * is accepted.
+   */
   readonly maxConnections: number;
+  /** Client connections open at once from one peer address; maxConnections by default (no share held back). */
+  readonly maxConnectionsPerClient: number;
   /** Time a request head may take to arrive. */
   readonly requestHeadTimeoutMs: number;
   /** Silence from the client in the middle of a request body before the request is cut (408). */
@@ -96,5 +102,6 @@ export const LIMIT_DEFAULTS = {
 } as const;
 
 export function defaultLimits(): RelayLimits {
-  return { maxConnections: defaultMaxConnections(), ...LIMIT_DEFAULTS };
+  const maxConnections = defaultMaxConnections();
+  return { maxConnections, maxConnectionsPerClient: maxConnections, ...LIMIT_DEFAULTS };
 }

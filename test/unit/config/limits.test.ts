@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { loadSettings } from '../../../src/config/load.js';
 import { defaultMaxConnections, LIMIT_DEFAULTS, processFdLimit, RESERVED_FDS } from '../../../src/proxy/relay-limits.js';
@@ -6,9 +7,10 @@ import { problemsOf } from '../../helpers/problems.js';
 const withFile = (yaml: string) => loadSettings({ flags: { config: 'c.yaml' }, env: {}, readFile: () => yaml });
 
 describe('limits: settings', () => {
-  it('defaults every limit, the connection limit from the file-descriptor limit', () => {
+  it('defaults every limit, the connection limit from the file-descriptor limit, and one client may hold all of it', () => {
     const { limits } = loadSettings({ flags: {}, env: {} });
-    expect(limits).toEqual({ maxConnections: defaultMaxConnections(processFdLimit()), ...LIMIT_DEFAULTS });
+    const maxConnections = defaultMaxConnections(processFdLimit());
+    expect(limits).toEqual({ maxConnections, maxConnectionsPerClient: maxConnections, ...LIMIT_DEFAULTS });
     expect(LIMIT_DEFAULTS.heldBodyBytes).toBe(64 << 20);
     expect(Object.isFrozen(limits)).toBe(true);
   });
@@ -26,6 +28,7 @@ describe('limits: settings', () => {
       [
         'limits:',
         '  max_connections: 10',
+        '  max_connections_per_client: 6',
         '  request_head_timeout: 2s',
         '  request_body_idle_timeout: 500ms',
         '  sniffed_body_bytes: 1000',
@@ -40,6 +43,7 @@ describe('limits: settings', () => {
     );
     expect(limits).toEqual({
       maxConnections: 10,
+      maxConnectionsPerClient: 6,
       requestHeadTimeoutMs: 2000,
       requestBodyIdleTimeoutMs: 500,
       sniffedBodyBytes: 1000,
@@ -51,6 +55,20 @@ describe('limits: settings', () => {
       interimResponseBytes: 4000,
       logBufferBytes: 5000,
     });
+  });
+
+  it('keeps max_connections_per_client at max_connections when only max_connections is set', () => {
+    expect(withFile('limits:\n  max_connections: 12\n').limits.maxConnectionsPerClient).toBe(12);
+  });
+
+  it('loads the example of docs/limits.md as the page shows it, every limit key in it', () => {
+    const page = readFileSync('docs/limits.md', 'utf8');
+    const example = /```yaml\n(limits:\n[\s\S]*?)```/.exec(page)?.[1];
+    expect(example).toBeDefined();
+    const { limits } = withFile(example as string);
+    expect(limits.maxConnections).toBe(2000);
+    expect(limits.maxConnectionsPerClient).toBe(2000);
+    expect(Object.keys(limits).length).toBe((example as string).split('\n').filter((line) => /^ {2}[a-z_]+:/.test(line)).length);
   });
 
   it('names the file, line and key of a bad limit', () => {
