@@ -306,6 +306,7 @@ export class RequestMonitor implements InterTokenSink, TapContext {
       engineQueueMs: split.queueMs,
       enginePrefillMs: split.prefillMs,
       outsideEngineTtftMs: split.outsideEngineTtftMs,
+      queueOrOutsideEngineTtftMs: split.queueOrOutsideEngineTtftMs,
     };
     this.deps.recorder.finished(attributes, summary);
     const workload = this.workload as Workload;
@@ -340,6 +341,7 @@ export class RequestMonitor implements InterTokenSink, TapContext {
         ttft_ms: round(summary.ttftMs),
         ...(Number.isNaN(timeline.firstAnswerMs) || timeline.firstAnswerMs === timeline.firstTokenMs ? {} : { ttft_answer_ms: round(timeline.ttftAnswerMs) }),
         ...(Number.isNaN(split.outsideEngineTtftMs) ? {} : { outside_engine_ttft_ms: round(split.outsideEngineTtftMs) }),
+        ...(Number.isNaN(split.queueOrOutsideEngineTtftMs) ? {} : { queue_or_outside_engine_ttft_ms: round(split.queueOrOutsideEngineTtftMs) }),
         tpot_ms: round(summary.tpotMs),
         e2e_ms: round(summary.e2eMs),
         input_tokens: Number.isNaN(summary.inputTokens) ? null : summary.inputTokens,
