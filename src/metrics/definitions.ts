@@ -338,17 +338,18 @@ export const METRICS = {
     extraLabels: [],
   },
   /**
-   * Streams whose tokens counted from content events (one per delta, or per-chunk usage deltas)
-   * differ from the output tokens the server reported in its usage. One per such stream, judged at
-   * its end when both exist. Rising means the counted ITL per token and any counted-only stream
-   * are off: held UTF-8 tokens, multi-token chunks (speculative decoding) or a tap that misreads.
+   * Streams that carried more tokens (counted from content events: one per delta, or per-chunk
+   * usage deltas) than the output tokens the server reported in its usage: a disagreement a healthy
+   * stream never shows (TokenTimeline.tokenCountMismatch says why fewer is not one). One per such
+   * stream, judged at its end when both exist. Rising means a server whose usage undercounts, a
+   * stream with repeated or foreign events, or a tap that misreads.
    */
   tokenCountMismatches: {
     kind: 'counter',
     otelName: 'tokentap.token_count.mismatches',
     promName: 'tokentap_token_count_mismatches_total',
     unit: '{request}',
-    description: 'Streams whose counted output tokens differ from the usage the server reported.',
+    description: 'Streams that carried more output tokens (counted from content events) than the usage the server reported.',
     extraLabels: [],
   },
   /**

@@ -26,7 +26,7 @@ export interface RequestSummary {
   readonly inputTokens: number;
   readonly outputTokens: number;
   readonly tokenSource: TokenSource;
-  /** Counted output tokens differ from the reported usage (TokenTimeline.tokenCountMismatch). */
+  /** The stream carried more tokens than the reported usage (TokenTimeline.tokenCountMismatch). */
   readonly tokenCountMismatch: boolean;
   /** `other`: not a generation (health check, model listing): counted in tokentap_requests_total only. Absent: generation. */
   readonly operation?: Operation;
