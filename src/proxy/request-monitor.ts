@@ -332,6 +332,7 @@ export class RequestMonitor implements InterTokenSink, TapContext {
       const sloTtftMs = workload.slo?.ttftOn === 'first_answer' ? timeline.ttftAnswerMs : summary.ttftMs;
       this.deps.recorder.ttftByConcurrency(attributes, this.inFlightBand, sloTtftMs);
     }
+    let goodput: boolean | undefined;
     if (workload.slo !== undefined && operation === 'generation') {
       const nonStreamedAnswer = this.status >= 200 && this.status < 300 && !this.streaming;
       const onAnswer = workload.slo.ttftOn === 'first_answer';
@@ -344,9 +345,10 @@ export class RequestMonitor implements InterTokenSink, TapContext {
         e2eMs: summary.e2eMs,
       };
       recordSloEvents(this.deps.recorder, attributes, workload, facts, this.itlTokens, this.itlBadTokens);
-      this.deps.recorder.goodput(attributes, metEverySlo(workload.slo, facts, this.itlTokens, this.itlBadTokens));
+      goodput = metEverySlo(workload.slo, facts, this.itlTokens, this.itlBadTokens);
+      this.deps.recorder.goodput(attributes, goodput);
     }
-    this.span.end(summary, this.status, workload.name, this.requestedModel);
+    this.span.end(summary, this.status, workload.name, this.requestedModel, goodput);
     this.deps.logger.info(
       {
         method: this.method,
