@@ -19,8 +19,9 @@ export type TokenSource = 'usage' | 'counted';
 /**
  * Durations the server measured itself and reported at the end of the stream (Ollama's
  * `*_duration` in nanoseconds, llama.cpp's `timings` and vLLM's per-request `metrics` in
- * milliseconds), in milliseconds. Logged beside tokentap's own measurements, and split out of the
- * wire TTFT by engine-timings.ts: a gap between the two is time spent outside the engine.
+ * milliseconds), in milliseconds, each within the bounds of taps/upstream-numbers.ts. Logged beside
+ * tokentap's own measurements, and split out of the wire TTFT by engine-timings.ts: the gap between
+ * the two is time outside the engine, plus the engine's queue when it does not report one.
  */
 export interface ServerTimings {
   /** Waiting in the engine's queue before it was scheduled (vLLM `queue_time_ms`). */

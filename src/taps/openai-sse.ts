@@ -31,6 +31,7 @@ import { tokenCount } from './upstream-numbers.js';
  * `build_per_request_timing_metrics` in vllm/entrypoints/openai/engine/serving.py), and llama.cpp's
  * `timings` (`prompt_ms`, `predicted_ms`) on the chunk that carries the finish reason or the usage
  * (with `timings_per_token` every chunk has a cumulative one; the final one is the whole request's).
+ * Every count and duration is bounded on the way in (upstream-numbers.ts).
  *
  * Framing, split chunks and the event size cap: see sse-decoder.ts.
  */
