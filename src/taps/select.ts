@@ -30,7 +30,7 @@ const TAPS: Readonly<Record<Exclude<Protocol, 'none'>, Readonly<Record<string, T
   'anthropic-messages': { [SSE]: { create: createAnthropicSseTap, streaming: true }, [JSON_TYPE]: OPENAI_JSON },
   tgi: { [SSE]: { create: createTgiSseTap, streaming: true } },
   ollama: { [NDJSON]: { create: createOllamaNdjsonTap, streaming: true }, [JSON_TYPE]: OPENAI_JSON },
-  llamacpp: { [SSE]: { create: createLlamaCppSseTap, streaming: true }, [JSON_TYPE]: OPENAI_JSON },
+  llamacpp: { [SSE]: { create: createLlamaCppSseTap, streaming: true } },
   triton: { [SSE]: { create: createTritonSseTap, streaming: true } },
 };
 
