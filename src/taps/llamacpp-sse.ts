@@ -3,7 +3,7 @@ import { nonEmptyString, parseEventObject } from './event-json.js';
 import { SseEventTap } from './sse-event-tap.js';
 import type { Tap, TapContext } from './tap.js';
 import { llamaCppTimings } from './server-timings.js';
-import { tokenCount } from './upstream-numbers.js';
+import { eventTokens, tokenCount } from './upstream-numbers.js';
 
 /**
  * llama.cpp's native completion stream (`POST /completion` with `stream: true`): SSE `data:` events
@@ -46,7 +46,7 @@ class LlamaCppSseTap extends SseEventTap {
     }
     const predicted = tokenCount(event.tokens_predicted, this.context);
     if (nonEmptyString(event.content)) {
-      const tokens = predicted !== undefined && predicted > this.predicted ? predicted - this.predicted : 1;
+      const tokens = predicted !== undefined && predicted > this.predicted ? eventTokens(predicted - this.predicted, 1, this.context) : 1;
       timeline.content(this.nowMs, tokens);
       // Advanced only by content events, so a held token is counted with the next one.
       if (predicted !== undefined) this.predicted = Math.max(this.predicted, predicted);

@@ -4,7 +4,7 @@ import { isPlainContentChunk } from './plain-content-event.js';
 import { SseEventTap } from './sse-event-tap.js';
 import { llamaCppTimings, vllmMetrics } from './server-timings.js';
 import type { Tap, TapContext } from './tap.js';
-import { tokenCount } from './upstream-numbers.js';
+import { eventTokens, tokenCount } from './upstream-numbers.js';
 
 /**
  * OpenAI-compatible SSE (chat completions and completions), as vLLM, llama.cpp, SGLang and TGI's
@@ -147,7 +147,7 @@ class OpenAISseTap extends SseEventTap {
       // only at content events: vLLM's continuous_usage_stats also grows on an empty delta (a token
       // whose text is not complete yet, fixtures/streams/vllm/chat.sse), and that token is carried
       // to the next content event rather than lost.
-      if (reported > this.cumulativeTokens) tokens = reported - this.cumulativeTokens;
+      if (reported > this.cumulativeTokens) tokens = eventTokens(reported - this.cumulativeTokens, contentChoices, this.context);
       this.cumulativeTokens = Math.max(this.cumulativeTokens, reported);
     }
     if (contentChoices > 0) timeline.content(this.nowMs, tokens, answerChoices === 0);

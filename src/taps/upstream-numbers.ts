@@ -17,6 +17,7 @@ import type { TapContext } from './tap.js';
  * |---|---|---|
  * | token count (usage, cumulative per-chunk counts) | integer, 0 ≤ n ≤ 10^7 | the largest context windows served today are 10^7 tokens (prompt and output together) |
  * | duration (queue, load, prefill, decode, total) | finite, 0 ≤ d ≤ 1 day | a request that waited or ran a day is not a latency sample but a broken clock; 1 day is 8.64·10^7 ms |
+ * | tokens in one content event (growth of a cumulative count) | 1 ≤ n ≤ 1024 | speculative decoding and stream intervals put a few to a few dozen tokens in one chunk; each token is one per-token ITL sample, so without this bound one 100-byte event could cost 10^7 histogram samples (seconds of CPU through the OTel SDK) |
  *
  * Absent values and values of another JSON type (null, a string) are not numbers the upstream
  * claimed and are skipped without a count, as before; a number that is not an integer where a count
@@ -25,6 +26,7 @@ import type { TapContext } from './tap.js';
  */
 export const MAX_TOKENS_PER_REQUEST = 10_000_000;
 export const MAX_DURATION_MS = 24 * 60 * 60 * 1000;
+export const MAX_TOKENS_PER_EVENT = 1024;
 
 /** A token count as the upstream reported it, or undefined when absent, not a number, or implausible (counted). */
 export function tokenCount(value: unknown, context: TapContext): number | undefined {
@@ -32,6 +34,17 @@ export function tokenCount(value: unknown, context: TapContext): number | undefi
   if (Number.isInteger(value) && value >= 0 && value <= MAX_TOKENS_PER_REQUEST) return value;
   context.problem('implausible_value');
   return undefined;
+}
+
+/**
+ * The tokens one content event carried, from the `growth` of a cumulative count since the previous
+ * content event: the growth when plausible, else `fallback` (what the event counts without a
+ * cumulative count), the implausible growth counted.
+ */
+export function eventTokens(growth: number, fallback: number, context: TapContext): number {
+  if (growth <= MAX_TOKENS_PER_EVENT) return growth;
+  context.problem('implausible_value');
+  return fallback;
 }
 
 /**

@@ -9,7 +9,7 @@ import { Recorder } from '../../../src/metrics/recorder.js';
 import { Telemetry } from '../../../src/metrics/telemetry.js';
 import { RequestMonitor } from '../../../src/proxy/request-monitor.js';
 import { WorkloadMatcher } from '../../../src/slo/workload-matcher.js';
-import { MAX_DURATION_MS, MAX_TOKENS_PER_REQUEST } from '../../../src/taps/upstream-numbers.js';
+import { MAX_DURATION_MS, MAX_TOKENS_PER_EVENT, MAX_TOKENS_PER_REQUEST } from '../../../src/taps/upstream-numbers.js';
 import { histogram, parsePrometheusText, sumValues } from '../../helpers/prometheus-text.js';
 import { chatChunk, sse } from '../../helpers/tap-harness.js';
 
@@ -179,6 +179,30 @@ describe('no number from an upstream can poison a metric (issue 23 item 3)', () 
     expect(s.histogramText('tokentap_engine_time_to_first_token_seconds').sum).toBeCloseTo(0.13, 12);
     expect(s.histogramProto('tokentap_engine_time_to_first_token_seconds').sum).toBeCloseTo(0.13, 12);
     expect(s.counterText('tokentap_tap_errors_total', implausible)).toBe(4);
+  });
+
+  it('one llama.cpp event whose tokens_predicted jumps by 10^7 costs one per-token ITL sample, not 10^7', async () => {
+    const p = pipeline();
+    p.request(
+      llamaNative(
+        { content: 'a', stop: false, tokens_predicted: 1, tokens_evaluated: 4 },
+        { content: 'b', stop: false, tokens_predicted: MAX_TOKENS_PER_REQUEST, tokens_evaluated: 4 },
+        { content: 'c', stop: false, tokens_predicted: MAX_TOKENS_PER_REQUEST, tokens_evaluated: 4 },
+      ),
+    );
+    const s = await p.scrape();
+    expect(s.histogramText('tokentap_inter_token_latency_seconds').count).toBe(2);
+    expect(s.histogramProto('tokentap_inter_token_latency_seconds').count).toBe(2);
+    expect(s.counterText('tokentap_tap_errors_total', implausible)).toBe(1);
+  });
+
+  it(`takes ${MAX_TOKENS_PER_EVENT} tokens in one OpenAI event (continuous usage) as plausible`, async () => {
+    const p = pipeline();
+    const usage = (n: number) => ({ usage: { prompt_tokens: 3, completion_tokens: n, total_tokens: 3 + n } });
+    p.request(chat(chatChunk({ content: 'a' }, usage(1)), chatChunk({ content: 'b' }, usage(1 + MAX_TOKENS_PER_EVENT)), chatChunk({}, usage(1 + MAX_TOKENS_PER_EVENT), 'stop'), '[DONE]'));
+    const s = await p.scrape();
+    expect(s.histogramText('tokentap_inter_token_latency_seconds').count).toBe(MAX_TOKENS_PER_EVENT);
+    expect(s.counterText('tokentap_tap_errors_total', implausible)).toBe(0);
   });
 
   it('takes the bounds themselves and refuses one past them: 10^7 tokens and one day are plausible', async () => {
