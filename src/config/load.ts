@@ -199,6 +199,7 @@ const BUCKET_KEYS: Record<HistogramKey, keyof NonNullable<NonNullable<ConfigFile
   ttftAnswer: 'ttft',
   engineTtft: 'ttft',
   outsideEngineTtft: 'ttft',
+  queueOrOutsideEngineTtft: 'ttft',
   engineQueue: 'ttft',
   enginePrefill: 'ttft',
   itlToken: 'itl',

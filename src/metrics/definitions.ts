@@ -147,15 +147,31 @@ export const METRICS = {
   },
   /**
    * Outside-engine TTFT: wire TTFT (gen_ai.server.time_to_first_token) - engine TTFT, for the same
-   * request: tokenisation, the engine's HTTP server, anything between it and tokentap. One sample
-   * per request with both; none when the difference is negative (see clock/engine-timings.ts).
+   * request, when the engine reported its queue time (vLLM): tokenisation, the engine's HTTP
+   * server, anything between it and tokentap. One sample per such request; none when the
+   * difference is negative (see clock/engine-timings.ts).
    */
   outsideEngineTtft: {
     kind: 'histogram',
     otelName: 'tokentap.outside_engine.time_to_first_token',
     promName: 'tokentap_outside_engine_time_to_first_token_seconds',
     unit: 's',
-    description: 'Wire TTFT minus the engine-reported TTFT of the same request: time to first token spent outside the engine.',
+    description: 'Wire TTFT minus the engine-reported TTFT (queue included) of the same request: time to first token spent outside the engine. Only for engines that report their queue time (vLLM).',
+    extraLabels: [],
+    defaultBuckets: TTFT_BUCKETS,
+  },
+  /**
+   * The same difference for engines that report no queue time (llama.cpp, Ollama): their engine
+   * TTFT is the prefill (and model load) alone, so the rest holds the wait for a free slot as well
+   * as everything outside the engine, and under load the wait dominates. Kept apart so that
+   * `tokentap_outside_engine_time_to_first_token_seconds` never counts a queue as outside.
+   */
+  queueOrOutsideEngineTtft: {
+    kind: 'histogram',
+    otelName: 'tokentap.queue_or_outside_engine.time_to_first_token',
+    promName: 'tokentap_queue_or_outside_engine_time_to_first_token_seconds',
+    unit: 's',
+    description: "Wire TTFT minus the engine-reported TTFT of the same request, for engines that report no queue time (llama.cpp, Ollama): the engine's queue plus everything outside the engine.",
     extraLabels: [],
     defaultBuckets: TTFT_BUCKETS,
   },
@@ -322,17 +338,18 @@ export const METRICS = {
     extraLabels: [],
   },
   /**
-   * Streams whose tokens counted from content events (one per delta, or per-chunk usage deltas)
-   * differ from the output tokens the server reported in its usage. One per such stream, judged at
-   * its end when both exist. Rising means the counted ITL per token and any counted-only stream
-   * are off: held UTF-8 tokens, multi-token chunks (speculative decoding) or a tap that misreads.
+   * Streams that carried more tokens (counted from content events: one per delta, or per-chunk
+   * usage deltas) than the output tokens the server reported in its usage: a disagreement a healthy
+   * stream never shows (TokenTimeline.tokenCountMismatch says why fewer is not one). One per such
+   * stream, judged at its end when both exist. Rising means a server whose usage undercounts, a
+   * stream with repeated or foreign events, or a tap that misreads.
    */
   tokenCountMismatches: {
     kind: 'counter',
     otelName: 'tokentap.token_count.mismatches',
     promName: 'tokentap_token_count_mismatches_total',
     unit: '{request}',
-    description: 'Streams whose counted output tokens differ from the usage the server reported.',
+    description: 'Streams that carried more output tokens (counted from content events) than the usage the server reported.',
     extraLabels: [],
   },
   /**

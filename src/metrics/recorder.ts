@@ -26,7 +26,7 @@ export interface RequestSummary {
   readonly inputTokens: number;
   readonly outputTokens: number;
   readonly tokenSource: TokenSource;
-  /** Counted output tokens differ from the reported usage (TokenTimeline.tokenCountMismatch). */
+  /** The stream carried more tokens than the reported usage (TokenTimeline.tokenCountMismatch). */
   readonly tokenCountMismatch: boolean;
   /** `other`: not a generation (health check, model listing): counted in tokentap_requests_total only. Absent: generation. */
   readonly operation?: Operation;
@@ -37,6 +37,8 @@ export interface RequestSummary {
   readonly engineQueueMs?: number;
   readonly enginePrefillMs?: number;
   readonly outsideEngineTtftMs?: number;
+  /** Wire TTFT - engine TTFT for an engine that reports no queue time (the queue is in it); NaN or absent otherwise. */
+  readonly queueOrOutsideEngineTtftMs?: number;
 }
 
 const MS_PER_S = 1000;
@@ -104,6 +106,7 @@ export class Recorder {
       ttftAnswer: histogram('ttftAnswer'),
       engineTtft: histogram('engineTtft'),
       outsideEngineTtft: histogram('outsideEngineTtft'),
+      queueOrOutsideEngineTtft: histogram('queueOrOutsideEngineTtft'),
       engineQueue: histogram('engineQueue'),
       enginePrefill: histogram('enginePrefill'),
       ttftByConcurrency: histogram('ttftByConcurrency'),
@@ -179,6 +182,7 @@ export class Recorder {
     recordIfKnown(h.ttftAnswer, summary.ttftAnswerMs, attributes);
     recordIfKnown(h.engineTtft, summary.engineTtftMs, attributes);
     recordIfKnown(h.outsideEngineTtft, summary.outsideEngineTtftMs, attributes);
+    recordIfKnown(h.queueOrOutsideEngineTtft, summary.queueOrOutsideEngineTtftMs, attributes);
     recordIfKnown(h.engineQueue, summary.engineQueueMs, attributes);
     recordIfKnown(h.enginePrefill, summary.enginePrefillMs, attributes);
     h.e2e.record(summary.e2eMs / MS_PER_S, v.of(attributes, ATTR.outcome, summary.outcome));

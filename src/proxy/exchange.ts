@@ -310,6 +310,9 @@ export class Exchange implements UpstreamOwner, IdleWatched {
   /** Only while this exchange holds the connection: at Done it has been released or discarded. */
   upstreamData(buffer: Buffer): void {
     this.upstreamActivity++;
+    // The read's arrival time, taken before anything of it is written to the client: TTFT ends when
+    // the token reached the proxy, not when it was handed on.
+    this.monitor.arrived();
     if (this.phase === Phase.Body) this.responseBody(buffer, 0);
     else this.responseHead(buffer);
   }

@@ -1,7 +1,7 @@
 import type { RequestMonitor } from './request-monitor.js';
 
 /** The part of RequestMonitor the proxy calls; the unobserved stand-in must answer all of it. */
-type ProxiedRequest = Pick<RequestMonitor, 'trace' | 'requestBody' | 'response' | 'body' | 'bodyEnd' | 'delivered' | 'fail' | 'finished' | 'terminalSeen' | 'retried' | 'upstreamNotReused'>;
+type ProxiedRequest = Pick<RequestMonitor, 'trace' | 'requestBody' | 'response' | 'arrived' | 'body' | 'bodyEnd' | 'delivered' | 'fail' | 'finished' | 'terminalSeen' | 'retried' | 'upstreamNotReused'>;
 
 /**
  * Stands in for a RequestMonitor when observation is switched off (`TOKENTAP_OBSERVE=off`): no tap,
@@ -25,6 +25,7 @@ export class UnobservedRequest implements ProxiedRequest {
   upstreamNotReused(): void {}
   requestBody(): void {}
   response(): void {}
+  arrived(): void {}
   body(): void {}
   bodyEnd(): void {}
 

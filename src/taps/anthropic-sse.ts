@@ -1,8 +1,8 @@
 import type { EventSourceMessage } from 'eventsource-parser';
-import { tokenCount } from './bounded-body.js';
 import { nonEmptyString, parseEventObject } from './event-json.js';
 import { SseEventTap } from './sse-event-tap.js';
 import type { Tap, TapContext } from './tap.js';
+import { tokenCount } from './upstream-numbers.js';
 
 /**
  * Anthropic Messages streams (`POST /v1/messages` with `stream: true`), as Anthropic, vLLM and
@@ -53,12 +53,12 @@ class AnthropicSseTap extends SseEventTap {
         return;
       case 'message_start': {
         const usage = event.message?.usage;
-        if (usage != null && typeof usage === 'object') timeline.usage(anthropicInputTokens(usage), undefined);
+        if (usage != null && typeof usage === 'object') timeline.usage(anthropicInputTokens(usage, this.context), undefined);
         return;
       }
       case 'message_delta': {
         const usage = event.usage;
-        if (usage != null && typeof usage === 'object') timeline.usage(anthropicInputTokens(usage), tokenCount(usage.output_tokens));
+        if (usage != null && typeof usage === 'object') timeline.usage(anthropicInputTokens(usage, this.context), tokenCount(usage.output_tokens, this.context));
         return;
       }
       case 'message_stop':
@@ -91,8 +91,8 @@ function isContent(delta: AnthropicEvent['delta']): boolean {
  * not reported. Also read by the JSON tap (openai-json.ts), so a non-streamed Messages answer counts
  * its input as the stream does; a usage without the cache fields (OpenAI Responses) is `input_tokens`.
  */
-export function anthropicInputTokens(usage: Usage): number | undefined {
-  const input = tokenCount(usage.input_tokens);
+export function anthropicInputTokens(usage: Usage, context: TapContext): number | undefined {
+  const input = tokenCount(usage.input_tokens, context);
   if (input === undefined) return undefined;
-  return input + (tokenCount(usage.cache_creation_input_tokens) ?? 0) + (tokenCount(usage.cache_read_input_tokens) ?? 0);
+  return input + (tokenCount(usage.cache_creation_input_tokens, context) ?? 0) + (tokenCount(usage.cache_read_input_tokens, context) ?? 0);
 }

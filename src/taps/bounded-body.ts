@@ -36,8 +36,3 @@ export class BoundedBody {
     }
   }
 }
-
-/** A token count as servers report it: a non-negative integer, else undefined. */
-export function tokenCount(value: unknown): number | undefined {
-  return typeof value === 'number' && Number.isInteger(value) && value >= 0 ? value : undefined;
-}

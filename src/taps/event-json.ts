@@ -22,8 +22,3 @@ export function parseEventObject<T extends object>(text: string, context: TapCon
 export function nonEmptyString(value: unknown): boolean {
   return typeof value === 'string' && value.length > 0;
 }
-
-/** Milliseconds from a server-reported duration, or undefined when it is not a finite non-negative number. */
-export function durationMs(value: unknown, unitMs: number): number | undefined {
-  return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value * unitMs : undefined;
-}

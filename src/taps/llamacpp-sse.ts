@@ -1,8 +1,9 @@
 import type { EventSourceMessage } from 'eventsource-parser';
-import { tokenCount } from './bounded-body.js';
-import { durationMs, nonEmptyString, parseEventObject } from './event-json.js';
+import { nonEmptyString, parseEventObject } from './event-json.js';
 import { SseEventTap } from './sse-event-tap.js';
 import type { Tap, TapContext } from './tap.js';
+import { llamaCppTimings } from './server-timings.js';
+import { eventTokens, tokenCount } from './upstream-numbers.js';
 
 /**
  * llama.cpp's native completion stream (`POST /completion` with `stream: true`): SSE `data:` events
@@ -43,9 +44,9 @@ class LlamaCppSseTap extends SseEventTap {
       timeline.errorEvent = true;
       return;
     }
-    const predicted = tokenCount(event.tokens_predicted);
+    const predicted = tokenCount(event.tokens_predicted, this.context);
     if (nonEmptyString(event.content)) {
-      const tokens = predicted !== undefined && predicted > this.predicted ? predicted - this.predicted : 1;
+      const tokens = predicted !== undefined && predicted > this.predicted ? eventTokens(predicted - this.predicted, 1, this.context) : 1;
       timeline.content(this.nowMs, tokens);
       // Advanced only by content events, so a held token is counted with the next one.
       if (predicted !== undefined) this.predicted = Math.max(this.predicted, predicted);
@@ -53,11 +54,9 @@ class LlamaCppSseTap extends SseEventTap {
     if (event.stop === true) {
       timeline.terminal = true;
       this.ended = true;
-      timeline.usage(tokenCount(event.tokens_evaluated), predicted);
-      const timings = event.timings;
-      if (timings != null && typeof timings === 'object') {
-        timeline.serverTimings = { promptMs: durationMs(timings.prompt_ms, 1), generationMs: durationMs(timings.predicted_ms, 1) };
-      }
+      timeline.usage(tokenCount(event.tokens_evaluated, this.context), predicted);
+      const timings = llamaCppTimings(event.timings, this.context);
+      if (timings !== undefined) timeline.serverTimings = timings;
     }
   }
 }

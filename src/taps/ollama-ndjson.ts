@@ -1,7 +1,8 @@
-import { tokenCount } from './bounded-body.js';
-import { durationMs, nonEmptyString, parseEventObject } from './event-json.js';
+import { nonEmptyString, parseEventObject } from './event-json.js';
 import { NdjsonDecoder } from './ndjson-decoder.js';
 import type { Tap, TapContext } from './tap.js';
+import { ollamaTimings } from './server-timings.js';
+import { tokenCount } from './upstream-numbers.js';
 
 /**
  * Ollama native streams (`POST /api/chat` and `POST /api/generate`): newline-delimited JSON
@@ -16,8 +17,6 @@ import type { Tap, TapContext } from './tap.js';
  * `prompt_eval_duration`, `eval_duration` and `total_duration` (nanoseconds) become the request's
  * server timings. A line `{"error": "..."}` is an upstream error.
  */
-
-const NS_TO_MS = 1e-6;
 
 interface OllamaLine {
   message?: { content?: unknown; thinking?: unknown; tool_calls?: unknown } | null;
@@ -72,13 +71,8 @@ class OllamaNdjsonTap implements Tap {
     if (kind !== NOT_CONTENT) timeline.content(this.nowMs, 1, kind === REASONING);
     if (line.done === true) {
       timeline.terminal = true;
-      timeline.usage(tokenCount(line.prompt_eval_count), tokenCount(line.eval_count));
-      timeline.serverTimings = {
-        loadMs: durationMs(line.load_duration, NS_TO_MS),
-        promptMs: durationMs(line.prompt_eval_duration, NS_TO_MS),
-        generationMs: durationMs(line.eval_duration, NS_TO_MS),
-        totalMs: durationMs(line.total_duration, NS_TO_MS),
-      };
+      timeline.usage(tokenCount(line.prompt_eval_count, this.context), tokenCount(line.eval_count, this.context));
+      timeline.serverTimings = ollamaTimings(line, this.context);
     }
   }
 }

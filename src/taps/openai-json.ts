@@ -1,13 +1,20 @@
 import { anthropicInputTokens } from './anthropic-sse.js';
-import { BoundedBody, tokenCount } from './bounded-body.js';
+import { BoundedBody } from './bounded-body.js';
+import { llamaCppTimings, ollamaTimings, vllmMetrics } from './server-timings.js';
 import type { Tap, TapContext } from './tap.js';
+import { tokenCount } from './upstream-numbers.js';
 
 /**
  * Non-streaming responses: the whole JSON body carries the usage, which is all there is to measure
  * besides TTFB and e2e. Parsed once at the end, off the per-chunk path. Reads OpenAI chat and
  * completions `usage` {prompt_tokens, completion_tokens}, the Responses API's and Anthropic's
  * `usage` {input_tokens, output_tokens} (Anthropic's cache reads and writes added to the input, as in
- * anthropic-sse.ts), and Ollama's top-level `prompt_eval_count`/`eval_count`.
+ * anthropic-sse.ts), Ollama's top-level `prompt_eval_count`/`eval_count` and llama.cpp native
+ * `/completion`'s `tokens_evaluated`/`tokens_predicted`.
+ *
+ * Engine timings, as the streams carry them on their final event (server-timings.ts): vLLM's
+ * per-request `metrics`, llama.cpp's `timings` (OpenAI-compatible routes and `/completion`) and
+ * Ollama's `*_duration` fields.
  */
 export const MAX_JSON_BODY_BYTES = 4 << 20;
 
@@ -22,6 +29,14 @@ interface Completion {
   } | null;
   prompt_eval_count?: unknown;
   eval_count?: unknown;
+  tokens_evaluated?: unknown;
+  tokens_predicted?: unknown;
+  timings?: unknown;
+  metrics?: unknown;
+  load_duration?: unknown;
+  prompt_eval_duration?: unknown;
+  eval_duration?: unknown;
+  total_duration?: unknown;
 }
 
 export function createOpenAIJsonTap(context: TapContext): Tap {
@@ -37,13 +52,21 @@ export function createOpenAIJsonTap(context: TapContext): Tap {
       }
       const completion = body.json() as Completion | null | undefined;
       if (completion == null || typeof completion !== 'object') return;
+      const timeline = context.timeline;
       const usage = completion.usage;
       if (usage != null && typeof usage === 'object') {
-        const input = usage.prompt_tokens != null ? tokenCount(usage.prompt_tokens) : anthropicInputTokens(usage);
-        context.timeline.usage(input, tokenCount(usage.completion_tokens ?? usage.output_tokens));
+        const input = usage.prompt_tokens != null ? tokenCount(usage.prompt_tokens, context) : anthropicInputTokens(usage, context);
+        timeline.usage(input, tokenCount(usage.completion_tokens ?? usage.output_tokens, context));
+      } else if (completion.tokens_predicted !== undefined) {
+        timeline.usage(tokenCount(completion.tokens_evaluated, context), tokenCount(completion.tokens_predicted, context));
       } else {
-        context.timeline.usage(tokenCount(completion.prompt_eval_count), tokenCount(completion.eval_count));
+        timeline.usage(tokenCount(completion.prompt_eval_count, context), tokenCount(completion.eval_count, context));
       }
+      const timings =
+        vllmMetrics(completion.metrics, context) ??
+        llamaCppTimings(completion.timings, context) ??
+        (completion.total_duration !== undefined ? ollamaTimings(completion, context) : undefined);
+      if (timings !== undefined) timeline.serverTimings = timings;
     },
   };
 }

@@ -1,8 +1,8 @@
 import type { EventSourceMessage } from 'eventsource-parser';
-import { tokenCount } from './bounded-body.js';
 import { nonEmptyString, parseEventObject } from './event-json.js';
 import { SseEventTap } from './sse-event-tap.js';
 import type { Tap, TapContext } from './tap.js';
+import { tokenCount } from './upstream-numbers.js';
 
 /**
  * OpenAI Responses API streams (`POST /v1/responses` with `stream: true`), as OpenAI and vLLM send
@@ -52,7 +52,7 @@ class OpenAIResponsesSseTap extends SseEventTap {
       case 'response.incomplete': {
         timeline.terminal = true;
         const usage = event.response?.usage;
-        if (usage != null && typeof usage === 'object') timeline.usage(tokenCount(usage.input_tokens), tokenCount(usage.output_tokens));
+        if (usage != null && typeof usage === 'object') timeline.usage(tokenCount(usage.input_tokens, this.context), tokenCount(usage.output_tokens, this.context));
         return;
       }
       case 'response.failed':

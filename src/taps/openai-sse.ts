@@ -1,9 +1,10 @@
 import type { EventSourceMessage } from 'eventsource-parser';
-import { tokenCount } from './bounded-body.js';
-import { durationMs, nonEmptyString } from './event-json.js';
+import { nonEmptyString } from './event-json.js';
 import { isPlainContentChunk } from './plain-content-event.js';
 import { SseEventTap } from './sse-event-tap.js';
+import { llamaCppTimings, vllmMetrics } from './server-timings.js';
 import type { Tap, TapContext } from './tap.js';
+import { eventTokens, tokenCount } from './upstream-numbers.js';
 
 /**
  * OpenAI-compatible SSE (chat completions and completions), as vLLM, llama.cpp, SGLang and TGI's
@@ -30,6 +31,7 @@ import type { Tap, TapContext } from './tap.js';
  * `build_per_request_timing_metrics` in vllm/entrypoints/openai/engine/serving.py), and llama.cpp's
  * `timings` (`prompt_ms`, `predicted_ms`) on the chunk that carries the finish reason or the usage
  * (with `timings_per_token` every chunk has a cumulative one; the final one is the whole request's).
+ * Every count and duration is bounded on the way in (upstream-numbers.ts).
  *
  * Framing, split chunks and the event size cap: see sse-decoder.ts.
  */
@@ -133,33 +135,26 @@ class OpenAISseTap extends SseEventTap {
     }
     if (finished && this.openChoices === 0) timeline.terminal = true;
 
-    const reported = reportedCumulativeTokens(chunk);
+    // Each upstream number is read once per chunk (an implausible one is counted once).
+    const usage = chunk.usage;
+    const hasUsage = usage != null && typeof usage === 'object';
+    const usageOutput = hasUsage ? tokenCount(usage.completion_tokens, this.context) : undefined;
+    // The per-chunk cumulative output count: vLLM continuous usage stats, else llama.cpp timings.
+    const reported = usageOutput ?? (chunk.timings != null && typeof chunk.timings === 'object' ? tokenCount(chunk.timings.predicted_n, this.context) : undefined);
     let tokens = contentChoices;
     if (reported !== undefined && contentChoices > 0) {
       // A cumulative count that grew with this event says how many tokens it carried. It advances
       // only at content events: vLLM's continuous_usage_stats also grows on an empty delta (a token
       // whose text is not complete yet, fixtures/streams/vllm/chat.sse), and that token is carried
       // to the next content event rather than lost.
-      if (reported > this.cumulativeTokens) tokens = reported - this.cumulativeTokens;
+      if (reported > this.cumulativeTokens) tokens = eventTokens(reported - this.cumulativeTokens, contentChoices, this.context);
       this.cumulativeTokens = Math.max(this.cumulativeTokens, reported);
     }
     if (contentChoices > 0) timeline.content(this.nowMs, tokens, answerChoices === 0);
 
-    const usage = chunk.usage;
-    const hasUsage = usage != null && typeof usage === 'object';
-    if (hasUsage) {
-      timeline.usage(tokenCount(usage.prompt_tokens), tokenCount(usage.completion_tokens));
-    }
-    const metrics = chunk.metrics;
-    if (metrics != null && typeof metrics === 'object') {
-      timeline.serverTimings = {
-        queueMs: durationMs(metrics.queue_time_ms, 1),
-        promptMs: durationMs(metrics.time_to_first_token_ms, 1),
-        generationMs: durationMs(metrics.generation_time_ms, 1),
-      };
-    } else if ((finished || hasUsage) && chunk.timings != null && typeof chunk.timings === 'object') {
-      timeline.serverTimings = { promptMs: durationMs(chunk.timings.prompt_ms, 1), generationMs: durationMs(chunk.timings.predicted_ms, 1) };
-    }
+    if (hasUsage) timeline.usage(tokenCount(usage.prompt_tokens, this.context), usageOutput);
+    const timings = vllmMetrics(chunk.metrics, this.context) ?? (finished || hasUsage ? llamaCppTimings(chunk.timings, this.context) : undefined);
+    if (timings !== undefined) timeline.serverTimings = timings;
   }
 }
 
@@ -177,11 +172,4 @@ function contentKind(choice: Choice): number {
     if (nonEmptyString(delta.reasoning_content) || nonEmptyString(delta.reasoning)) return REASONING;
   }
   return nonEmptyString(choice.text) ? ANSWER : NOT_CONTENT;
-}
-
-/** The per-chunk cumulative output count: vLLM continuous usage stats, else llama.cpp timings. */
-function reportedCumulativeTokens(chunk: Chunk): number | undefined {
-  const fromUsage = chunk.usage != null ? tokenCount(chunk.usage.completion_tokens) : undefined;
-  if (fromUsage !== undefined) return fromUsage;
-  return chunk.timings != null ? tokenCount(chunk.timings.predicted_n) : undefined;
 }

@@ -14,11 +14,12 @@ export interface Tap {
 }
 
 /**
- * Problems counted per reason, never thrown: the first four a tap finds in the data
- * (`data_after_end`: events after the protocol's terminal event, ignored);
+ * Problems counted per reason, never thrown: the first five a tap finds in the data
+ * (`data_after_end`: events after the protocol's terminal event, ignored; `implausible_value`: a
+ * token count or duration outside its plausible range, dropped: upstream-numbers.ts);
  * `tap_exception` is the tap itself throwing, counted by the request monitor, which then stops it.
  */
-export type TapProblemReason = 'malformed_event' | 'oversized_event' | 'oversized_body' | 'data_after_end' | 'tap_exception';
+export type TapProblemReason = 'malformed_event' | 'oversized_event' | 'oversized_body' | 'data_after_end' | 'implausible_value' | 'tap_exception';
 
 export interface TapContext {
   readonly timeline: TokenTimeline;

@@ -1,8 +1,8 @@
 import type { EventSourceMessage } from 'eventsource-parser';
-import { tokenCount } from './bounded-body.js';
 import { parseEventObject } from './event-json.js';
 import { SseEventTap } from './sse-event-tap.js';
 import type { Tap, TapContext } from './tap.js';
+import { tokenCount } from './upstream-numbers.js';
 
 /**
  * Hugging Face Text Generation Inference native streams (`POST /generate_stream`): one SSE `data:`
@@ -47,7 +47,7 @@ class TgiSseTap extends SseEventTap {
       timeline.terminal = true;
       const details = event.details;
       if (details != null && typeof details === 'object') {
-        timeline.usage(tokenCount(details.input_length), tokenCount(details.generated_tokens));
+        timeline.usage(tokenCount(details.input_length, this.context), tokenCount(details.generated_tokens, this.context));
       }
     }
   }

@@ -13,15 +13,33 @@ import { genAiOperation } from './genai-operation.js';
 import type { RequestSummary } from '../metrics/recorder.js';
 import type { RequestSpan, RequestTracer } from './request-span.js';
 
-/** tokentap's own span attributes and events, beside the semantic-convention ones. */
+/**
+ * tokentap's own span attributes and events, beside the semantic-convention ones. The GenAI
+ * conventions define TTFT and its parts as metrics only (gen_ai.server.time_to_first_token), not as
+ * span attributes, so the per-request values live under `tokentap.`, in seconds like the metrics.
+ * Each is set only when the request has the value (the same rule as the metric's samples:
+ * docs/engine-timings.md).
+ */
 export const SPAN_ATTR = {
   workload: 'tokentap.workload',
   outcome: 'tokentap.outcome',
   tokenSource: 'tokentap.token_source',
   ttftS: 'tokentap.ttft_s',
+  /** Time to the first answer (non-reasoning) token: tokentap_time_to_first_answer_token_seconds. */
+  ttftAnswerS: 'tokentap.ttft_answer_s',
   e2eS: 'tokentap.e2e_s',
+  /** The engine's own TTFT, queue and prefill, as it reported them: tokentap_engine_*. */
+  engineTtftS: 'tokentap.engine.ttft_s',
+  engineQueueS: 'tokentap.engine.queue_s',
+  enginePrefillS: 'tokentap.engine.prefill_s',
+  /** Wire TTFT - engine TTFT, for an engine that reports its queue (vLLM): tokentap_outside_engine_*. */
+  outsideEngineTtftS: 'tokentap.outside_engine.ttft_s',
+  /** The same for an engine that reports no queue (llama.cpp, Ollama): tokentap_queue_or_outside_engine_*. */
+  queueOrOutsideEngineTtftS: 'tokentap.queue_or_outside_engine.ttft_s',
+  /** The request met every SLO of its workload (one of tokentap_goodput_requests_total); absent without an SLO. */
+  goodput: 'tokentap.goodput',
 } as const;
-export const SPAN_EVENT = { firstToken: 'tokentap.first_token', end: 'tokentap.end' } as const;
+export const SPAN_EVENT = { firstToken: 'tokentap.first_token', firstAnswerToken: 'tokentap.first_answer_token', end: 'tokentap.end' } as const;
 
 const propagator = new W3CTraceContextPropagator();
 
@@ -74,7 +92,7 @@ class OtelRequestSpan implements RequestSpan {
     private readonly startEpochMs: number,
   ) {}
 
-  end(summary: RequestSummary, status: number, workload: string, requestedModel: string | undefined): void {
+  end(summary: RequestSummary, status: number, workload: string, requestedModel: string | undefined, goodput: boolean | undefined): void {
     const span = this.span;
     const endEpochMs = this.startEpochMs + summary.e2eMs;
     // GenAI span name: "{gen_ai.operation.name} {gen_ai.request.model}"; the model is known only now.
@@ -93,6 +111,18 @@ class OtelRequestSpan implements RequestSpan {
       attributes[SPAN_ATTR.ttftS] = summary.ttftMs / 1000;
       span.addEvent(SPAN_EVENT.firstToken, { [SPAN_ATTR.ttftS]: summary.ttftMs / 1000 }, this.startEpochMs + summary.ttftMs);
     }
+    const answerMs = summary.ttftAnswerMs;
+    if (answerMs !== undefined && !Number.isNaN(answerMs)) {
+      attributes[SPAN_ATTR.ttftAnswerS] = answerMs / 1000;
+      // Its own event only when reasoning came first; otherwise it is the first-token event.
+      if (answerMs !== summary.ttftMs) span.addEvent(SPAN_EVENT.firstAnswerToken, { [SPAN_ATTR.ttftAnswerS]: answerMs / 1000 }, this.startEpochMs + answerMs);
+    }
+    setSeconds(attributes, SPAN_ATTR.engineTtftS, summary.engineTtftMs);
+    setSeconds(attributes, SPAN_ATTR.engineQueueS, summary.engineQueueMs);
+    setSeconds(attributes, SPAN_ATTR.enginePrefillS, summary.enginePrefillMs);
+    setSeconds(attributes, SPAN_ATTR.outsideEngineTtftS, summary.outsideEngineTtftMs);
+    setSeconds(attributes, SPAN_ATTR.queueOrOutsideEngineTtftS, summary.queueOrOutsideEngineTtftMs);
+    if (goodput !== undefined) attributes[SPAN_ATTR.goodput] = goodput;
     if (summary.outcome !== 'completed') {
       attributes[ATTR_ERROR_TYPE] = summary.outcome;
       span.setStatus({ code: SpanStatusCode.ERROR, message: summary.outcome });
@@ -101,6 +131,11 @@ class OtelRequestSpan implements RequestSpan {
     span.addEvent(SPAN_EVENT.end, { [SPAN_ATTR.outcome]: summary.outcome, [ATTR_GEN_AI_USAGE_OUTPUT_TOKENS]: summary.outputTokens }, endEpochMs);
     span.end(endEpochMs);
   }
+}
+
+/** Sets `key` to `ms` in seconds when it is known (present and not NaN). */
+function setSeconds(attributes: Attributes, key: string, ms: number | undefined): void {
+  if (ms !== undefined && !Number.isNaN(ms)) attributes[key] = ms / 1000;
 }
 
 /** Drops the client's traceparent and tracestate: the upstream's parent is this span, not the client's. */

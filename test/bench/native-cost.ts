@@ -53,7 +53,7 @@ function seriesPerWorkloadModel(buckets: Readonly<Record<HistogramKey, readonly 
   // e2e carries `outcome` (count the usual two: completed, client_cancelled); token usage input and output;
   // the two by-concurrency histograms one series per `in_flight` band in use (count one; at most ten).
   const variants: Record<HistogramKey, number> = {
-    ttfb: 1, ttft: 1, ttftAnswer: 1, engineTtft: 1, outsideEngineTtft: 1, engineQueue: 1, enginePrefill: 1,
+    ttfb: 1, ttft: 1, ttftAnswer: 1, engineTtft: 1, outsideEngineTtft: 1, queueOrOutsideEngineTtft: 1, engineQueue: 1, enginePrefill: 1,
     itlToken: 1, itlChunk: 1, tpot: 1, e2e: 2, tokenUsage: 2, ttftByConcurrency: 1, itlByConcurrency: 1,
   };
   let classic = 0;

@@ -25,6 +25,17 @@ const LABEL = /\s*([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"\s*(,|$)/y;
 // (prom-client writes "Nan").
 const VALUE = /^(?:[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+)|[-+]?inf(?:inity)?|nan)$/i;
 
+/**
+ * A sample value as Prometheus reads it: `+Inf`, `-Inf`, `Inf` and `NaN` in any case, which
+ * JavaScript's Number() would read as NaN (Number('+Inf') is NaN).
+ */
+export function prometheusFloat(value: string): number {
+  const lower = value.toLowerCase();
+  if (lower === '+inf' || lower === 'inf' || lower === '+infinity' || lower === 'infinity') return Infinity;
+  if (lower === '-inf' || lower === '-infinity') return -Infinity;
+  return Number(value);
+}
+
 function parseLabels(text: string, line: number): Record<string, string> {
   const labels: Record<string, string> = {};
   LABEL.lastIndex = 0;
@@ -107,7 +118,7 @@ function matches(sample: Sample, labels: Record<string, string>): boolean {
 export function sumValues(families: Map<string, MetricFamily>, name: string, labels: Record<string, string> = {}): number {
   const family = families.get(name);
   if (!family) return 0;
-  return family.metrics.filter((s) => matches(s, labels)).reduce((sum, s) => sum + Number(s.value), 0);
+  return family.metrics.filter((s) => matches(s, labels)).reduce((sum, s) => sum + prometheusFloat(s.value as string), 0);
 }
 
 /** A histogram's samples summed over the series whose labels include `labels`: count, sum and cumulative buckets. */
@@ -122,7 +133,7 @@ export function histogram(
   if (family.type !== 'HISTOGRAM') throw new Error(`${name} is a ${family.type}, not a histogram`);
   for (const sample of family.metrics.filter((s) => matches(s, labels))) {
     result.count += Number(sample.count);
-    result.sum += Number(sample.sum);
+    result.sum += prometheusFloat(sample.sum as string);
     for (const [le, value] of Object.entries(sample.buckets ?? {})) {
       const bound = le === '+Inf' ? Infinity : Number(le);
       result.buckets.set(bound, (result.buckets.get(bound) ?? 0) + Number(value));

@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startOtlpReceiver } from '../helpers/otlp-receiver.js';
 import { exchange, startReplayUpstream, type SeenRequest } from '../helpers/replay-upstream.js';
@@ -139,6 +142,58 @@ describe('OpenTelemetry export over OTLP/HTTP', () => {
     const spanSecond = spans.find((s) => s.traceId === CLIENT_TRACE_ID)!;
     expect(spanSecond.spanId).toBe(upstreamSecond.parentId);
     expect(spanSecond.parentSpanId).toBe(CLIENT_SPAN_ID);
+  }, 60_000);
+
+  it('puts the engine split, the first answer token and goodput on the span (vLLM reasoning stream; llama.cpp without a queue figure)', async () => {
+    const vllmStream = sse(
+      chatChunk({ role: 'assistant', content: '' }),
+      chatChunk({ reasoning_content: 'think' }),
+      chatChunk({ content: 'Hel' }),
+      chatChunk({ content: 'lo' }),
+      chatChunk({}, {}, 'stop'),
+      { id: 'chatcmpl-1', object: 'chat.completion.chunk', model: 'm', choices: [], usage: { prompt_tokens: 7, completion_tokens: 3, total_tokens: 10 }, metrics: { queue_time_ms: 4, time_to_first_token_ms: 3, generation_time_ms: 20 } },
+      '[DONE]',
+    );
+    const llamaStream = sse(
+      { content: 'a', stop: false, tokens_predicted: 1, tokens_evaluated: 4 },
+      { content: '', stop: true, tokens_predicted: 1, tokens_evaluated: 4, timings: { prompt_ms: 5, predicted_ms: 1 } },
+    );
+    const upstream = await startReplayUpstream((request) => ({ chunks: request.url === '/completion' ? llamaStream : vllmStream, gapMs: 15 }));
+    cleanups.push(() => upstream.close());
+    const receiver = await startOtlpReceiver();
+    cleanups.push(() => receiver.close());
+    const dir = mkdtempSync(join(tmpdir(), 'tokentap-otlp-'));
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    writeFileSync(join(dir, 'tokentap.yaml'), ['workloads:', '  - name: chat', '    slo: { objective: 0.99, ttft: 30s, itl: 30s, e2e: 60s }', ''].join('\n'));
+    const serve = await startServeProcess(upstream.url, ['--config', join(dir, 'tokentap.yaml')], {
+      OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+      OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+      OTEL_BSP_SCHEDULE_DELAY: '100',
+    });
+    cleanups.push(serve.kill);
+
+    expect((await chat(serve.proxy)).ended).toBe('clean');
+    const native = await exchange(`${serve.proxy}/completion`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"prompt":"hi","stream":true}' });
+    expect(native.ended).toBe('clean');
+    const spans = await eventually('two spans', () => receiver.spans(), (s) => s.length >= 2, 15_000);
+
+    const vllm = spans.find((s) => s.attributes['url.path'] === '/v1/chat/completions')!;
+    const a = vllm.attributes as Record<string, number | boolean>;
+    expect(a).toMatchObject({ 'tokentap.engine.ttft_s': 0.007, 'tokentap.engine.queue_s': 0.004, 'tokentap.engine.prefill_s': 0.003, 'tokentap.goodput': true });
+    expect(a['tokentap.outside_engine.ttft_s']).toBeCloseTo((a['tokentap.ttft_s'] as number) - 0.007, 9);
+    expect(a).not.toHaveProperty('tokentap.queue_or_outside_engine.ttft_s');
+    // Reasoning came 15 ms before the answer: the answer token is its own event, after the first token.
+    expect(a['tokentap.ttft_answer_s']).toBeGreaterThan(a['tokentap.ttft_s'] as number);
+    expect(vllm.events.map((e) => e.name)).toEqual(['tokentap.first_token', 'tokentap.first_answer_token', 'tokentap.end']);
+
+    const llama = spans.find((s) => s.attributes['url.path'] === '/completion')!;
+    const b = llama.attributes as Record<string, number | boolean>;
+    expect(b).toMatchObject({ 'tokentap.engine.ttft_s': 0.005, 'tokentap.engine.prefill_s': 0.005 });
+    expect(b['tokentap.queue_or_outside_engine.ttft_s']).toBeCloseTo((b['tokentap.ttft_s'] as number) - 0.005, 9);
+    expect(b).not.toHaveProperty('tokentap.outside_engine.ttft_s');
+    expect(b).not.toHaveProperty('tokentap.engine.queue_s');
+    // The workload matches every request, so the native stream has a goodput value too.
+    expect(typeof b['tokentap.goodput']).toBe('boolean');
   }, 60_000);
 
   it('speaks http/protobuf by default', async () => {

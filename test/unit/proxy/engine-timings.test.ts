@@ -68,14 +68,17 @@ describe('engine timings split the wire TTFT (fake clock: wire TTFT 180 ms, engi
     expect(log['server_timings']).toEqual({ queueMs: 40, promptMs: 110, generationMs: 20 });
   });
 
-  it('llama.cpp OpenAI-compatible stream: timings.prompt_ms 150 on the finish chunk is the engine TTFT (no queue reported)', async () => {
+  it('llama.cpp OpenAI-compatible stream: timings.prompt_ms 150 on the finish chunk is the engine TTFT; with no queue reported, the 30 ms rest is queue or outside, not outside', async () => {
     const final = chatChunk({}, { usage: { prompt_tokens: 4, completion_tokens: 2, total_tokens: 6 }, timings: { prompt_n: 4, prompt_ms: 150, predicted_n: 2, predicted_ms: 20 } }, 'stop');
-    const { h } = await run('/v1/chat/completions', 'text/event-stream', [
+    const { h, log } = await run('/v1/chat/completions', 'text/event-stream', [
       ...at(180, ...sse(chatChunk({ content: 'a' }))),
       ...at(200, ...sse(chatChunk({ content: 'b' }), final, '[DONE]')),
     ]);
     expect(h('tokentap_engine_time_to_first_token_seconds')).toMatchObject({ count: 1, sum: 0.15 });
-    expect(h('tokentap_outside_engine_time_to_first_token_seconds')).toMatchObject({ count: 1, sum: 0.03 });
+    expect(h('tokentap_queue_or_outside_engine_time_to_first_token_seconds')).toMatchObject({ count: 1, sum: 0.03 });
+    expect(h('tokentap_outside_engine_time_to_first_token_seconds').count).toBe(0);
+    expect(log['queue_or_outside_engine_ttft_ms']).toBe(30);
+    expect(log).not.toHaveProperty('outside_engine_ttft_ms');
     expect(h('tokentap_engine_prefill_time_seconds')).toMatchObject({ count: 1, sum: 0.15 });
     expect(h('tokentap_engine_queue_time_seconds').count).toBe(0);
   });
@@ -95,7 +98,8 @@ describe('engine timings split the wire TTFT (fake clock: wire TTFT 180 ms, engi
       ...at(200, ...sse({ content: '', stop: true, tokens_predicted: 1, tokens_evaluated: 4, timings: { prompt_ms: 150, predicted_ms: 20 } })),
     ]);
     expect(h('tokentap_engine_time_to_first_token_seconds')).toMatchObject({ count: 1, sum: 0.15 });
-    expect(h('tokentap_outside_engine_time_to_first_token_seconds')).toMatchObject({ count: 1, sum: 0.03 });
+    expect(h('tokentap_queue_or_outside_engine_time_to_first_token_seconds')).toMatchObject({ count: 1, sum: 0.03 });
+    expect(h('tokentap_outside_engine_time_to_first_token_seconds').count).toBe(0);
   });
 
   it('Ollama: load_duration 20 ms + prompt_eval_duration 130 ms (nanoseconds) is the engine TTFT', async () => {
@@ -104,7 +108,39 @@ describe('engine timings split the wire TTFT (fake clock: wire TTFT 180 ms, engi
       ...at(200, ...ndjson({ model: 'm', message: { role: 'assistant', content: '' }, done: true, total_duration: 200_000_000, load_duration: 20_000_000, prompt_eval_count: 4, prompt_eval_duration: 130_000_000, eval_count: 1, eval_duration: 20_000_000 })),
     ]);
     expect(h('tokentap_engine_time_to_first_token_seconds')).toMatchObject({ count: 1, sum: 0.15 });
-    expect(h('tokentap_outside_engine_time_to_first_token_seconds')).toMatchObject({ count: 1, sum: 0.03 });
+    expect(h('tokentap_queue_or_outside_engine_time_to_first_token_seconds')).toMatchObject({ count: 1, sum: 0.03 });
+    expect(h('tokentap_outside_engine_time_to_first_token_seconds').count).toBe(0);
+    expect(h('tokentap_engine_prefill_time_seconds')).toMatchObject({ count: 1, sum: 0.13 });
+  });
+
+  it('llama.cpp non-streamed chat answer: its timings.prompt_ms 150 is the engine TTFT and prefill, as in a stream (no streamed token, so no rest)', async () => {
+    // The shape of llama-server's non-streamed /v1/chat/completions answer (tools/server/README.md): usage plus timings.
+    const answer = {
+      choices: [{ finish_reason: 'stop', index: 0, message: { role: 'assistant', content: 'ab' } }],
+      created: 1795960309,
+      model: 'm',
+      object: 'chat.completion',
+      usage: { completion_tokens: 2, prompt_tokens: 4, total_tokens: 6 },
+      timings: { prompt_n: 4, prompt_ms: 150, prompt_per_token_ms: 37.5, prompt_per_second: 26.7, predicted_n: 2, predicted_ms: 20, predicted_per_token_ms: 10, predicted_per_second: 100 },
+    };
+    const { h, log } = await run('/v1/chat/completions', 'application/json; charset=utf-8', at(200, Buffer.from(JSON.stringify(answer))));
+    expect(h('tokentap_engine_time_to_first_token_seconds')).toMatchObject({ count: 1, sum: 0.15 });
+    expect(h('tokentap_engine_prefill_time_seconds')).toMatchObject({ count: 1, sum: 0.15 });
+    expect(h('tokentap_queue_or_outside_engine_time_to_first_token_seconds').count).toBe(0);
+    expect(log['server_timings']).toEqual({ promptMs: 150, generationMs: 20 });
+  });
+
+  it('llama.cpp native /completion non-streamed: tokens and timings from the JSON answer', async () => {
+    const answer = { content: 'ab', stop: true, tokens_predicted: 2, tokens_evaluated: 4, timings: { prompt_n: 4, prompt_ms: 150, predicted_n: 2, predicted_ms: 20 } };
+    const { h, log } = await run('/completion', 'application/json; charset=utf-8', at(200, Buffer.from(JSON.stringify(answer))));
+    expect(h('tokentap_engine_prefill_time_seconds')).toMatchObject({ count: 1, sum: 0.15 });
+    expect(log).toMatchObject({ input_tokens: 4, output_tokens: 2, token_source: 'usage' });
+  });
+
+  it('Ollama non-streamed answer: load_duration + prompt_eval_duration are the engine TTFT', async () => {
+    const answer = { model: 'm', message: { role: 'assistant', content: 'ab' }, done: true, total_duration: 200_000_000, load_duration: 20_000_000, prompt_eval_count: 4, prompt_eval_duration: 130_000_000, eval_count: 2, eval_duration: 20_000_000 };
+    const { h } = await run('/api/chat', 'application/json; charset=utf-8', at(200, Buffer.from(JSON.stringify(answer))));
+    expect(h('tokentap_engine_time_to_first_token_seconds')).toMatchObject({ count: 1, sum: 0.15 });
     expect(h('tokentap_engine_prefill_time_seconds')).toMatchObject({ count: 1, sum: 0.13 });
   });
 
@@ -119,7 +155,7 @@ describe('engine timings split the wire TTFT (fake clock: wire TTFT 180 ms, engi
     ]);
     for (const { h, log } of [vllm, tgi]) {
       expect(h('gen_ai_server_time_to_first_token_seconds').count).toBe(1);
-      for (const name of ['engine_time_to_first_token', 'outside_engine_time_to_first_token', 'engine_queue_time', 'engine_prefill_time']) {
+      for (const name of ['engine_time_to_first_token', 'outside_engine_time_to_first_token', 'queue_or_outside_engine_time_to_first_token', 'engine_queue_time', 'engine_prefill_time']) {
         expect(h(`tokentap_${name}_seconds`).count).toBe(0);
       }
       expect(log).not.toHaveProperty('outside_engine_ttft_ms');
@@ -137,6 +173,12 @@ describe('engineSplit', () => {
   });
 
   it('has an engine TTFT but no outside-engine time for a request without a streamed token', () => {
-    expect(engineSplit({ promptMs: 150 }, Number.NaN)).toMatchObject({ engineTtftMs: 150, outsideEngineTtftMs: Number.NaN });
+    expect(engineSplit({ promptMs: 150 }, Number.NaN)).toMatchObject({ engineTtftMs: 150, outsideEngineTtftMs: Number.NaN, queueOrOutsideEngineTtftMs: Number.NaN });
+  });
+
+  it('calls the rest outside the engine only when the engine reported its queue: llama.cpp, 2 slots, 8 streams (1,844 ms wire TTFT, 35 ms prefill)', () => {
+    // The reproduction of issue 23 item 8: 1,809 of 1,844 ms were the wait for a slot, not the network.
+    expect(engineSplit({ promptMs: 35 }, 1844)).toMatchObject({ engineTtftMs: 35, outsideEngineTtftMs: Number.NaN, queueOrOutsideEngineTtftMs: 1809 });
+    expect(engineSplit({ queueMs: 1800, promptMs: 35 }, 1844)).toMatchObject({ engineTtftMs: 1835, outsideEngineTtftMs: 9, queueOrOutsideEngineTtftMs: Number.NaN });
   });
 });

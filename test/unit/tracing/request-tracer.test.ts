@@ -106,7 +106,7 @@ describe('OpenTelemetry request span', () => {
     const anchorMs = Date.now() - 5000;
     const headers: string[] = ['content-type', 'application/json'];
     const span = tracer.start('POST', '/v1/chat/completions', 6000, {}, headers);
-    span.end(summary(), 200, 'chat', 'llama');
+    span.end(summary(), 200, 'chat', 'llama', undefined);
 
     const [finished] = exporter.getFinishedSpans();
     expect(finished!.kind).toBe(SpanKind.CLIENT);
@@ -145,7 +145,7 @@ describe('OpenTelemetry request span', () => {
     const { exporter, tracer } = otelTracer(new ManualClock());
     const client = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
     const headers = ['Traceparent', client, 'TraceState', 'a=1', 'x', 'y'];
-    tracer.start('POST', '/v1/completions', 0, { traceparent: client, tracestate: 'a=1' }, headers).end(summary(), 200, 'd', undefined);
+    tracer.start('POST', '/v1/completions', 0, { traceparent: client, tracestate: 'a=1' }, headers).end(summary(), 200, 'd', undefined, undefined);
     const [continued] = exporter.getFinishedSpans();
     expect(continued!.spanContext().traceId).toBe('4bf92f3577b34da6a3ce929d0e0e4736');
     expect(continued!.parentSpanContext?.spanId).toBe('00f067aa0ba902b7');
@@ -153,7 +153,7 @@ describe('OpenTelemetry request span', () => {
     expect(headers).toEqual(['x', 'y', 'traceparent', `00-4bf92f3577b34da6a3ce929d0e0e4736-${continued!.spanContext().spanId}-01`, 'tracestate', 'a=1']);
 
     const other: string[] = [];
-    tracer.start('GET', '/v1/models', 0, { traceparent: 'garbage' }, other).end(summary({ ttftMs: Number.NaN }), 200, 'd', undefined);
+    tracer.start('GET', '/v1/models', 0, { traceparent: 'garbage' }, other).end(summary({ ttftMs: Number.NaN }), 200, 'd', undefined, undefined);
     const fresh = exporter.getFinishedSpans()[1]!;
     expect(fresh.parentSpanContext).toBeUndefined();
     expect(fresh.name).toBe('GET');
@@ -163,7 +163,7 @@ describe('OpenTelemetry request span', () => {
 
   it('marks a request that did not complete as an error with error.type set to its outcome', () => {
     const { exporter, tracer } = otelTracer(new ManualClock());
-    tracer.start('POST', '/v1/chat/completions', 0, {}, []).end(summary({ outcome: 'shutdown', inputTokens: Number.NaN }), 200, 'd', 'm');
+    tracer.start('POST', '/v1/chat/completions', 0, {}, []).end(summary({ outcome: 'shutdown', inputTokens: Number.NaN }), 200, 'd', 'm', undefined);
     const [span] = exporter.getFinishedSpans();
     expect(span!.status).toEqual({ code: SpanStatusCode.ERROR, message: 'shutdown' });
     expect(span!.attributes['error.type']).toBe('shutdown');
