@@ -68,7 +68,7 @@ export function engineRow(workloads: readonly Workload[], at: (width: number, he
       {
         title: ENGINE_PANEL.ttftSplit(name),
         description:
-          "Mean per request of the wire TTFT and its parts, as the engine reported them in its stream: engine queue (vLLM), engine prefill (vLLM, llama.cpp, Ollama) and outside the engine (wire TTFT - engine TTFT: tokenisation, the engine's HTTP server, the path to the sidecar). A high queue means the engine is saturated (see in-flight and waiting), a high prefill long prompts or a cold prefix cache, a high outside share a problem outside the GPU. Empty parts: the engine does not report them (vLLM needs --enable-per-request-metrics).",
+          "Mean per request of the wire TTFT and its parts, as the engine reported them in its stream: engine queue (vLLM), engine prefill (vLLM, llama.cpp, Ollama), outside the engine (wire TTFT - engine TTFT, for engines that report their queue: tokenisation, the engine's HTTP server, the path to the sidecar) and queue or outside (the same remainder for llama.cpp and Ollama, which report no queue time: it holds the wait for a free slot, so read it beside the engine's waiting requests). A high queue means the engine is saturated (see in-flight and waiting), a high prefill long prompts or a cold prefix cache, a high outside share a problem outside the GPU. Empty parts: the engine does not report them (vLLM needs --enable-per-request-metrics).",
         unit: 's',
         min: 0,
         links: links.ttft,
@@ -77,6 +77,7 @@ export function engineRow(workloads: readonly Workload[], at: (width: number, he
           { expr: e.meanPerRequest('engineQueue', native), legend: `engine queue ${NS}` },
           { expr: e.meanPerRequest('enginePrefill', native), legend: `engine prefill ${NS}` },
           { expr: e.meanPerRequest('outsideEngineTtft', native), legend: `outside the engine ${NS}` },
+          { expr: e.meanPerRequest('queueOrOutsideEngineTtft', native), legend: `queue or outside the engine ${NS}` },
         ],
       },
       at(8),
@@ -196,7 +197,7 @@ export function causesHint(workload: string, slo: 'ttft' | 'itl' | 'e2e'): strin
   const row = `To tell the causes apart, see the dashboard row where the time goes of ${workload}:`;
   switch (slo) {
     case 'ttft':
-      return `${row} where TTFT goes (engine queue, engine prefill, outside the engine), engine running and waiting requests, TTFT p99 by requests in flight (capacity).`;
+      return `${row} where TTFT goes (engine queue, engine prefill, outside the engine, or queue or outside it where the engine reports no queue), engine running and waiting requests, TTFT p99 by requests in flight (capacity).`;
     case 'itl':
       return `${row} ITL p99 by requests in flight (capacity), engine preemptions and KV cache usage (memory pressure).`;
     case 'e2e':

@@ -81,7 +81,19 @@ async function traffic(proxyUrl: string): Promise<void> {
       headers: { 'content-type': 'application/json', ...ENGINE_TIMINGS, 'x-sim-ttft-ms': '20', 'x-sim-itl-ms': '5', 'x-sim-output-tokens': '8', ...headers },
       body: JSON.stringify({ model, stream: true, stream_options: { include_usage: true }, messages: [{ role: 'user', content: 'hello' }] }),
     });
+  // As llama.cpp: no queue time, prefill as prompt_ms, for the panels' queue-or-outside series.
+  const llamaCompletion = (headers: Record<string, string>, model = 'llama-3.1-8b-instruct') =>
+    exchange(`${proxyUrl}/completion`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-sim-engine-prefill-ms': '12', 'x-sim-ttft-ms': '20', 'x-sim-itl-ms': '5', 'x-sim-output-tokens': '8', ...headers },
+      body: JSON.stringify({ model, stream: true, n_predict: 8, prompt: 'hello' }),
+    });
   await Promise.all([
+    llamaCompletion({ 'x-workload': 'chat' }),
+    llamaCompletion({ 'x-workload': 'rag' }),
+    llamaCompletion({ 'x-workload': 'summarisation' }),
+    llamaCompletion({}, 'qwen2.5-coder-7b-instruct'),
+    llamaCompletion({}),
     chat({ 'x-workload': 'chat' }),
     chat({ 'x-workload': 'rag' }),
     chat({ 'x-workload': 'summarisation' }),
