@@ -460,6 +460,20 @@ export const RELAY_METRICS = {
     description: 'Times a relay limit tripped (limits: in the configuration), by limit; log_buffer_bytes counts dropped log lines.',
     labels: [ATTR.limit],
   },
+  /**
+   * One per request whose reused upstream connection closed before any response byte and that was
+   * answered 502 instead of being sent again (src/proxy/exchange.ts retryable()), by `reason`:
+   * `request_sent`, a non-idempotent request (POST) the upstream had whole and may have processed;
+   * `retry_body_limit`, more than upstream_retry_body_limit bytes had been sent.
+   */
+  upstreamNotRetried: {
+    kind: 'counter',
+    otelName: 'tokentap.upstream.requests.not_retried',
+    promName: 'tokentap_upstream_requests_not_retried_total',
+    unit: '{request}',
+    description: 'Requests answered 502 after their reused upstream connection closed before any response byte, not sent again because the upstream may have processed them (request_sent) or they exceeded upstream_retry_body_limit (retry_body_limit).',
+    labels: [ATTR.reason],
+  },
 } as const;
 
 /**
