@@ -217,9 +217,11 @@ export class UpstreamPool {
         connection.socket.destroy();
         return this.notPoolingReason;
       }
-      // Time to look again: this connection is pooled (handed out only once it outlives the
-      // probation, for a server that closed after responses); one more sign stops pooling again.
+      // Time to look again: this connection is pooled, and handed out once it outlives the
+      // probation (a server may answer some requests with a close: llama-server after a stream);
+      // one more sign stops pooling again.
       this.notPoolingUntilMs = 0;
+      this.keepsConnections = false;
       if (this.notPoolingReason === 'upstream_delays_body_on_reuse') this.delayedReuses = DELAYED_REUSES_TO_STOP - 1;
     }
     connection.idleSinceMs = performance.now();
@@ -241,7 +243,6 @@ export class UpstreamPool {
    */
   closedAfterResponse(): void {
     this.stopPooling('upstream_closes_after_response');
-    this.keepsConnections = false;
   }
 
   /**
