@@ -338,7 +338,8 @@ export const METRICS = {
   /**
    * Requests sent a second time, on a fresh upstream connection, because the reused connection they
    * were written on closed before any response byte (the server closed the kept-alive connection as
-   * the request crossed it). One per retried request; a request is retried at most once.
+   * the request crossed it), when that cannot run them twice (src/proxy/exchange.ts retryable()).
+   * One per retried request; a request is retried at most once.
    */
   upstreamRetries: {
     kind: 'counter',
@@ -350,8 +351,10 @@ export const METRICS = {
   },
   /**
    * Upstream connections closed by tokentap after a clean response instead of pooled, by reason:
-   * `upstream_closes_after_response` when the pool has learnt that the upstream closes every
-   * connection right after its response (llama-server does, without `Connection: close`).
+   * `upstream_closes_after_response` when the pool has learnt that the upstream closes connections
+   * right after their response (llama-server does, without `Connection: close`);
+   * `upstream_delays_body_on_reuse` when its bodies stall on reused connections (head and body in
+   * two writes with Nagle on: src/proxy/upstream-pool.ts).
    */
   upstreamNotReused: {
     kind: 'counter',
