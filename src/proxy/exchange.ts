@@ -157,10 +157,16 @@ export class Exchange implements UpstreamOwner, IdleWatched {
   private reusedConnection = false;
   private retried = false;
   /**
-   * Every byte of the request has been taken by the kernel for the upstream connection: from then on
-   * the upstream may have read the whole request and acted on it.
+   * Writes of the request to the upstream connection: issued, and taken by the kernel (their
+   * callbacks, which run in order, before the connection's 'close', and without an error only for
+   * bytes the kernel took). `requestWrites` is set once the last one is issued.
    */
-  private requestSent = false;
+  private requestWritesIssued = 0;
+  private requestWritesTaken = 0;
+  private requestWrites = -1;
+  private readonly requestWriteDone = (error?: Error | null): void => {
+    if (!error) this.requestWritesTaken++;
+  };
   /** performance.now() when a Content-Length response's head came without its body; 0 otherwise. */
   private headAloneAtMs = 0;
   /** The monitor saw the protocol's terminal event; the client write that carried it has been issued. */
@@ -412,6 +418,11 @@ export class Exchange implements UpstreamOwner, IdleWatched {
     return this.replay !== undefined && (IDEMPOTENT_METHODS.has(this.request.method) || !this.requestSent);
   }
 
+  /** Every byte of the request has been taken by the kernel: the upstream may have read it all and acted on it. */
+  private get requestSent(): boolean {
+    return this.requestWrites !== -1 && this.requestWritesTaken === this.requestWrites;
+  }
+
   private retry(): void {
     this.retried = true;
     this.monitor.retried();
@@ -461,7 +472,8 @@ export class Exchange implements UpstreamOwner, IdleWatched {
     if (request.host !== undefined) headers = withHost(headers, request.host);
     const head = requestHead(request.method, request.url, headers, framing);
     this.hold(head);
-    this.upstream.socket.write(head, 'latin1');
+    this.requestWritesIssued++;
+    this.upstream.socket.write(head, 'latin1', this.requestWriteDone);
   }
 
   private forwardRequestBody(chunk: Buffer): void {
@@ -483,11 +495,13 @@ export class Exchange implements UpstreamOwner, IdleWatched {
       socket.cork();
       socket.write(sizeLine);
       socket.write(chunk);
-      writable = socket.write(CHUNK_END);
+      this.requestWritesIssued++;
+      writable = socket.write(CHUNK_END, this.requestWriteDone);
       socket.uncork();
     } else {
       this.hold(chunk);
-      writable = socket.write(chunk);
+      this.requestWritesIssued++;
+      writable = socket.write(chunk, this.requestWriteDone);
     }
     if (!writable) {
       this.bodyBlockedByUpstream = true;
@@ -505,13 +519,10 @@ export class Exchange implements UpstreamOwner, IdleWatched {
     if (socket === undefined) return;
     if (this.request.bodyFraming === 'chunked' && !this.bodyLengthSet) {
       this.hold(LAST_CHUNK);
-      socket.write(LAST_CHUNK);
+      this.requestWritesIssued++;
+      socket.write(LAST_CHUNK, this.requestWriteDone);
     }
-    // Called once every earlier write of the request has been handed to the kernel (writes complete
-    // in order), with an error if any failed or the connection closed first.
-    socket.write('', 'latin1', (error) => {
-      if (!error) this.requestSent = true;
-    });
+    this.requestWrites = this.requestWritesIssued;
   }
 
   // Response: upstream to client.
