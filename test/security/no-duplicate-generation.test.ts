@@ -165,3 +165,34 @@ describe('a POST lost on a reused upstream connection is never generated twice',
     expect(sumValues(await scrape(sidecar.adminUrl), 'tokentap_upstream_retries_total')).toBe(1);
   });
 });
+
+describe('a server that closes some connections right after their answer (llama-server after a stream)', () => {
+  it('300 back-to-back POSTs, one in three streamed and its connection closed 1 ms after the stream: 0 errors, each request read by the upstream once', async () => {
+    const chunk = (data: string) => `${Buffer.byteLength(data).toString(16)}\r\n${data}\r\n`;
+    // What arrives on a connection the server is closing is read but never answered (llama-server is past its loop).
+    const closing = new Set<number>();
+    const { upstream, sidecar, agent } = await setUp((request, socket) => {
+      if (closing.has(request.connection)) return;
+      if (JSON.parse(request.body.toString('utf8')).stream === true) {
+        socket.write(`HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n${chunk('data: {"choices":[{"delta":{"content":"a"}}]}\n\n')}${chunk('data: [DONE]\n\n')}0\r\n\r\n`);
+        closing.add(request.connection);
+        setTimeout(() => socket.destroy(), 1);
+      } else {
+        socket.write(OK);
+      }
+    });
+    const failures: string[] = [];
+    const deadline = performance.now() + 60_000;
+    let sent = 0;
+    for (; sent < 300 && performance.now() < deadline; sent++) {
+      const body = JSON.stringify({ model: 'tiny', stream: sent % 3 === 0, messages: [{ role: 'user', content: `request ${sent}` }] });
+      const answer = await send(sidecar.proxyUrl, agent, 'POST', body);
+      if (answer.status !== 200) failures.push(`#${sent}: ${answer.status} ${answer.body.slice(0, 200)}`);
+    }
+    expect(sent).toBe(300);
+    expect(failures).toEqual([]);
+    const readTwice = [...new Set(upstream.seen.map((r) => r.body.toString('utf8')))].filter((body) => timesSeen(upstream.seen, body) > 1);
+    expect(readTwice).toEqual([]);
+    expect(upstream.seen).toHaveLength(300);
+  }, 90_000);
+});
