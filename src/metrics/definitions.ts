@@ -355,7 +355,8 @@ export const METRICS = {
   /**
    * Requests sent a second time, on a fresh upstream connection, because the reused connection they
    * were written on closed before any response byte (the server closed the kept-alive connection as
-   * the request crossed it). One per retried request; a request is retried at most once.
+   * the request crossed it), when that cannot run them twice (src/proxy/exchange.ts retryable()).
+   * One per retried request; a request is retried at most once.
    */
   upstreamRetries: {
     kind: 'counter',
@@ -367,8 +368,10 @@ export const METRICS = {
   },
   /**
    * Upstream connections closed by tokentap after a clean response instead of pooled, by reason:
-   * `upstream_closes_after_response` when the pool has learnt that the upstream closes every
-   * connection right after its response (llama-server does, without `Connection: close`).
+   * `upstream_closes_after_response` when the pool has learnt that the upstream closes connections
+   * right after their response (llama-server does, without `Connection: close`);
+   * `upstream_delays_body_on_reuse` when its bodies stall on reused connections (head and body in
+   * two writes with Nagle on: src/proxy/upstream-pool.ts).
    */
   upstreamNotReused: {
     kind: 'counter',
@@ -476,6 +479,20 @@ export const RELAY_METRICS = {
     unit: '{event}',
     description: 'Times a relay limit tripped (limits: in the configuration), by limit; log_buffer_bytes counts dropped log lines.',
     labels: [ATTR.limit],
+  },
+  /**
+   * One per request whose reused upstream connection closed before any response byte and that was
+   * answered 502 instead of being sent again (src/proxy/exchange.ts retryable()), by `reason`:
+   * `request_sent`, a non-idempotent request (POST) the upstream had whole and may have processed;
+   * `retry_body_limit`, more than upstream_retry_body_limit bytes had been sent.
+   */
+  upstreamNotRetried: {
+    kind: 'counter',
+    otelName: 'tokentap.upstream.requests.not_retried',
+    promName: 'tokentap_upstream_requests_not_retried_total',
+    unit: '{request}',
+    description: 'Requests answered 502 after their reused upstream connection closed before any response byte, not sent again because the upstream may have processed them (request_sent) or they exceeded upstream_retry_body_limit (retry_body_limit).',
+    labels: [ATTR.reason],
   },
 } as const;
 

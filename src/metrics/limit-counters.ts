@@ -18,18 +18,32 @@ export type LimitName =
   | 'interim_response_bytes'
   | 'log_buffer_bytes';
 
+/** The `reason` label of tokentap_upstream_requests_not_retried_total (src/proxy/exchange.ts). */
+export type NotRetriedReason = 'request_sent' | 'retry_body_limit';
+
 /**
  * tokentap_limit_exceeded_total, kept as plain numbers and observed at collection: a limit trips on
  * the relay's error paths, where an SDK `add()` per event (attribute hashing, clock) would be paid
- * exactly when the process is under attack. A limit's series appears once it has tripped.
+ * exactly when the process is under attack. A limit's series appears once it has tripped. The same
+ * for tokentap_upstream_requests_not_retried_total, a relay error path too.
  */
 export class LimitCounters {
   private readonly counts = new Map<LimitName, number>();
   private readonly sources = new Map<LimitName, () => number>();
   private readonly attributes = new Map<LimitName, Attributes>();
+  private readonly notRetriedCounts = new Map<NotRetriedReason, number>();
 
   tripped(limit: LimitName): void {
     this.counts.set(limit, (this.counts.get(limit) ?? 0) + 1);
+  }
+
+  /** A request lost on a reused upstream connection was answered 502 rather than sent again. */
+  notRetried(reason: NotRetriedReason): void {
+    this.notRetriedCounts.set(reason, (this.notRetriedCounts.get(reason) ?? 0) + 1);
+  }
+
+  notRetriedCount(reason: NotRetriedReason): number {
+    return this.notRetriedCounts.get(reason) ?? 0;
   }
 
   /** A count kept elsewhere (the logger's dropped lines), read at each collection. */
@@ -49,6 +63,10 @@ export class LimitCounters {
         const value = this.count(limit);
         if (value > 0) result.observe(value, this.attributesOf(limit));
       }
+    });
+    const notRetried = RELAY_METRICS.upstreamNotRetried;
+    meter.createObservableCounter(notRetried.otelName, { unit: notRetried.unit, description: notRetried.description }).addCallback((result: ObservableResult) => {
+      for (const [reason, value] of this.notRetriedCounts) result.observe(value, { [ATTR.reason]: reason });
     });
   }
 

@@ -15,6 +15,9 @@ import type { IdleSweep, IdleWatched } from './idle-sweep.js';
 import type { UpstreamConnection, UpstreamOwner, UpstreamPool } from './upstream-pool.js';
 import type { RequestInjection, UpstreamRequestBody, UsageChunkStripper, UsageInjector } from './usage-injection.js';
 
+/** Methods RFC 9110 section 9.2.2 defines as idempotent: a request with one may be sent again. */
+const IDEMPOTENT_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DELETE']);
+
 /** What every exchange of one proxy listener shares: built once. */
 export interface ExchangeContext {
   readonly pool: UpstreamPool;
@@ -153,6 +156,19 @@ export class Exchange implements UpstreamOwner, IdleWatched {
   /** The connection had carried a response before this request: the server may have closed it unseen. */
   private reusedConnection = false;
   private retried = false;
+  /**
+   * Writes of the request to the upstream connection: issued, and taken by the kernel (their
+   * callbacks, which run in order, before the connection's 'close', and without an error only for
+   * bytes the kernel took). `requestWrites` is set once the last one is issued.
+   */
+  private requestWritesIssued = 0;
+  private requestWritesTaken = 0;
+  private requestWrites = -1;
+  private readonly requestWriteDone = (error?: Error | null): void => {
+    if (!error) this.requestWritesTaken++;
+  };
+  /** performance.now() when a Content-Length response's head came without its body; 0 otherwise. */
+  private headAloneAtMs = 0;
   /** The monitor saw the protocol's terminal event; the client write that carried it has been issued. */
   private terminalNoted = false;
   /** ... and handed to the client's socket: a client that leaves now got its answer. */
@@ -327,9 +343,17 @@ export class Exchange implements UpstreamOwner, IdleWatched {
     if (this.phase === Phase.Done) return;
     // No descriptor left for the upstream connection: the process is past its ulimit -n (limits.max_connections too high).
     if (error?.code === 'EMFILE' || error?.code === 'ENFILE') this.context.counters.tripped('fds');
-    if (this.retryable()) {
-      this.retry();
-      return;
+    let notSentAgain = '';
+    if (this.lostOnReusedConnection()) {
+      // The server closed (or reset) a kept connection before answering: it may close after responses.
+      this.context.pool.closedAfterResponse();
+      if (this.retryable()) {
+        this.retry();
+        return;
+      }
+      const reason = this.replay === undefined ? 'retry_body_limit' : 'request_sent';
+      this.context.counters.notRetried(reason);
+      notSentAgain = reason === 'request_sent' ? '; the request was not sent again: the upstream had all of it and may have processed it' : '; the request was not sent again: more than upstream_retry_body_limit bytes had been sent';
     }
     const cause = error === undefined ? '' : ` (${error.code ?? error.message})`;
     if (this.responseHeadSent) {
@@ -339,7 +363,7 @@ export class Exchange implements UpstreamOwner, IdleWatched {
       this.failMidBody('upstream_error', `upstream ${this.context.upstreamAddress} ${detail}`);
     } else {
       const detail = error === undefined ? 'closed the connection before answering' : `connection failed${cause}`;
-      this.failBeforeHead('upstream_error', 502, `upstream ${this.context.upstreamAddress} ${detail}`);
+      this.failBeforeHead('upstream_error', 502, `upstream ${this.context.upstreamAddress} ${detail}${notSentAgain}`);
     }
   }
 
@@ -372,19 +396,38 @@ export class Exchange implements UpstreamOwner, IdleWatched {
   // Retry on a fresh connection.
 
   /**
-   * A request may be sent again when its reused connection closed before any response byte: the
-   * server closed the kept-alive connection as the request crossed it (RFC 9112 9.8: a client
-   * "MAY" retry a request when the connection closed before any response; undici and Go's net/http
-   * do so for a reused connection), and every byte written is still held. Once a response byte has
-   * arrived, never: it may have been forwarded.
+   * The request's reused connection closed before any response byte (the server closed the
+   * kept-alive connection as the request crossed it, or closed it for its own reasons), the client
+   * still waits, and the request has not been sent again already. Once a response byte has arrived,
+   * never a retry: it may have been forwarded.
+   */
+  private lostOnReusedConnection(): boolean {
+    return this.reusedConnection && !this.retried && this.phase === Phase.AwaitingHead && this.upstreamActivity === 0 && !this.client.socket.destroyed;
+  }
+
+  /**
+   * Such a request is sent again on a fresh connection only when doing so cannot run it twice
+   * (RFC 9110 section 9.2.2: a proxy "MUST NOT automatically retry non-idempotent requests"), and
+   * every byte written is still held:
+   * - an idempotent method (GET, HEAD, OPTIONS, TRACE, PUT, DELETE), which RFC 9110 lets a client
+   *   repeat: running it twice has the effect of running it once;
+   * - any other method (POST) only while part of the request had not yet been taken by the kernel
+   *   (the client was still sending its body, or a write failed): the upstream never had the whole
+   *   request, so it cannot have acted on it. A close or a reset after the last byte proves nothing:
+   *   a server that read the request and worked on it closes just the same (a POST was generated
+   *   twice that way: issue 23), so it gets a 502, as from nginx, which never resends a POST.
    */
   private retryable(): boolean {
-    return this.reusedConnection && !this.retried && this.replay !== undefined && this.phase === Phase.AwaitingHead && this.upstreamActivity === 0 && !this.client.socket.destroyed;
+    return this.replay !== undefined && (IDEMPOTENT_METHODS.has(this.request.method) || !this.requestSent);
+  }
+
+  /** Every byte of the request has been taken by the kernel: the upstream may have read it all and acted on it. */
+  private get requestSent(): boolean {
+    return this.requestWrites !== -1 && this.requestWritesTaken === this.requestWrites;
   }
 
   private retry(): void {
     this.retried = true;
-    this.context.pool.closedAfterResponse();
     this.monitor.retried();
     const upstream = this.context.pool.acquireFresh(this);
     this.upstream = upstream;
@@ -432,7 +475,8 @@ export class Exchange implements UpstreamOwner, IdleWatched {
     if (request.host !== undefined) headers = withHost(headers, request.host);
     const head = requestHead(request.method, request.url, headers, framing);
     this.hold(head);
-    this.upstream.socket.write(head, 'latin1');
+    this.requestWritesIssued++;
+    this.upstream.socket.write(head, 'latin1', this.requestWriteDone);
   }
 
   private forwardRequestBody(chunk: Buffer): void {
@@ -454,11 +498,13 @@ export class Exchange implements UpstreamOwner, IdleWatched {
       socket.cork();
       socket.write(sizeLine);
       socket.write(chunk);
-      writable = socket.write(CHUNK_END);
+      this.requestWritesIssued++;
+      writable = socket.write(CHUNK_END, this.requestWriteDone);
       socket.uncork();
     } else {
       this.hold(chunk);
-      writable = socket.write(chunk);
+      this.requestWritesIssued++;
+      writable = socket.write(chunk, this.requestWriteDone);
     }
     if (!writable) {
       this.bodyBlockedByUpstream = true;
@@ -472,10 +518,14 @@ export class Exchange implements UpstreamOwner, IdleWatched {
   }
 
   private endRequestBody(): void {
+    const socket = this.upstream?.socket;
+    if (socket === undefined) return;
     if (this.request.bodyFraming === 'chunked' && !this.bodyLengthSet) {
       this.hold(LAST_CHUNK);
-      this.upstream?.socket.write(LAST_CHUNK);
+      this.requestWritesIssued++;
+      socket.write(LAST_CHUNK, this.requestWriteDone);
     }
+    this.requestWrites = this.requestWritesIssued;
   }
 
   // Response: upstream to client.
@@ -527,6 +577,7 @@ export class Exchange implements UpstreamOwner, IdleWatched {
       return;
     }
     this.startResponse(head);
+    if (rest === undefined && this.framing === 'length' && this.remaining > 0) this.headAloneAtMs = performance.now();
     if (this.framing === 'none') this.responseEnded(rest !== undefined);
     else if (rest !== undefined) this.responseBody(rest, 0);
   }
@@ -598,6 +649,7 @@ export class Exchange implements UpstreamOwner, IdleWatched {
       this.remaining -= take;
       dataEnd = start + take;
       if (this.remaining === 0) end = dataEnd;
+      if (this.headAloneAtMs !== 0) this.bodyAfterHead(end !== -1);
     }
     if (this.output === Output.Verbatim) {
       const stop = end === -1 ? buffer.length : end;
@@ -620,6 +672,15 @@ export class Exchange implements UpstreamOwner, IdleWatched {
       }
     }
     if (end !== -1) this.responseEnded(end < buffer.length);
+  }
+
+  /**
+   * The first body read of a Content-Length response whose head came alone: the pool learns from
+   * the delay whether this upstream's bodies stall on reused connections (upstream-pool.ts).
+   */
+  private bodyAfterHead(whole: boolean): void {
+    if (whole) this.context.pool.responseTiming(this.reusedConnection && !this.retried, performance.now() - this.headAloneAtMs);
+    this.headAloneAtMs = 0;
   }
 
   /** One piece of the body's data: framed for the client unless forwarded verbatim, then observed. */

@@ -110,13 +110,30 @@ export class UpstreamConnection {
  * timeout, which is seconds (uvicorn 5 s, Node 5 s, llama-server's announced `timeout=5`).
  */
 const CLOSED_AFTER_RESPONSE_MS = 1_000;
-/** Two such closes in a row (or failed reuses) and the pool stops keeping this upstream's connections. */
-const CLOSES_TO_STOP_POOLING = 2;
-/** While not pooling, one connection is kept again after this long, to notice a server that changed (restarted, reconfigured). */
+/**
+ * Until one of its connections has sat idle this long after a response without the server closing
+ * it, an upstream's connections are not handed out again: a request written on a connection the
+ * server is closing at that moment cannot be sent again safely (a POST the server may have read is
+ * never retried: exchange.ts), so the pool first watches what the server does. llama-server's close
+ * comes 0.3 ms after its last chunk; 100 ms leaves room for a loaded machine. Meanwhile requests
+ * take fresh connections.
+ */
+const REUSE_PROBATION_MS = 100;
+/** While not pooling, connections are kept again after this long, to notice a server that changed (restarted, reconfigured). */
 const POOLING_RETRY_MS = 30_000;
+/**
+ * The delayed-ACK stall: a server that writes a response's head and body in two send() calls with
+ * Nagle's algorithm on (llama-server) has the body held until the head is acknowledged, and on a
+ * reused connection Linux delays that ACK (pingpong mode) by its 40 ms minimum (TCP_DELACK_MIN).
+ * A Content-Length body that was ready with its head (a server knows the length only once the body
+ * is made) and arrives whole this long after it is taken for that stall.
+ */
+const DELAYED_BODY_MS = 30;
+/** This many stalled responses in a row on reused connections and the pool stops reusing this upstream's connections. */
+const DELAYED_REUSES_TO_STOP = 3;
 
 /** Why a connection whose response ended cleanly was closed rather than kept: the `reason` label. */
-export type NotReusedReason = 'upstream_closes_after_response';
+export type NotReusedReason = 'upstream_closes_after_response' | 'upstream_delays_body_on_reuse';
 
 /**
  * Keep-alive connections to the upstream, unbounded: every concurrent stream gets its own connection
@@ -124,11 +141,13 @@ export type NotReusedReason = 'upstream_closes_after_response';
  * used idle connection is taken first, so the idle ones age out.
  *
  * Reuse is treated as robust clients (undici, Go's net/http, Envoy) treat it: a connection the
- * server closed (FIN, or bytes nobody asked for) is never handed out; a request that fails on a
- * reused connection before any response byte may be retried once on a fresh one (exchange.ts); and
- * an upstream that closes its connections right after each response is learnt, and its connections
- * are then closed by tokentap after each response instead of pooled, so no request is sent into
- * the server's close.
+ * server closed (FIN, or bytes nobody asked for) is never handed out. What the server does with
+ * kept connections is learnt before they are reused (REUSE_PROBATION_MS), and learnt again after
+ * each sign: an upstream that closes its connections right after each response (llama-server) has
+ * them closed by tokentap after each response instead of pooled, so no request is sent into the
+ * server's close; an upstream whose responses stall on reused connections (head and body in two
+ * writes with Nagle on: llama-server's non-streamed answers) is given a fresh connection per
+ * request, which carries the body at once. docs/measurement.md has the rules and figures.
  */
 export class UpstreamPool {
   private readonly idle: UpstreamConnection[] = [];
@@ -136,10 +155,13 @@ export class UpstreamPool {
   private readonly port: number;
   private closed = false;
   private idleCheck: NodeJS.Timeout | undefined;
-  /** Consecutive signs that the upstream closes after every response. */
-  private closesAfterResponse = 0;
+  /** A connection has outlived REUSE_PROBATION_MS idle: the server keeps its connections. */
+  private keepsConnections = false;
   /** performance.now() until which released connections are closed, not pooled; 0 while pooling. */
   private notPoolingUntilMs = 0;
+  private notPoolingReason: NotReusedReason = 'upstream_closes_after_response';
+  /** Consecutive stalled responses on reused connections (DELAYED_BODY_MS). */
+  private delayedReuses = 0;
 
   constructor(host: string, port: number) {
     this.host = host;
@@ -147,9 +169,12 @@ export class UpstreamPool {
   }
 
   acquire(owner: UpstreamOwner): UpstreamConnection {
-    let connection = this.idle.pop();
-    // One destroyed (or half-closed by the server) a moment ago whose 'close' has not yet removed it.
-    while (connection !== undefined && (connection.socket.destroyed || connection.socket.readableEnded)) connection = this.idle.pop();
+    let connection: UpstreamConnection | undefined;
+    if (this.keepsConnections || this.outlivedProbation()) {
+      connection = this.idle.pop();
+      // One destroyed (or half-closed by the server) a moment ago whose 'close' has not yet removed it.
+      while (connection !== undefined && (connection.socket.destroyed || connection.socket.readableEnded)) connection = this.idle.pop();
+    }
     connection ??= this.connect();
     connection.owner = owner;
     return connection;
@@ -166,34 +191,38 @@ export class UpstreamPool {
     return new UpstreamConnection(this, { host: this.host, port: this.port, noDelay: true });
   }
 
-  /** Learning is off while the pool keeps connections: a released one is pooled. */
-  get pooling(): boolean {
-    return this.notPoolingUntilMs === 0 || performance.now() >= this.notPoolingUntilMs;
+  /** The oldest idle connection (first in the list) has sat REUSE_PROBATION_MS without the server closing it. */
+  private outlivedProbation(): boolean {
+    const oldest = this.idle[0];
+    if (oldest === undefined || oldest.socket.destroyed || oldest.socket.readableEnded) return false;
+    if (performance.now() - oldest.idleSinceMs < REUSE_PROBATION_MS) return false;
+    this.keepsConnections = true;
+    return true;
   }
 
   /**
    * Takes back a connection whose response ended cleanly and that may carry another request.
-   * Returns why it was closed instead, when the pool has learnt that this upstream closes after
-   * every response; undefined when it was pooled (or the pool is closing).
+   * Returns why it was closed instead, when the pool has learnt not to keep this upstream's
+   * connections; undefined when it was pooled (or the pool is closing).
    */
   release(connection: UpstreamConnection): NotReusedReason | undefined {
     connection.owner = undefined;
-    const reused = connection.responses > 0;
     connection.responses++;
-    // A second response on one connection: this upstream keeps connections after all.
-    if (reused) this.closesAfterResponse = 0;
     if (this.closed || connection.socket.destroyed || connection.socket.readableEnded) {
       connection.socket.destroy();
       return undefined;
     }
     if (this.notPoolingUntilMs !== 0) {
-      if (!this.pooling) {
+      if (performance.now() < this.notPoolingUntilMs) {
         connection.socket.destroy();
-        return 'upstream_closes_after_response';
+        return this.notPoolingReason;
       }
-      // Time to look again: this connection is pooled; one more early close stops pooling again.
+      // Time to look again: this connection is pooled, and handed out once it outlives the
+      // probation (a server may answer some requests with a close: llama-server after a stream);
+      // one more sign stops pooling again.
       this.notPoolingUntilMs = 0;
-      this.closesAfterResponse = CLOSES_TO_STOP_POOLING - 1;
+      this.keepsConnections = false;
+      if (this.notPoolingReason === 'upstream_delays_body_on_reuse') this.delayedReuses = DELAYED_REUSES_TO_STOP - 1;
     }
     connection.idleSinceMs = performance.now();
     this.idle.push(connection);
@@ -208,11 +237,33 @@ export class UpstreamPool {
 
   /**
    * A sign that the upstream closes after every response: an idle connection closed right after its
-   * response, or a request that failed on a reused connection before any answer.
+   * response, or a request that failed on a reused connection before any answer. One is enough: a
+   * request sent into such a close is lost (a POST is not sent again), so the pool stops keeping
+   * connections and, after POOLING_RETRY_MS, watches one again before reusing any.
    */
   closedAfterResponse(): void {
-    if (++this.closesAfterResponse < CLOSES_TO_STOP_POOLING) return;
+    this.stopPooling('upstream_closes_after_response');
+  }
+
+  /**
+   * A Content-Length response whose head came alone and whose body came whole in the next read,
+   * `bodyDelayMs` after it (exchange.ts): on a reused connection, DELAYED_BODY_MS or more is the
+   * delayed-ACK stall; less, a reuse that works. Responses that say nothing either way (head and
+   * body in one read, a streamed or larger body) are not reported.
+   */
+  responseTiming(reused: boolean, bodyDelayMs: number): void {
+    if (!reused) return;
+    if (bodyDelayMs < DELAYED_BODY_MS) {
+      this.delayedReuses = 0;
+      return;
+    }
+    if (++this.delayedReuses >= DELAYED_REUSES_TO_STOP) this.stopPooling('upstream_delays_body_on_reuse');
+  }
+
+  private stopPooling(reason: NotReusedReason): void {
     this.notPoolingUntilMs = performance.now() + POOLING_RETRY_MS;
+    this.notPoolingReason = reason;
+    this.delayedReuses = 0;
     for (const connection of this.idle.splice(0)) connection.socket.destroy();
     this.stopIdleCheck();
   }

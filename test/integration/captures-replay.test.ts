@@ -153,6 +153,8 @@ describe('wire captures through the proxy', () => {
       const result = await post(sidecar.proxyUrl, '/v1/chat/completions', agent);
       expect(result.status).toBe(200);
       expect(result.body.equals(dechunk(response.wire))).toBe(true);
+      // A fresh pool hands a connection out again once it has outlived REUSE_PROBATION_MS (100 ms).
+      await new Promise((resolve) => setTimeout(resolve, 300));
     }
     // uvicorn keeps the connection: both requests went on one upstream connection.
     expect(upstream.seen.map((r) => r.connection)).toEqual([1, 1]);

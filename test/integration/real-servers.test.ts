@@ -28,10 +28,10 @@ const chunk = (data: string) => `${Buffer.byteLength(data).toString(16)}\r\n${da
 
 const CHAT = JSON.stringify({ model: 'tiny', stream: true, max_tokens: 8, messages: [{ role: 'user', content: 'Hi' }] });
 
-/** One POST on `agent` (keep-alive, one socket: back to back on one client connection): status and body, or the error. */
-function post(url: string, agent: http.Agent, body = CHAT): Promise<{ status: number; body: Buffer } | { error: string }> {
+/** One POST (or `method`) on `agent` (keep-alive, one socket: back to back on one client connection): status and body, or the error. */
+function post(url: string, agent: http.Agent, body = CHAT, method = 'POST'): Promise<{ status: number; body: Buffer } | { error: string }> {
   return new Promise((resolve) => {
-    const req = http.request(`${url}/v1/chat/completions`, { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } });
+    const req = http.request(`${url}/v1/chat/completions`, { method, agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } });
     req.on('error', (error) => resolve({ error: error.message }));
     req.on('response', (res) => {
       const parts: Buffer[] = [];
@@ -73,21 +73,20 @@ describe('llama-server closes after every stream without Connection: close', () 
     expect(failures).toEqual([]);
     const requests = await eventually('800 request log lines', () => sidecar.logs.filter((l) => l.msg === 'request'), (lines) => lines.length === 800);
     expect(requests.filter((l) => l.outcome !== 'completed')).toEqual([]);
-    // The upstream answered each request once: a lost request was sent again, never twice answered.
     const metrics = await scrape(sidecar.adminUrl);
-    const retries = sumValues(metrics, 'tokentap_upstream_retries_total');
     const notReused = sumValues(metrics, 'tokentap_upstream_connections_not_reused_total', { reason: 'upstream_closes_after_response' });
-    expect(requests.filter((l) => l.retried === true)).toHaveLength(retries);
-    // The pool learnt: after the first few, connections are closed by tokentap instead of pooled.
+    // The pool learnt before reusing a connection: after the first few, connections are closed by
+    // tokentap instead of pooled, and no request was sent into the server's close.
     expect(notReused).toBeGreaterThan(700);
-    // Each lost request reached the server at most once more than it was answered.
-    expect(upstream.seen.length).toBeGreaterThanOrEqual(800);
-    expect(upstream.seen.length).toBeLessThanOrEqual(800 + retries);
+    // The server got each request exactly once: none lost, none sent again (a POST never is).
+    expect(upstream.seen.length).toBe(800);
+    expect(sumValues(metrics, 'tokentap_upstream_retries_total')).toBe(0);
+    expect(sumValues(metrics, 'tokentap_upstream_requests_not_retried_total')).toBe(0);
     expect(sumValues(metrics, 'tokentap_requests_total', { outcome: 'completed' })).toBe(800);
   }, 90_000);
 
-  it('8 clients at once, 100 back-to-back requests each (GuideLLM at 8 streams): 0 failures', async () => {
-    const { sidecar } = await setUp(replayResponder(llama, { timeScale: 0 }));
+  it('8 clients at once, 100 back-to-back requests each (GuideLLM at 8 streams): 0 failures, each request generated once', async () => {
+    const { upstream, sidecar } = await setUp(replayResponder(llama, { timeScale: 0 }));
     const expected = dechunk(llama[0]!.wire);
     const failures: string[] = [];
     const deadline = performance.now() + 60_000;
@@ -107,6 +106,7 @@ describe('llama-server closes after every stream without Connection: close', () 
     expect(failures).toEqual([]);
     const lines = await eventually('800 request lines', () => sidecar.logs.filter((l) => l.msg === 'request'), (l) => l.length === 800);
     expect(lines.filter((l) => l.outcome !== 'completed')).toEqual([]);
+    expect(upstream.seen.length).toBe(800);
   }, 90_000);
 });
 
@@ -130,15 +130,24 @@ describe('retrying a request whose reused connection closed before answering', (
     };
   }
 
-  it('sends it again on a fresh connection once, and says so in the log line', async () => {
+  /** A first request, then a pause past the pool's REUSE_PROBATION_MS (100 ms): the next request reuses connection 1. */
+  async function firstThenPause(url: string, agent: http.Agent) {
+    expect(await post(url, agent)).toMatchObject({ status: 200 });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+  }
+
+  it('sends an idempotent request (GET) again on a fresh connection once, and says so in the log line', async () => {
     const { upstream, sidecar } = await setUp(keepThenClose('close'));
     const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
     cleanups.push(async () => agent.destroy());
-    const first = await post(sidecar.proxyUrl, agent);
-    const second = await post(sidecar.proxyUrl, agent);
-    expect(first).toMatchObject({ status: 200 });
+    await firstThenPause(sidecar.proxyUrl, agent);
+    const second = await post(sidecar.proxyUrl, agent, CHAT, 'GET');
     expect(second).toMatchObject({ status: 200 });
-    expect(upstream.seen.map((r) => r.connection)).toEqual([1, 1, 2]);
+    expect(upstream.seen.map((r) => [r.method, r.connection])).toEqual([
+      ['POST', 1],
+      ['GET', 1],
+      ['GET', 2],
+    ]);
     expect(upstream.seen[2]!.body.toString()).toBe(CHAT);
     const lines = await eventually('two request lines', () => sidecar.logs.filter((l) => l.msg === 'request'), (l) => l.length === 2);
     expect(lines.map((l) => [l.outcome, l.retried])).toEqual([
@@ -148,12 +157,22 @@ describe('retrying a request whose reused connection closed before answering', (
     expect(sumValues(await scrape(sidecar.adminUrl), 'tokentap_upstream_retries_total')).toBe(1);
   });
 
+  it('never sends a POST the upstream had whole again: 502, counted request_sent', async () => {
+    const { upstream, sidecar } = await setUp(keepThenClose('close'));
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    cleanups.push(async () => agent.destroy());
+    await firstThenPause(sidecar.proxyUrl, agent);
+    expect(await post(sidecar.proxyUrl, agent)).toMatchObject({ status: 502 });
+    expect(upstream.seen.map((r) => r.connection)).toEqual([1, 1]);
+    expect(sumValues(await scrape(sidecar.adminUrl), 'tokentap_upstream_requests_not_retried_total', { reason: 'request_sent' })).toBe(1);
+  });
+
   it('never retries once a response byte has arrived: the client sees the broken stream', async () => {
     const { upstream, sidecar } = await setUp(keepThenClose('head-then-close'));
     const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
     cleanups.push(async () => agent.destroy());
-    await post(sidecar.proxyUrl, agent);
-    const second = await post(sidecar.proxyUrl, agent);
+    await firstThenPause(sidecar.proxyUrl, agent);
+    const second = await post(sidecar.proxyUrl, agent, CHAT, 'GET');
     expect(second).toHaveProperty('error');
     expect(upstream.seen).toHaveLength(2);
     const lines = await eventually('two request lines', () => sidecar.logs.filter((l) => l.msg === 'request'), (l) => l.length === 2);
@@ -161,15 +180,16 @@ describe('retrying a request whose reused connection closed before answering', (
     expect(lines[1]!.retried).toBeUndefined();
   });
 
-  it('does not retry a request whose body is larger than upstream_retry_body_limit: 502', async () => {
+  it('does not retry a request whose body is larger than upstream_retry_body_limit: 502, counted retry_body_limit', async () => {
     const { upstream, sidecar } = await setUp(keepThenClose('close'), 'upstream_retry_body_limit: 100\n');
     const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
     cleanups.push(async () => agent.destroy());
-    await post(sidecar.proxyUrl, agent);
+    await firstThenPause(sidecar.proxyUrl, agent);
     const big = JSON.stringify({ model: 'tiny', stream: true, messages: [{ role: 'user', content: 'x'.repeat(200) }] });
-    const second = await post(sidecar.proxyUrl, agent, big);
+    const second = await post(sidecar.proxyUrl, agent, big, 'GET');
     expect(second).toMatchObject({ status: 502 });
     expect(upstream.seen).toHaveLength(2);
+    expect(sumValues(await scrape(sidecar.adminUrl), 'tokentap_upstream_requests_not_retried_total', { reason: 'retry_body_limit' })).toBe(1);
   });
 });
 
