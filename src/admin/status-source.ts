@@ -1,6 +1,7 @@
 import type { Clock } from '../clock/clock.js';
 import type { Settings } from '../config/load.js';
 import type { DrainState } from '../lifecycle/drain-state.js';
+import { redactUrl } from '../log/redact-url.js';
 import type { Telemetry } from '../metrics/telemetry.js';
 import { countsOf } from './status-counts.js';
 import { StatusHistory } from './status-history.js';
@@ -65,7 +66,9 @@ export class StatusSource {
   }
 
   private async upstream(): Promise<UpstreamStatus> {
-    const url = this.options.settings.upstream.href;
+    // The admin listener answers anyone who reaches it (0.0.0.0, no authentication, for Prometheus):
+    // the upstream's userinfo and query (basic auth, API keys) never appear on it.
+    const url = redactUrl(this.options.settings.upstream);
     const draining = this.options.drain?.reason;
     if (draining !== undefined) return { url, ready: false, detail: draining };
     const nowMs = this.options.clock.nowMs();
