@@ -113,8 +113,10 @@ export const STATUS_PAGE_SCRIPT = String.raw`
     var values = points.map(function (p) { return { ago: p.ago_s, v: p.value }; });
     values.push({ ago: 0, v: now });
     var known = values.filter(function (p) { return p.v !== null && p.v !== undefined; });
-    var W = 120, H = 30, inset = 3, span = 3600;
-    var label = what + ', last hour: ';
+    // The line spans the history there is (at least 10 minutes, at most the hour), so a young process's few points are not squeezed into the right edge.
+    var oldest = values.reduce(function (a, p) { return Math.max(a, p.ago); }, 0);
+    var W = 120, H = 30, inset = 3, span = Math.min(3600, Math.max(600, Math.ceil(oldest / 60) * 60));
+    var label = what + (span >= 3600 ? ', last hour: ' : ', last ' + span / 60 + ' min: ');
     if (known.length < 2) label += 'not enough points yet (one a minute)';
     else {
       var high = Math.max.apply(null, known.map(function (p) { return p.v; }));
