@@ -93,14 +93,14 @@ export const STATUS_PAGE_SCRIPT = String.raw`
     return el('span', { 'class': 'badge state-' + state, 'data-state': state }, [STATE_ICON[state] + ' ' + STATE_TEXT[state]]);
   }
   /** A table cell whose column name shows beside its value when the table is stacked (narrow containers). */
-  function cell(label, content, tag) {
-    return el(tag || 'td', { 'data-label': label }, [el('span', { 'class': 'cell-label', 'aria-hidden': 'true' }, [label]), el('span', { 'class': 'cell-value' }, content)]);
+  function cell(label, content) {
+    return el('td', {}, [el('span', { 'class': 'cell-label', 'aria-hidden': 'true' }, [label]), el('span', { 'class': 'cell-value' }, content)]);
   }
   /** p99 against the budget: "248 ms of 300 ms", flagged when over. */
   function againstBudget(p99, threshold, field) {
     var parts = [num(duration(p99), p99, field)];
     if (threshold !== null && threshold !== undefined) {
-      parts.push(el('span', { 'class': 'muted' }, [' of ', num(duration(threshold), threshold, 'threshold')]));
+      parts.push(' ', el('span', { 'class': 'muted of-budget' }, ['of ', num(duration(threshold), threshold, 'threshold')]));
       if (p99 !== null && p99 > threshold) parts.push(' ', el('span', { 'class': 'over-text' }, ['over']));
     }
     return parts;

@@ -61,6 +61,7 @@ td { font-variant-numeric: tabular-nums; white-space: nowrap; }
 .line { display: block; }
 .slos th, .slos td { padding-left: 0.4rem; padding-right: 0.4rem; }
 .over-text { color: #a40e26; font-weight: 600; }
+.of-budget { white-space: nowrap; }
 .spark { width: 120px; height: 30px; display: inline-block; vertical-align: middle; }
 .spark-line { fill: none; stroke: #0969da; stroke-width: 1.5; }
 .spark-limit { stroke: #a40e26; stroke-width: 1; stroke-dasharray: 3 2; }
