@@ -58,6 +58,11 @@ export class StatusTrend {
     return this.series;
   }
 
+  /** How many collections are held for the window's baselines (for the test of the memory bound). */
+  get collectionsHeld(): number {
+    return this.snapshots.length;
+  }
+
   /** Takes one point now (the timer's work; tests call it with a manual clock). */
   async record(): Promise<void> {
     const counts = await this.options.collect();

@@ -71,6 +71,8 @@ describe('status trend (issue 22 item 6: every number was one window, no history
       await trend.record();
     }
     expect(collections).toBe(90);
+    // Memory: the 5-minute window's baselines only (the collection 5 minutes old and the newer ones).
+    expect(trend.collectionsHeld).toBe(6);
     const points = trend.points.get('chat')!;
     // An hour of points: minutes 30 to 90.
     expect(points).toHaveLength(61);
