@@ -62,6 +62,8 @@ export async function startSidecar(
   logger: Logger,
   clock: Clock = systemClock,
   otlpSettings: OtlpSettings | undefined = undefined,
+  /** `statusNotice`: a line at the top of the status page (the demo says its faults are on purpose). */
+  extras: { readonly statusNotice?: string } = {},
 ): Promise<RunningSidecar> {
   const otlp = await startOtlp(otlpSettings, clock, settings.upstream, logger, settings.otlpHistograms, settings.native.maxBuckets);
   const drain = new DrainState();
@@ -100,6 +102,7 @@ export async function startSidecar(
       version: packageVersion(),
       probe: () => probeUpstream(new URL(settings.upstreamHealthPath, settings.upstream)),
       drain,
+      notice: extras.statusNotice,
     }),
   });
 

@@ -10,6 +10,10 @@ export type StatusHistogram = keyof typeof STATUS_HISTOGRAMS;
 export interface WorkloadCounts {
   /** Finished requests by outcome (`tokentap_requests_total`). */
   readonly requests: Map<string, number>;
+  /** The same, `operation="generation"` only: what goodput and the error ratio are shares of. */
+  readonly generations: Map<string, number>;
+  /** `tokentap_goodput_requests_total`: finished generation requests that met every SLO. */
+  goodput: number;
   /** `tokentap_requests_in_flight`. */
   inFlight: number;
   /** `tokentap_tokens_total` by `gen_ai.token.type`. */
@@ -40,7 +44,7 @@ export interface StatusCounts {
 export function emptyWorkloadCounts(): WorkloadCounts {
   const slo = {} as Record<SloKind, { good: number; bad: number }>;
   for (const kind of SLO_KINDS) slo[kind] = { good: 0, bad: 0 };
-  return { requests: new Map(), inFlight: 0, inputTokens: 0, outputTokens: 0, slo, histograms: { ttft: [], itl: [], e2e: [] } };
+  return { requests: new Map(), generations: new Map(), goodput: 0, inFlight: 0, inputTokens: 0, outputTokens: 0, slo, histograms: { ttft: [], itl: [], e2e: [] } };
 }
 
 const HISTOGRAM_BY_NAME = new Map<string, StatusHistogram>(Object.entries(STATUS_HISTOGRAMS).map(([key, name]) => [name, key as StatusHistogram]));
@@ -103,8 +107,15 @@ export function countsOf(resourceMetrics: metrics.ResourceMetrics): StatusCounts
             const outcome = String(a[ATTR.outcome]);
             const requests = workload(a).requests;
             requests.set(outcome, (requests.get(outcome) ?? 0) + value);
+            if (a[ATTR.operation] === 'generation') {
+              const generations = workload(a).generations;
+              generations.set(outcome, (generations.get(outcome) ?? 0) + value);
+            }
             break;
           }
+          case METRICS.goodput.otelName:
+            workload(a).goodput += value;
+            break;
           case METRICS.inFlight.otelName:
             workload(a).inFlight += value;
             break;

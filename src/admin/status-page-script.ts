@@ -71,6 +71,16 @@ export const STATUS_PAGE_SCRIPT = String.raw`
     if (s < 172800) return Math.floor(s / 3600) + ' h ' + Math.floor((s % 3600) / 60) + ' min';
     return Math.floor(s / 86400) + ' d ' + Math.floor((s % 86400) / 3600) + ' h';
   }
+  function pad(n) {
+    return (n < 10 ? '0' : '') + n;
+  }
+  /** Local wall-clock time with its UTC offset, so a time read out loud or pasted in a ticket is unambiguous. */
+  function clockTime(iso) {
+    var d = new Date(iso);
+    var offset = -d.getTimezoneOffset();
+    var zone = 'UTC' + (offset < 0 ? '\u2212' : '+') + pad(Math.floor(Math.abs(offset) / 60)) + ':' + pad(Math.abs(offset) % 60);
+    return pad(d.getHours()) + ':' + pad(d.getMinutes()) + ':' + pad(d.getSeconds()) + ' ' + zone;
+  }
   function gib(bytes) {
     return bytes === null ? '?' : (bytes / 1073741824).toFixed(1) + ' GiB';
   }
@@ -81,6 +91,57 @@ export const STATUS_PAGE_SCRIPT = String.raw`
   }
   function badge(state) {
     return el('span', { 'class': 'badge state-' + state, 'data-state': state }, [STATE_ICON[state] + ' ' + STATE_TEXT[state]]);
+  }
+  /** A table cell whose column name shows beside its value when the table is stacked (narrow containers). */
+  function cell(label, content) {
+    return el('td', {}, [el('span', { 'class': 'cell-label', 'aria-hidden': 'true' }, [label]), el('span', { 'class': 'cell-value' }, content)]);
+  }
+  /** p99 against the budget: "248 ms of 300 ms", flagged when over. */
+  function againstBudget(p99, threshold, field) {
+    var parts = [num(duration(p99), p99, field)];
+    if (threshold !== null && threshold !== undefined) {
+      parts.push(' ', el('span', { 'class': 'muted of-budget' }, ['of ', num(duration(threshold), threshold, 'threshold')]));
+      if (p99 !== null && p99 > threshold) parts.push(' ', el('span', { 'class': 'over-text' }, ['over']));
+    }
+    return parts;
+  }
+  /**
+   * A small line over the last hour (one point a minute, the report's trend, then the value now):
+   * an image with its numbers in words. The dashed line is the budget (or a burn rate of 1).
+   */
+  function sparkline(points, now, limit, what, format) {
+    var values = points.map(function (p) { return { ago: p.ago_s, v: p.value }; });
+    values.push({ ago: 0, v: now });
+    var known = values.filter(function (p) { return p.v !== null && p.v !== undefined; });
+    // The line spans the history there is (at least 10 minutes, at most the hour), so a young process's few points are not squeezed into the right edge.
+    var oldest = values.reduce(function (a, p) { return Math.max(a, p.ago); }, 0);
+    var W = 120, H = 30, inset = 3, span = Math.min(3600, Math.max(600, Math.ceil(oldest / 60) * 60));
+    var label = what + (span >= 3600 ? ', last hour: ' : ', last ' + span / 60 + ' min: ');
+    if (known.length < 2) label += 'not enough points yet (one a minute)';
+    else {
+      var high = Math.max.apply(null, known.map(function (p) { return p.v; }));
+      label += known.length + ' points, from ' + format(known[0].v) + ' to ' + format(known[known.length - 1].v) + ', highest ' + format(high);
+    }
+    var svg = svgEl('svg', { viewBox: '0 0 ' + W + ' ' + H, 'class': 'spark', role: 'img', 'aria-label': label, 'data-points': known.length });
+    var top = Math.max(limit === null ? 0 : limit * 1.15, Math.max.apply(null, known.map(function (p) { return p.v; }).concat([0]))) || 1;
+    var y = function (v) { return (H - inset - ((H - 2 * inset) * Math.min(v, top)) / top).toFixed(1); };
+    var x = function (ago) { return (inset + ((W - 2 * inset) * (span - Math.min(ago, span))) / span).toFixed(1); };
+    svg.append(svgEl('line', { x1: inset, x2: W - inset, y1: H - inset, y2: H - inset, 'class': 'baseline' }));
+    if (limit !== null) svg.append(svgEl('line', { x1: inset, x2: W - inset, y1: y(limit), y2: y(limit), 'class': 'spark-limit' }));
+    if (known.length >= 2) {
+      svg.append(svgEl('polyline', { points: known.map(function (p) { return x(p.ago) + ',' + y(p.v); }).join(' '), 'class': 'spark-line' }));
+    }
+    if (known.length >= 1) {
+      var last = known[known.length - 1];
+      svg.append(svgEl('circle', { cx: x(last.ago), cy: y(last.v), r: 2.5, 'class': limit !== null && last.v > limit ? 'spark-dot over' : 'spark-dot' }));
+    }
+    return svg;
+  }
+  function trendOf(w, key) {
+    return w.trend.map(function (p) { return { ago_s: p.ago_s, value: p[key] }; });
+  }
+  function ttftThreshold(w) {
+    return w.latency.ttft.threshold_s;
   }
   function worstBurn(workload) {
     var worst = null;
@@ -100,8 +161,11 @@ export const STATUS_PAGE_SCRIPT = String.raw`
       ' ', el('span', { 'class': 'muted' }, ['(' + report.upstream.detail + ')']));
     document.getElementById('uptime').replaceChildren(num(span(report.uptime_s), report.uptime_s, 'uptime'));
     var updated = document.getElementById('updated');
-    updated.textContent = new Date(report.generated_at).toLocaleTimeString() + (paused ? ' (paused)' : '');
+    updated.replaceChildren(el('time', { datetime: report.generated_at, title: report.generated_at }, [clockTime(report.generated_at)]), paused ? ' (paused)' : '');
     updated.setAttribute('data-generated-at', report.generated_at);
+    var notice = document.getElementById('notice');
+    notice.hidden = !report.notice;
+    notice.textContent = report.notice || '';
     document.getElementById('windows').textContent =
       'Rates over the last ' + span(report.windows.rate_s) + '; SLO figures and histograms over the last ' + span(report.windows.slo_s) +
       '. Burning: the error budget goes faster than it lasts (burn rate above \u00D71); fast burn: at or above \u00D7' + report.fast_burn_factor +
@@ -123,23 +187,41 @@ export const STATUS_PAGE_SCRIPT = String.raw`
     }
   }
 
+  var SLO_HEADS = ['SLO', 'p99 against budget, 5 min', 'Good events, 5 min', 'Budget left, 5 min', 'Burn, 5 min'];
+  var LATENCY_HEADS = ['Latency', 'p99, 5 min', 'p50, 5 min'];
+  var OVERVIEW_COLUMNS = ['SLO state', 'Requests/s', 'Errors, 5 min', 'p99 TTFT, 5 min', 'Goodput, 5 min', 'Worst burn, 5 min', 'p99 TTFT, last hour', 'In flight'];
+
   function renderOverview(report) {
+    var head = document.getElementById('overview-head');
+    if (head.childElementCount === 0) {
+      head.append(el('th', { scope: 'col' }, ['Workload']));
+      OVERVIEW_COLUMNS.forEach(function (h) { head.append(el('th', { scope: 'col' }, [h])); });
+    }
     var body = document.getElementById('overview-body');
     report.workloads.forEach(function (w) {
       var row = rows.get(w.name);
       if (!row) {
         var link = el('a', { href: '#workload-' + encodeURIComponent(w.name) }, [w.name]);
-        row = { tr: el('tr', { 'data-workload': w.name }, [el('th', { scope: 'row' }, [link])]), cells: [] };
-        for (var i = 0; i < 4; i++) { var td = el('td'); row.cells.push(td); row.tr.append(td); }
+        row = { tr: el('tr', { 'data-workload': w.name }, [el('th', { scope: 'row' }, [link])]) };
         rows.set(w.name, row);
         body.append(row.tr);
       }
       row.tr.className = 'state-row-' + w.state;
-      row.cells[0].replaceChildren(badge(w.state));
-      row.cells[1].replaceChildren(num(rate(total(w.requests_per_s)), total(w.requests_per_s), 'requests-per-s'));
-      row.cells[2].replaceChildren(num(String(w.in_flight), w.in_flight, 'in-flight'));
+      var requests = total(w.requests_per_s);
       var b = worstBurn(w);
-      row.cells[3].replaceChildren(num(burn(b), b, 'worst-burn'));
+      var threshold = ttftThreshold(w);
+      var cells = [
+        cell(OVERVIEW_COLUMNS[0], [badge(w.state)]),
+        cell(OVERVIEW_COLUMNS[1], [num(rate(requests), requests, 'requests-per-s')]),
+        cell(OVERVIEW_COLUMNS[2], [num(percent(w.error_ratio), w.error_ratio, 'error-ratio')]),
+        cell(OVERVIEW_COLUMNS[3], againstBudget(w.latency.ttft.p99_s, threshold, 'ttft-p99')),
+        cell(OVERVIEW_COLUMNS[4], [w.goodput_ratio === null ? el('span', { 'class': 'muted', 'data-field': 'goodput-ratio', 'data-value': 'null' }, [w.objective === null ? 'no SLO' : '\u2013'])
+          : num(percent(w.goodput_ratio), w.goodput_ratio, 'goodput-ratio')]),
+        cell(OVERVIEW_COLUMNS[5], [num(burn(b), b, 'worst-burn')]),
+        cell(OVERVIEW_COLUMNS[6], [sparkline(trendOf(w, 'ttft_p99_s'), w.latency.ttft.p99_s, threshold, 'p99 TTFT of ' + w.name, duration)]),
+        cell(OVERVIEW_COLUMNS[7], [num(String(w.in_flight), w.in_flight, 'in-flight')]),
+      ];
+      row.tr.replaceChildren.apply(row.tr, [row.tr.firstChild].concat(cells));
     });
   }
 
@@ -156,7 +238,7 @@ export const STATUS_PAGE_SCRIPT = String.raw`
       charts: {},
     };
     var sloTable = el('div', { 'class': 'scroll', role: 'region', tabindex: '0', 'aria-label': 'SLOs of ' + w.name }, [
-      el('table', { 'class': 'slos' }, [
+      el('table', { 'class': 'slos stack' }, [
         el('caption', { 'class': 'sr-only' }, ['SLOs of ' + w.name + ': latency against budget, share of good events and error budget']),
         el('thead', {}, [parts.head]),
         parts.slos,
@@ -177,6 +259,8 @@ export const STATUS_PAGE_SCRIPT = String.raw`
       charts.append(el('figure', { 'data-chart': key }, [caption, holder, details]));
       parts.charts[key] = { caption: caption, holder: holder, buckets: buckets };
     });
+    parts.trend = el('div', { 'class': 'trend-lines' });
+    charts.append(el('figure', { 'data-chart': 'trend' }, [el('figcaption', {}, ['Last hour, a point a minute']), parts.trend]));
     var root = el('article', { 'class': 'card', id: id, 'data-workload': w.name, 'aria-labelledby': id + '-h' }, [
       el('header', {}, [el('h3', { id: id + '-h' }, [w.name]), parts.badge, parts.objective]),
       parts.stats,
@@ -212,21 +296,23 @@ export const STATUS_PAGE_SCRIPT = String.raw`
       stat('Tokens/s', [num(rate(w.tokens_per_s.output), w.tokens_per_s.output, 'output-tokens-per-s'), ' out \u00B7 ',
         num(rate(w.tokens_per_s.input), w.tokens_per_s.input, 'input-tokens-per-s'), ' in']),
       stat('In flight', [num(String(w.in_flight), w.in_flight, 'in-flight')]),
-      stat('Goodput', [w.goodput_per_s === null ? 'n/a' : num(rate(w.goodput_per_s), w.goodput_per_s, 'goodput')]));
+      stat('Goodput, 5 min', w.goodput_ratio === null
+        ? [el('span', { 'class': 'muted', 'data-field': 'goodput', 'data-value': 'null' }, [w.objective === null ? 'no SLO' : 'no requests yet'])]
+        : [num(percent(w.goodput_ratio), w.goodput_ratio, 'goodput'), el('span', { 'class': 'muted' }, [' met every SLO \u00B7 ', num(rate(w.goodput_per_s), w.goodput_per_s, 'goodput-per-s')])]),
+      stat('Errors, 5 min', [num(percent(w.error_ratio), w.error_ratio, 'error-ratio')]));
 
     var sloRows = [];
-    var kinds = w.slos.length > 0 ? w.slos : [];
-    kinds.forEach(function (slo) {
+    w.slos.forEach(function (slo) {
       var lat = w.latency[slo.slo];
       sloRows.push(el('tr', { 'data-slo': slo.slo, 'class': 'state-row-' + slo.state }, [
-        el('th', { scope: 'row' }, [SLO_NAME[slo.slo] + ' ', badge(slo.state)]),
-        el('td', {}, [num(duration(lat.p50_s), lat.p50_s, 'p50'), ' / ', num(duration(lat.p99_s), lat.p99_s, 'p99')]),
-        el('td', {}, [num(duration(slo.threshold_s), slo.threshold_s, 'threshold')]),
-        el('td', {}, [num(percent(slo.window.attainment), slo.window.attainment, 'attainment-window'), ' / ',
-          num(percent(slo.lifetime.attainment), slo.lifetime.attainment, 'attainment-lifetime')]),
-        el('td', {}, [num(budget(slo.window.error_budget_remaining), slo.window.error_budget_remaining, 'budget-window'), ' / ',
-          num(budget(slo.lifetime.error_budget_remaining), slo.lifetime.error_budget_remaining, 'budget-lifetime')]),
-        el('td', {}, [num(burn(slo.window.burn_rate), slo.window.burn_rate, 'burn-window')]),
+        el('th', { scope: 'row' }, [el('span', { 'class': 'slo-name' }, [SLO_NAME[slo.slo]]), ' ', badge(slo.state)]),
+        cell(SLO_HEADS[1], [el('span', { 'class': 'line' }, againstBudget(lat.p99_s, slo.threshold_s, 'p99')),
+          el('span', { 'class': 'line muted' }, ['p50 ', num(duration(lat.p50_s), lat.p50_s, 'p50')])]),
+        cell(SLO_HEADS[2], [el('span', { 'class': 'line' }, [num(percent(slo.window.attainment), slo.window.attainment, 'attainment-window')]),
+          el('span', { 'class': 'line muted' }, ['life ', num(percent(slo.lifetime.attainment), slo.lifetime.attainment, 'attainment-lifetime')])]),
+        cell(SLO_HEADS[3], [el('span', { 'class': 'line' }, [num(budget(slo.window.error_budget_remaining), slo.window.error_budget_remaining, 'budget-window')]),
+          el('span', { 'class': 'line muted' }, ['life ', num(budget(slo.lifetime.error_budget_remaining), slo.lifetime.error_budget_remaining, 'budget-lifetime')])]),
+        cell(SLO_HEADS[4], [num(burn(slo.window.burn_rate), slo.window.burn_rate, 'burn-window')]),
       ]));
     });
     if (sloRows.length === 0) {
@@ -234,16 +320,25 @@ export const STATUS_PAGE_SCRIPT = String.raw`
         var lat = w.latency[key];
         sloRows.push(el('tr', { 'data-slo': key }, [
           el('th', { scope: 'row' }, [SLO_NAME[key]]),
-          el('td', {}, [num(duration(lat.p50_s), lat.p50_s, 'p50'), ' / ', num(duration(lat.p99_s), lat.p99_s, 'p99')]),
+          cell(LATENCY_HEADS[1], [num(duration(lat.p99_s), lat.p99_s, 'p99')]),
+          cell(LATENCY_HEADS[2], [num(duration(lat.p50_s), lat.p50_s, 'p50')]),
         ]));
       });
     }
-    var heads = w.slos.length > 0 ? ['SLO', 'p50 / p99', 'Budget', 'Good 5 min / life', 'Budget left 5 min / life', 'Burn 5 min'] : ['Latency', 'p50 / p99'];
+    var heads = w.slos.length > 0 ? SLO_HEADS : LATENCY_HEADS;
     if (parts.head.childElementCount !== heads.length) {
       parts.head.replaceChildren.apply(parts.head, heads.map(function (h) { return el('th', { scope: 'col' }, [h]); }));
     }
     parts.slos.replaceChildren.apply(parts.slos, sloRows);
     ['ttft', 'itl'].forEach(function (key) { renderChart(parts.charts[key], key, w.latency[key], w.name); });
+    var b = worstBurn(w);
+    parts.trend.replaceChildren(
+      el('div', { 'class': 'trend-line' }, [el('span', { 'class': 'trend-name' }, ['p99 TTFT']),
+        sparkline(trendOf(w, 'ttft_p99_s'), w.latency.ttft.p99_s, ttftThreshold(w), 'p99 TTFT of ' + w.name, duration), ' ', num(duration(w.latency.ttft.p99_s), w.latency.ttft.p99_s)]),
+      el('div', { 'class': 'trend-line' }, [el('span', { 'class': 'trend-name' }, ['Worst burn']),
+        sparkline(trendOf(w, 'worst_burn_rate'), b, w.objective === null ? null : 1, 'Worst burn rate of ' + w.name, burn), ' ', num(burn(b), b)]),
+      el('div', { 'class': 'trend-line' }, [el('span', { 'class': 'trend-name' }, ['Errors']),
+        sparkline(trendOf(w, 'error_ratio'), w.error_ratio, null, 'Error ratio of ' + w.name, percent), ' ', num(percent(w.error_ratio), w.error_ratio)]));
   }
 
   /** Bars per bucket (equal widths: the buckets are roughly logarithmic), the SLO threshold as a dashed line. */
@@ -279,13 +374,18 @@ export const STATUS_PAGE_SCRIPT = String.raw`
       svg.append(svgEl('line', { x1: left, x2: right, y1: bottom, y2: bottom, 'class': 'baseline' }));
       // Bucket bounds under the bars, every few so that they do not collide.
       var every = Math.max(1, Math.ceil(n / 5));
+      // A label near either edge is anchored at its own end, so it stays inside the image.
       for (var k = lo; k <= hi && k < bounds.length; k += every) {
-        svg.append(svgEl('text', { x: (left + (k - lo + 1) * step).toFixed(1), y: bottom + 14, 'text-anchor': 'middle', 'class': 'axis' }, duration(bounds[k])));
+        var lx = left + (k - lo + 1) * step;
+        var anchor = lx > W - 24 ? 'end' : lx < 24 ? 'start' : 'middle';
+        svg.append(svgEl('text', { x: (anchor === 'end' ? Math.min(lx, W - 1) : lx).toFixed(1), y: bottom + 14, 'text-anchor': anchor, 'class': 'axis' }, duration(bounds[k])));
       }
       if (thresholdIndex >= lo && thresholdIndex <= hi) {
         var tx = left + (thresholdIndex - lo + 1) * step;
         svg.append(svgEl('line', { x1: tx.toFixed(1), x2: tx.toFixed(1), y1: top - 8, y2: bottom, 'class': 'threshold' }));
-        svg.append(svgEl('text', { x: (tx + (tx > W - 90 ? -4 : 4)).toFixed(1), 'text-anchor': tx > W - 90 ? 'end' : 'start', 'class': 'threshold-label', y: 11 },
+        // Right of the line when it fits ("budget 2.00 s" is about 80 units of 11 px bold), else left of it.
+        var leftOfLine = tx > W - 100;
+        svg.append(svgEl('text', { x: (tx + (leftOfLine ? -4 : 4)).toFixed(1), 'text-anchor': leftOfLine ? 'end' : 'start', 'class': 'threshold-label', y: 11 },
           'budget ' + duration(lat.threshold_s)));
       }
       svg.append(svgEl('text', { x: left, y: H - 2, 'class': 'axis' }, 'tallest bar: ' + max + ' samples'));

@@ -6,7 +6,21 @@ import type { StatusReport } from './status-report.js';
  * muted text #57606a 6.2:1, each state badge's text on its own background at least 6:1, and the
  * bars and threshold line at least 3:1 against white (non-text contrast, WCAG 1.4.11); the state is
  * never told by colour alone (each badge has an icon and words). One column below 44rem.
+ *
+ * No column is ever cut off: the per-SLO table fits a card at 1400 px and wider (cells wrap between
+ * numbers, never inside one), and a table whose container is narrower than its columns need (the
+ * overview below 66rem, about 1,100 px of window; a card below 36rem: a phone) is stacked, each cell showing its column's
+ * name beside its value. Container queries (Chromium 105, Firefox 110, Safari 16) size this by the
+ * table's own box, not the window.
  */
+const STACKED = `
+  .stack thead { position: absolute; width: 1px; height: 1px; overflow: hidden; clip: rect(0 0 0 0); white-space: nowrap; }
+  .stack, .stack tbody { display: block; }
+  .stack tr { display: grid; grid-template-columns: repeat(auto-fill, minmax(10rem, 1fr)); gap: 0.35rem 0.75rem; padding: 0.5rem 0.25rem; border-bottom: 1px solid var(--line); }
+  .stack th[scope=row] { grid-column: 1 / -1; border: 0; padding: 0; font-size: 1.05rem; }
+  .stack td { display: block; border: 0; padding: 0; white-space: normal; min-width: 0; }
+  .stack .cell-label { display: block; color: var(--muted); font-size: 0.8rem; }
+`;
 const STYLE = `
 :root { color-scheme: light; --text: #1f2328; --muted: #57606a; --line: #d0d7de; --panel: #f6f8fa; --accent: #0550ae; }
 * { box-sizing: border-box; }
@@ -34,11 +48,29 @@ h2 { font-size: 1.1rem; margin: 0.5rem 0; }
 .state-no_data, .state-no_slo { color: #57606a; background: #f6f8fa; border-color: #d0d7de; }
 table { border-collapse: collapse; width: 100%; }
 th, td { text-align: left; padding: 0.3rem 0.5rem; border-bottom: 1px solid var(--line); vertical-align: top; }
-thead th { font-size: 0.85rem; color: var(--muted); font-weight: 600; white-space: nowrap; }
+thead th { font-size: 0.85rem; color: var(--muted); font-weight: 600; }
+[data-value] { white-space: nowrap; }
 td { font-variant-numeric: tabular-nums; white-space: nowrap; }
-.overview { max-width: 48rem; margin-bottom: 1.25rem; }
-.cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(min(100%, 36rem), 1fr)); gap: 1rem; }
-.card { border: 1px solid var(--line); border-left: 6px solid #d0d7de; border-radius: 8px; padding: 0.75rem 1rem; min-width: 0; }
+.overview { margin-bottom: 1.25rem; container: overview / inline-size; }
+.cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(min(100%, 40rem), 1fr)); gap: 1rem; }
+.card { border: 1px solid var(--line); border-left: 6px solid #d0d7de; border-radius: 8px; padding: 0.75rem 1rem; min-width: 0; container: card / inline-size; }
+.cell-label { display: none; }
+.slos td, .slos th { white-space: normal; }
+.slos thead th { white-space: normal; }
+.slo-name { display: block; font-weight: 600; }
+.line { display: block; }
+.slos th, .slos td { padding-left: 0.4rem; padding-right: 0.4rem; }
+.over-text { color: #a40e26; font-weight: 600; }
+.of-budget { white-space: nowrap; }
+.spark { width: 120px; height: 30px; display: inline-block; vertical-align: middle; }
+.spark-line { fill: none; stroke: #0969da; stroke-width: 1.5; }
+.spark-limit { stroke: #a40e26; stroke-width: 1; stroke-dasharray: 3 2; }
+.spark-dot { fill: #0969da; }
+.spark-dot.over { fill: #cf222e; }
+.trend-lines { display: grid; gap: 0.25rem; margin-top: 0.25rem; }
+.trend-line { display: flex; align-items: center; gap: 0.5rem; font-variant-numeric: tabular-nums; }
+.trend-name { min-width: 6rem; color: var(--muted); font-size: 0.85rem; }
+.demo-notice { padding: 0.5rem 0.75rem; border: 1px solid #54aeff; background: #ddf4ff; color: #0a3069; border-radius: 6px; margin: 0 0 1rem; }
 .state-card-ok { border-left-color: #1a7f37; }
 .state-card-burning { border-left-color: #bf8700; }
 .state-card-fast_burn { border-left-color: #cf222e; background: #fffafa; }
@@ -68,6 +100,8 @@ summary { cursor: pointer; color: var(--accent); }
 #gpus { margin: 0 0 1rem; }
 footer { padding: 1rem 1.25rem; border-top: 1px solid var(--line); color: var(--muted); font-size: 0.9rem; }
 .sr-only { position: absolute; width: 1px; height: 1px; overflow: hidden; clip: rect(0 0 0 0); white-space: nowrap; }
+@container overview (max-width: 66rem) {${STACKED}}
+@container card (max-width: 36rem) {${STACKED}}
 @media (max-width: 44rem) {
   body { font-size: 14px; }
   .top, main { padding-left: 0.75rem; padding-right: 0.75rem; }
@@ -102,13 +136,14 @@ export function statusPageHtml(report: StatusReport): string {
 </header>
 <main>
   <noscript><p class="problem">This page updates itself with JavaScript; without it, read <a href="status.json">status.json</a>.</p></noscript>
+  <p id="notice" class="demo-notice" role="note" hidden></p>
   <p id="problem" class="problem" role="status" hidden></p>
   <p id="gpus" hidden></p>
   <section class="overview" aria-labelledby="overview-heading">
     <h2 id="overview-heading">Workloads at a glance</h2>
     <div class="scroll" role="region" tabindex="0" aria-label="Workloads at a glance">
-      <table>
-        <thead><tr><th scope="col">Workload</th><th scope="col">SLO state</th><th scope="col">Requests/s</th><th scope="col">In flight</th><th scope="col">Worst burn, 5 min</th></tr></thead>
+      <table class="stack">
+        <thead><tr id="overview-head"></tr></thead>
         <tbody id="overview-body"></tbody>
       </table>
     </div>

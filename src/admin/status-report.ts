@@ -21,6 +21,13 @@ const OUTCOME_ORDER: Record<Outcome, number> = {
 };
 export const OUTCOMES = Object.keys(OUTCOME_ORDER) as Outcome[];
 
+/**
+ * The outcomes the error ratio counts: the server side failed the request (an upstream error,
+ * a stream cut short, a timeout). A client that gives up or asks for something refused, and the
+ * sidecar's own drain, are not the service failing.
+ */
+export const ERROR_OUTCOMES: readonly Outcome[] = ['upstream_error', 'truncated', 'timeout'];
+
 /** The page alert's fast-burn factor (SRE Workbook table 5-8: 2 % of a 30-day budget in an hour). */
 export const FAST_BURN_FACTOR = Math.max(...BURN_RATE_POLICIES.flatMap((policy) => policy.conditions.map((c) => c.factor)));
 
@@ -78,10 +85,29 @@ export interface WorkloadStatus {
   /** Finished requests per second over the rate window, every outcome. */
   readonly requests_per_s: Readonly<Record<Outcome, number>>;
   readonly tokens_per_s: { readonly input: number; readonly output: number };
-  /** Not measured yet: always null. */
-  readonly goodput_per_s: null;
+  /** `tokentap_goodput_requests_total` per second over the rate window; null without an SLO. */
+  readonly goodput_per_s: number | null;
+  /** Goodput over the SLO window: requests that met every SLO / finished generation requests; null without an SLO or without requests. */
+  readonly goodput_ratio: number | null;
+  /** Finished generation requests over the SLO window that ended upstream_error, truncated or timeout, as a share of all; null without requests. */
+  readonly error_ratio: number | null;
   readonly slos: readonly SloStatus[];
   readonly latency: Readonly<Record<StatusHistogram, LatencyStatus>>;
+  /** The same figures over the last hour, one point a minute, oldest first (status-trend.ts). */
+  readonly trend: readonly TrendPoint[];
+}
+
+/** One minute of the trend: the 5-minute figures as they were `ago_s` seconds before this report. */
+export interface TrendPoint {
+  readonly ago_s: number;
+  readonly ttft_p99_s: number | null;
+  readonly worst_burn_rate: number | null;
+  readonly error_ratio: number | null;
+}
+
+/** A trend point as recorded (Clock milliseconds); the report turns `atMs` into `ago_s`. */
+export interface TimedTrendPoint extends Omit<TrendPoint, 'ago_s'> {
+  readonly atMs: number;
 }
 
 export interface GpuStatus {
@@ -112,6 +138,10 @@ export interface StatusReport {
   /** The actual lengths of the two windows (nominal 60 s and 300 s; shorter while the process is younger). */
   readonly windows: { readonly rate_s: number; readonly slo_s: number };
   readonly fast_burn_factor: number;
+  /** What this sidecar is for, when it is not production traffic (the demo says it injects faults on purpose); null otherwise. */
+  readonly notice: string | null;
+  /** Spacing of the trend points. */
+  readonly trend_every_s: number;
   readonly workloads: readonly WorkloadStatus[];
   /** null when no DCGM exporter is configured; [] while none of this pod's GPUs has been read. */
   readonly gpus: readonly GpuStatus[] | null;
@@ -127,6 +157,10 @@ export interface ReportInputs {
   readonly rateBaseline: TimedCounts;
   readonly sloBaseline: TimedCounts;
   readonly upstream: UpstreamStatus;
+  readonly notice: string | null;
+  readonly trendEveryS: number;
+  /** Per workload, the trend points recorded so far (oldest first). */
+  readonly trend: ReadonlyMap<string, readonly TimedTrendPoint[]>;
 }
 
 /** The whole report, a pure function of two or three collections and the settings. */
@@ -141,7 +175,10 @@ export function statusReport(inputs: ReportInputs): StatusReport {
       sloBase: workloadCountsIn(sloBaseline.counts, workload.name),
       rateS,
     }),
-  );
+  ).map((status) => ({
+    ...status,
+    trend: (inputs.trend.get(status.name) ?? []).map(({ atMs, ...point }) => ({ ago_s: (now.atMs - atMs) / 1000, ...point })),
+  }));
   return {
     schema_version: STATUS_SCHEMA_VERSION,
     version: inputs.version,
@@ -151,6 +188,8 @@ export function statusReport(inputs: ReportInputs): StatusReport {
     upstream: inputs.upstream,
     windows: { rate_s: rateS, slo_s: sloS },
     fast_burn_factor: FAST_BURN_FACTOR,
+    notice: inputs.notice,
+    trend_every_s: inputs.trendEveryS,
     workloads,
     gpus:
       settings.dcgm === undefined
@@ -167,14 +206,15 @@ export function statusReport(inputs: ReportInputs): StatusReport {
   };
 }
 
-interface WorkloadWindows {
+export interface WorkloadWindows {
   readonly now: WorkloadCounts;
   readonly rateBase: WorkloadCounts;
   readonly sloBase: WorkloadCounts;
   readonly rateS: number;
 }
 
-function workloadStatus(workload: Workload, buckets: Readonly<Record<HistogramKey, readonly number[]>>, w: WorkloadWindows): WorkloadStatus {
+/** One workload's figures over the two windows (its trend aside). */
+export function workloadStatus(workload: Workload, buckets: Readonly<Record<HistogramKey, readonly number[]>>, w: WorkloadWindows): Omit<WorkloadStatus, 'trend'> {
   const perS = (n: number): number => (w.rateS > 0 ? n / w.rateS : 0);
   const requestsTotal = {} as Record<Outcome, number>;
   const requestsPerS = {} as Record<Outcome, number>;
@@ -199,6 +239,10 @@ function workloadStatus(workload: Workload, buckets: Readonly<Record<HistogramKe
   for (const key of Object.keys(BUCKETS_OF) as StatusHistogram[]) {
     latency[key] = latencyStatus(buckets[BUCKETS_OF[key]], w.now.histograms[key], w.sloBase.histograms[key], slo?.thresholdsS[key]);
   }
+  const finished = (counts: WorkloadCounts, outcomes: readonly Outcome[]): number => outcomes.reduce((n, o) => n + (counts.generations.get(o) ?? 0), 0);
+  const windowGenerations = finished(w.now, OUTCOMES) - finished(w.sloBase, OUTCOMES);
+  const windowErrors = finished(w.now, ERROR_OUTCOMES) - finished(w.sloBase, ERROR_OUTCOMES);
+  const windowGoodput = w.now.goodput - w.sloBase.goodput;
   const state = slo === undefined ? 'no_slo' : slos.reduce<SloState>((worst, s) => (STATE_SEVERITY[s.state] > STATE_SEVERITY[worst] ? s.state : worst), 'no_data');
   return {
     name: workload.name,
@@ -208,7 +252,9 @@ function workloadStatus(workload: Workload, buckets: Readonly<Record<HistogramKe
     requests_total: requestsTotal,
     requests_per_s: requestsPerS,
     tokens_per_s: { input: perS(w.now.inputTokens - w.rateBase.inputTokens), output: perS(w.now.outputTokens - w.rateBase.outputTokens) },
-    goodput_per_s: null,
+    goodput_per_s: slo === undefined ? null : perS(w.now.goodput - w.rateBase.goodput),
+    goodput_ratio: slo === undefined || windowGenerations <= 0 ? null : windowGoodput / windowGenerations,
+    error_ratio: windowGenerations <= 0 ? null : windowErrors / windowGenerations,
     slos,
     latency,
   };
@@ -219,6 +265,13 @@ export function eventWindow(good: number, bad: number, objective: number): Event
   if (total <= 0) return { good, bad, attainment: null, burn_rate: null, error_budget_remaining: null };
   const burn = bad / total / (1 - objective);
   return { good, bad, attainment: good / total, burn_rate: burn, error_budget_remaining: 1 - burn };
+}
+
+/** The highest burn rate of the workload's SLOs over the SLO window; null without events. */
+export function worstBurnRate(slos: readonly SloStatus[]): number | null {
+  let worst: number | null = null;
+  for (const slo of slos) if (slo.window.burn_rate !== null && (worst === null || slo.window.burn_rate > worst)) worst = slo.window.burn_rate;
+  return worst;
 }
 
 function stateOf(window: EventWindow): SloState {

@@ -67,6 +67,15 @@ const SCENARIOS: readonly Scenario[] = [
   { weight: 2, headers: () => ({ 'x-sim-fault': 'status:500' }) },
 ];
 
+/**
+ * What the demo does on purpose, said on the status page and in the banner: without it a first
+ * look reads a red page as tokentap or the simulator being broken.
+ */
+export const DEMO_TRAFFIC_NOTICE =
+  'Demo: this traffic is synthetic and made to fail on purpose. The demo clients inject faults into about 1 request in 125 ' +
+  '(client cancellations, truncated streams, HTTP 500) and slow the prefill of summarisation (first tokens up to 2.5 s against its 2 s budget), ' +
+  'so budgets burning here is the demo working, not a fault.';
+
 function pick<T extends Weighted>(choices: readonly T[]): T {
   let r = Math.random() * choices.reduce((sum, c) => sum + c.weight, 0);
   for (const choice of choices) {

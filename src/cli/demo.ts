@@ -5,10 +5,11 @@ import { loadSettings } from '../config/load.js';
 import { TokentapError } from '../errors.js';
 import { createLogger } from '../log/logger.js';
 import { LiveSummary } from '../metrics/live-summary.js';
+import { systemClock } from '../clock/clock.js';
 import { startSidecar } from '../sidecar.js';
 import { startSimulator } from '../simulator/index.js';
 import { SloAttainment } from '../slo/slo-attainment.js';
-import { startDemoTraffic } from './demo-traffic.js';
+import { DEMO_TRAFFIC_NOTICE, startDemoTraffic } from './demo-traffic.js';
 import type { CliIO } from './main.js';
 
 const SUMMARY_EVERY_MS = 5000;
@@ -39,7 +40,9 @@ export async function runDemo(argv: readonly string[], io: CliIO, stopped: Promi
     // Per-request log lines would bury the summary; warnings and errors still show. No model
     // discovery: the simulator lists one model but answers any name, and the demo traffic uses two
     // (the code workload is chosen by its model), which discovery would fold into "other".
-    const sidecar = await startSidecar({ ...settings, modelDiscovery: undefined }, createLogger('warn', io.stderr === process.stderr ? 2 : io.stderr));
+    const sidecar = await startSidecar({ ...settings, modelDiscovery: undefined }, createLogger('warn', io.stderr === process.stderr ? 2 : io.stderr), systemClock, undefined, {
+      statusNotice: DEMO_TRAFFIC_NOTICE,
+    });
     const traffic = startDemoTraffic(sidecar.proxyUrl, flags.clients);
     const summary = new LiveSummary(sidecar.telemetry);
     const attainment = new SloAttainment(sidecar.telemetry, settings.workloads);
@@ -51,7 +54,8 @@ export async function runDemo(argv: readonly string[], io: CliIO, stopped: Promi
         `  proxy                 ${sidecar.proxyUrl}   try: curl -N ${sidecar.proxyUrl}/v1/chat/completions -H 'content-type: application/json' -d '{"model":"sim-model","stream":true,"messages":[{"role":"user","content":"hi"}]}'\n` +
         `  metrics               ${sidecar.adminUrl}/metrics\n` +
         `  workloads             ${workloads}   (${settings.configFile ?? 'no config file: deploy/tokentap.yaml not found'})\n` +
-        `  ${flags.clients} demo clients streaming; a summary every ${SUMMARY_EVERY_MS / 1000} s; Ctrl-C stops.\n`,
+        `  ${flags.clients} demo clients streaming; a summary every ${SUMMARY_EVERY_MS / 1000} s; Ctrl-C stops.\n` +
+        `  ${DEMO_TRAFFIC_NOTICE}\n`,
     );
     const timer = setInterval(() => {
       Promise.all([summary.line(), attainment.line()]).then(([line, slo]) => {

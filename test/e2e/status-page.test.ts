@@ -1,4 +1,6 @@
 /// <reference lib="dom" />
+/// <reference lib="dom.iterable" />
+import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -6,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { StatusReport, WorkloadStatus } from '../../src/admin/status-report.js';
-import { startDemoTraffic, type DemoTraffic } from '../../src/cli/demo-traffic.js';
+import { DEMO_TRAFFIC_NOTICE, startDemoTraffic, type DemoTraffic } from '../../src/cli/demo-traffic.js';
 import { startSimulator, type RunningSimulator } from '../../src/simulator/index.js';
 import { histogram, scrape, sumValues, type MetricFamily } from '../helpers/prometheus-text.js';
 import { startServeProcess } from '../helpers/serve-process.js';
@@ -30,8 +32,10 @@ const BURNING = 'rag';
 const SLOW_CLIENTS = 2;
 /** Bound on the slow loop, whatever happens to the test. */
 const SLOW_REQUESTS_MAX = 400;
-const LAPTOP = { width: 1280, height: 900 };
-const PHONE = { width: 390, height: 844 };
+const LAPTOP = { width: 1400, height: 900 };
+const PHONE = { width: 400, height: 844 };
+/** Issue 22 item 6: the per-SLO "Budget left" and "Burn" columns were cut off at 1400 and 1920 px, the overview showed only workload and state at 400 px. */
+const WIDTHS = [1920, 1400, 1280, 400];
 
 interface Running {
   simulator: RunningSimulator;
@@ -121,6 +125,64 @@ function histogramQuantile(q: number, buckets: Map<number, number>): number | nu
   return previousBound;
 }
 
+/**
+ * What a reader would miss, in the page as laid out now: content overflowing its box (a table cell,
+ * a card, a scroll region, a figure: scrollWidth beyond clientWidth, i.e. cut off or behind a
+ * scrollbar), a column whose header is neither on screen nor written beside each of its cells (a
+ * stacked table), and chart text outside its image.
+ */
+async function layoutProblems(page: Page): Promise<string[]> {
+  return page.evaluate(() => {
+    const problems: string[] = [];
+    const describe = (el: Element) => `<${el.tagName.toLowerCase()} class="${el.getAttribute('class') ?? ''}"> "${(el.textContent ?? '').trim().replace(/\s+/g, ' ').slice(0, 50)}"`;
+    const rendered = (el: Element) => el.getClientRects().length > 0 && el.closest('details:not([open]) > :not(summary)') === null;
+    for (const el of document.querySelectorAll('main td, main th, main .card, main .scroll, main dd, main figure, main section, main table')) {
+      if (!rendered(el)) continue;
+      if (el.scrollWidth > el.clientWidth + 1) problems.push(`overflows its box: ${describe(el)} (${el.scrollWidth} > ${el.clientWidth} px)`);
+    }
+    /** On screen, with some size, and inside every box that clips it. */
+    const shown = (el: Element): boolean => {
+      const r = el.getBoundingClientRect();
+      if (r.width < 2 || r.height < 2 || r.left < -0.5 || r.right > document.documentElement.clientWidth + 0.5) return false;
+      for (let a = el.parentElement; a !== null; a = a.parentElement) {
+        if (getComputedStyle(a).overflowX === 'visible') continue;
+        const box = a.getBoundingClientRect();
+        if (r.left < box.left - 0.5 || r.right > box.right + 0.5) return false;
+      }
+      return true;
+    };
+    for (const table of document.querySelectorAll('main table')) {
+      if (!rendered(table)) continue;
+      const heads = [...table.querySelectorAll('thead th')];
+      heads.forEach((th, i) => {
+        if (shown(th)) return;
+        for (const row of table.querySelectorAll('tbody tr')) {
+          const cell = row.children[i];
+          if (cell === undefined) continue;
+          // The row's own header (a workload, an SLO) stands for its column; any other cell carries its column's name.
+          const label = cell.tagName === 'TH' ? cell : cell.querySelector('.cell-label');
+          if (label === null || !shown(label) || (cell.tagName !== 'TH' && label.textContent !== th.textContent)) {
+            problems.push(`column "${th.textContent}" not shown for ${describe(row)}`);
+          }
+        }
+      });
+    }
+    for (const text of document.querySelectorAll('main svg text')) {
+      if (!rendered(text)) continue;
+      const image = (text as SVGTextElement).ownerSVGElement!.getBoundingClientRect();
+      const r = text.getBoundingClientRect();
+      if (r.left < image.left - 0.5 || r.right > image.right + 0.5) problems.push(`chart text cut off: "${text.textContent}" (${r.left.toFixed(1)}..${r.right.toFixed(1)} in ${image.left.toFixed(1)}..${image.right.toFixed(1)})`);
+    }
+    return problems;
+  });
+}
+
+/** tokentap_requests_total of `workload`'s generation requests, every outcome, or those given. */
+function generationsOf(metrics: Map<string, MetricFamily>, workload: string, outcomes?: readonly string[]): number {
+  if (outcomes === undefined) return sumValues(metrics, 'tokentap_requests_total', { workload, operation: 'generation' });
+  return outcomes.reduce((n, outcome) => n + sumValues(metrics, 'tokentap_requests_total', { workload, operation: 'generation', outcome }), 0);
+}
+
 function requestsOf(metrics: Map<string, MetricFamily>, workload: string, outcome: string): number {
   return sumValues(metrics, 'tokentap_requests_total', { workload, outcome });
 }
@@ -159,8 +221,14 @@ describe('the status page in Chromium, against the demo', () => {
     expect(names).toEqual(report.workloads.map((w) => w.name));
     expect(await page.locator('#version').textContent()).toBe(`v${report.version}`);
     expect(await page.locator('[data-field="upstream-ready"]').getAttribute('data-value')).toBe('true');
-    // Goodput is not measured yet: the page says so rather than inventing a number.
-    expect(await page.locator('article[data-workload="chat"] .stats').textContent()).toContain('Goodputn/a');
+    // Goodput is measured for every workload with an SLO (it read "n/a" on every workload).
+    expect(Number(await cardValue(page, 'chat', '[data-field="goodput"]'))).toBeGreaterThan(0);
+    expect(await cardValue(page, 'default', '[data-field="goodput"]')).toBe('null');
+    // The time of the update says its zone.
+    expect(await page.locator('#updated time').textContent()).toMatch(/^\d\d:\d\d:\d\d UTC[+\u2212]\d\d:\d\d$/);
+    expect(await page.locator('#updated time').getAttribute('datetime')).toBe(report.generated_at);
+    // Not the demo: no notice.
+    expect(await page.locator('#notice').isHidden()).toBe(true);
     expect(problems).toEqual([]);
     await page.context().close();
   });
@@ -203,6 +271,27 @@ describe('the status page in Chromium, against the demo', () => {
     await page.context().close();
   });
 
+  it('cuts off no column, no card and no axis label at 1920, 1400, 1280 and 400 px, and shows every overview column on a phone', async () => {
+    for (const width of WIDTHS) {
+      const { page } = await openPage({ width, height: 900 });
+      await nextUpdate(page);
+      expect(await layoutProblems(page), `at ${width} px`).toEqual([]);
+      expect(await page.evaluate(() => document.documentElement.scrollWidth), `page width at ${width} px`).toBeLessThanOrEqual(width);
+      // What on-call reads first, per workload in the overview: state, traffic, errors, p99 TTFT against its budget, goodput, burn, the last hour.
+      const heads = await page.locator('#overview-head th').allTextContents();
+      expect(heads).toEqual(['Workload', 'SLO state', 'Requests/s', 'Errors, 5 min', 'p99 TTFT, 5 min', 'Goodput, 5 min', 'Worst burn, 5 min', 'p99 TTFT, last hour', 'In flight']);
+      const rag = page.locator('#overview-body tr[data-workload="rag"]');
+      for (const field of ['requests-per-s', 'error-ratio', 'ttft-p99', 'threshold', 'goodput-ratio', 'worst-burn', 'in-flight']) {
+        expect(await rag.locator(`[data-field="${field}"]`).isVisible(), `${field} at ${width} px`).toBe(true);
+      }
+      expect(await rag.locator('svg.spark').getAttribute('aria-label')).toMatch(/^p99 TTFT of rag, last (hour|\d+ min): /);
+      // Every SLO column of every card, header or label, on screen: Budget left and Burn were cut off.
+      expect(await page.locator('article[data-workload="rag"] tr[data-slo="ttft"] [data-field="burn-window"]').isVisible()).toBe(true);
+      expect(await page.locator('article[data-workload="rag"] tr[data-slo="ttft"] [data-field="budget-window"]').isVisible()).toBe(true);
+      await page.context().close();
+    }
+  });
+
   it('is readable on a laptop and a phone, keyboard-reachable, with text for every chart and AA contrast; writes the screenshots', async () => {
     const out = process.env['TOKENTAP_SCREENSHOTS'] ? resolve(ROOT, process.env['TOKENTAP_SCREENSHOTS']) : mkdtempSync(join(tmpdir(), 'tokentap-shots-'));
     mkdirSync(out, { recursive: true });
@@ -218,9 +307,12 @@ describe('the status page in Chromium, against the demo', () => {
       }
       // Every chart is an image with its numbers in words, and a table of its buckets.
       const labels = await page.locator('svg[role="img"]').evaluateAll((svgs) => svgs.map((s) => s.getAttribute('aria-label') ?? ''));
-      expect(labels).toHaveLength(10);
-      for (const label of labels) expect(label).toMatch(/histogram of \w+: \d+ samples in the last 5 minutes/);
-      expect(labels.find((l) => l.startsWith('TTFT histogram of rag'))).toMatch(/p99 \d+ ms, [\d.]+ % within the 300 ms budget/);
+      const histograms = labels.filter((l) => l.includes(' histogram of '));
+      expect(histograms).toHaveLength(10);
+      for (const label of histograms) expect(label).toMatch(/histogram of \w+: \d+ samples in the last 5 minutes/);
+      // The trend lines: one in the overview and three in each card, each with its numbers in words.
+      expect(labels.filter((l) => /, last (hour|\d+ min): /.test(l))).toHaveLength(5 + 5 * 3);
+      expect(labels.find((l) => l.startsWith('TTFT histogram of rag'))).toMatch(/p99 [\d.]+ m?s, [\d.]+ % within the 300 ms budget/);
       // Keyboard: Tab reaches the pause button, every workload link and every chart's table; Enter opens one.
       const reached = new Set<string>();
       for (let i = 0; i < 40; i++) {
@@ -284,6 +376,23 @@ describe('the status page in Chromium, against the demo', () => {
         expect(total, `${w.name} ${outcome}`).toBe(requestsOf(metrics, w.name, outcome));
         if (total > 0) expect(await card(`[data-outcome="${outcome}"] [data-field="outcome-total"]`)).toBe(String(total));
       }
+      // Goodput: tokentap_goodput_requests_total over the finished generation requests; errors: upstream errors, truncations and timeouts over the same.
+      const generations = generationsOf(metrics, w.name);
+      const goodput = sumValues(metrics, 'tokentap_goodput_requests_total', { workload: w.name });
+      if (w.objective === null) {
+        expect(w.goodput_ratio).toBeNull();
+        expect(await card('[data-field="goodput"]')).toBe('null');
+      } else {
+        expect(generations, `${w.name} generations`).toBeGreaterThan(0);
+        expect(w.goodput_ratio, `${w.name} goodput`).toBe(goodput / generations);
+        expect(await card('[data-field="goodput"]')).toBe(String(goodput / generations));
+        expect(await page.locator(`#overview-body tr[data-workload="${w.name}"] [data-field="goodput-ratio"]`).getAttribute('data-value')).toBe(String(goodput / generations));
+        const shownGoodput = await page.locator(`article[data-workload="${w.name}"] [data-field="goodput"]`).textContent();
+        expect(Number((shownGoodput as string).replace(' %', ''))).toBeCloseTo((100 * goodput) / generations, 1);
+      }
+      const errors = generationsOf(metrics, w.name, ['upstream_error', 'truncated', 'timeout']);
+      expect(w.error_ratio, `${w.name} errors`).toBe(errors / generations);
+      expect(await page.locator(`#overview-body tr[data-workload="${w.name}"] [data-field="error-ratio"]`).getAttribute('data-value')).toBe(String(errors / generations));
       for (const slo of w.slos) {
         const good = sumValues(metrics, 'tokentap_slo_events_total', { workload: w.name, slo: slo.slo, result: 'good' });
         const bad = sumValues(metrics, 'tokentap_slo_events_total', { workload: w.name, slo: slo.slo, result: 'bad' });
@@ -314,5 +423,37 @@ describe('the status page in Chromium, against the demo', () => {
       }
     }
     await page.context().close();
+  });
+});
+
+describe('the status page of the demo (npm start)', () => {
+  it('says, on the page and in the banner, that the demo injects faults and slow prefill on purpose', async () => {
+    // As `npm start` runs it, on ephemeral ports: a first look at a red page must not read as something broken.
+    const child = spawn(process.execPath, ['bin/tokentap.js', 'demo', '--listen', '127.0.0.1:0', '--admin-listen', '127.0.0.1:0', '--upstream-port', '0', '--clients', '1'], {
+      cwd: ROOT,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let banner = '';
+    child.stdout.on('data', (chunk: Buffer) => (banner += chunk.toString('utf8')));
+    try {
+      await eventually('the demo banner', () => banner, (text) => text.includes('Ctrl-C stops'), 20_000);
+      expect(banner).toContain(DEMO_TRAFFIC_NOTICE);
+      const admin = /open (http:\/\/\S+)\/ in a browser/.exec(banner)![1]!;
+      expect((await statusJson(admin)).notice).toBe(DEMO_TRAFFIC_NOTICE);
+      const context = await running.browser.newContext({ viewport: LAPTOP, deviceScaleFactor: 1 });
+      const page = await context.newPage();
+      await page.goto(`${admin}/`);
+      const notice = page.locator('#notice');
+      expect(await notice.isVisible()).toBe(true);
+      expect(await notice.textContent()).toBe(DEMO_TRAFFIC_NOTICE);
+      expect(DEMO_TRAFFIC_NOTICE).toMatch(/faults/);
+      expect(DEMO_TRAFFIC_NOTICE).toMatch(/prefill/);
+      // Above the overview: the first thing read.
+      const noticeTop = (await notice.boundingBox())!.y;
+      expect(noticeTop).toBeLessThan((await page.locator('.overview').boundingBox())!.y);
+      await context.close();
+    } finally {
+      child.kill('SIGKILL');
+    }
   });
 });

@@ -78,6 +78,9 @@ describe('status report', () => {
       rateBaseline: { atMs: 340_000, counts: counts(170, 900, 200) },
       sloBaseline: { atMs: 100_000, counts: counts(50, 500, 50) },
       upstream: { url: 'http://127.0.0.1:8000/', ready: true, detail: 'HTTP 200' },
+      notice: null,
+      trendEveryS: 60,
+      trend: new Map(),
     });
     expect(report.windows).toEqual({ rate_s: 60, slo_s: 300 });
     expect(report.uptime_s).toBe(400);
@@ -93,7 +96,9 @@ describe('status report', () => {
     expect(ttft.lifetime.attainment).toBe(0.75);
     expect(report.workloads[1]!.state).toBe('no_slo');
     expect(report.gpus).toBeNull();
-    expect(chat.goodput_per_s).toBeNull();
+    // A workload with an SLO has a goodput (here none of its requests counted as generations); one without has none.
+    expect(chat.goodput_per_s).toBe(0);
+    expect(report.workloads[1]!.goodput_per_s).toBeNull();
   });
 
   it('calls a burn at or below 1 within budget, above it burning, and no events no data', () => {
