@@ -4,9 +4,10 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parseAllDocuments, stringify } from 'yaml';
 import { describe, expect, it } from 'vitest';
-import { find, podMonitorProblems, serviceProblems, workloadProblems, type KubeObject } from './injection-checks.js';
+import { find, podMonitorProblems, podOf, serviceProblems, SIDECAR, workloadProblems, type KubeObject } from './injection-checks.js';
+import { defaultContainerProblems, graceProblems, restrictedProblems, scrapeJobProblems } from './pod-promises.js';
 import { schemaProblems } from './kube-schema.js';
-import { findKustomize, kustomizeBuild, parseYamlFile, REPO } from './kustomize-tree.js';
+import { findKustomize, kustomizeBuild, NO_KUSTOMIZE, parseYamlFile, REPO } from './kustomize-tree.js';
 
 /**
  * The tokentap Components on what teams already run (test/fixtures/kubernetes/, see its README):
@@ -44,10 +45,27 @@ function plainWorkloadProblems(before: readonly KubeObject[], after: readonly Ku
     ...workloadProblems(workloadBefore, workloadAfter, configMaps(after), { engine, native, where }),
     ...serviceProblems(find(before, 'Service', serviceName) as KubeObject, find(after, 'Service', serviceName) as KubeObject, workloadAfter, where),
     ...podMonitorProblems(find(after, 'PodMonitor'), workloadAfter, engine, where),
+    ...promiseProblems(after, workloadAfter, engine, native, where),
   ];
 }
 
-describe.skipIf(kustomize === undefined)(`the tokentap Components, built with ${kustomize?.join(' ') ?? 'kustomize (not installed: skipped)'}`, () => {
+/** Pod Security "restricted" for the sidecar, the engine still the default container, a grace period that outlasts the sidecar's stop, fixed scrape jobs. */
+function promiseProblems(after: readonly KubeObject[], workload: KubeObject, engine: string, native: boolean, where: string): string[] {
+  type Pod = Parameters<typeof restrictedProblems>[0];
+  const pod = podOf(workload).pod as unknown as Pod;
+  const sidecar = [...(pod.initContainers ?? []), ...pod.containers].find((c) => c.name === SIDECAR);
+  if (sidecar === undefined) return [`${where}: no tokentap container`];
+  const annotations = (workload.spec?.['template'] as { metadata?: { annotations?: Record<string, string> } } | undefined)?.metadata?.annotations;
+  const endpoints = (find(after, 'PodMonitor')?.spec?.['podMetricsEndpoints'] ?? []) as Parameters<typeof scrapeJobProblems>[0];
+  return [
+    ...restrictedProblems(pod, sidecar, where),
+    ...defaultContainerProblems(annotations, pod, engine, where),
+    ...graceProblems(pod, sidecar, native, where),
+    ...scrapeJobProblems(endpoints, where),
+  ];
+}
+
+describe.skipIf(kustomize === undefined)(`the tokentap Components, built with ${kustomize?.join(' ') ?? NO_KUSTOMIZE}`, () => {
   it("vLLM's own Deployment and Service (its Kubernetes guide): native sidecar, Service through it, both metrics scraped", () => {
     const before = input('vllm-docs/vllm.yaml');
     const after = build(path.join(FIXTURES, 'vllm-docs'));
@@ -112,6 +130,11 @@ describe.skipIf(kustomize === undefined)(`the tokentap Components, built with ${
     expect([...schemaProblems(find(after, 'PodMonitor'), 'kserve'), ...schemaProblems(find(after, 'ConfigMap'), 'kserve')]).toEqual([]);
     expect(workloadProblems(runtimeBefore, runtime, configMaps(after), { engine: 'kserve-container', native: false, where: 'kserve' })).toEqual([]);
     expect(podMonitorProblems(find(after, 'PodMonitor'), runtime, 'kserve-container', 'kserve')).toEqual([]);
+    // KServe builds the pod from the runtime (its grace period is KServe's: docs/kubernetes.md, Path 3).
+    const runtimePod = runtime.spec as unknown as Parameters<typeof restrictedProblems>[0];
+    const runtimeSidecar = runtimePod.containers.find((c) => c.name === SIDECAR);
+    expect(runtimeSidecar && [...restrictedProblems(runtimePod, runtimeSidecar, 'kserve'), ...defaultContainerProblems(undefined, runtimePod, 'kserve-container', 'kserve')]).toEqual([]);
+    expect(scrapeJobProblems(find(after, 'PodMonitor')?.spec?.['podMetricsEndpoints'] as Parameters<typeof scrapeJobProblems>[0], 'kserve')).toEqual([]);
     const { spec: _spec, ...restBefore } = runtimeBefore;
     const { spec, metadata, ...restAfter } = runtime;
     expect({ ...restAfter, metadata: { ...metadata, annotations: undefined } }).toEqual({ ...restBefore, metadata: { ...runtimeBefore.metadata, annotations: undefined } });
@@ -137,6 +160,38 @@ describe.skipIf(kustomize === undefined)(`the tokentap Components, built with ${
       'broken: the PodMonitor does not scrape the engine\'s own /metrics on port 8001',
       'broken: no container declares the engine\'s port 8001, so Prometheus finds no target to scrape it on',
       'broken: expected exactly two PodMonitor endpoints, found 1',
+    ]);
+  });
+});
+
+describe.skipIf(kustomize === undefined)(`the second container's promises, built with ${kustomize?.join(' ') ?? NO_KUSTOMIZE}`, () => {
+  const text = readFileSync(path.join(FIXTURES, 'vllm-docs/vllm.yaml'), 'utf8');
+  const select = readFileSync(path.join(FIXTURES, 'vllm-docs/select/kustomization.yaml'), 'utf8');
+  type Pod = { containers: { name: string; securityContext?: Record<string, unknown> }[]; terminationGracePeriodSeconds?: number };
+  const podOfDeployment = (objects: KubeObject[]) => (find(objects, 'Deployment')?.spec as { template: { spec: Pod } }).template.spec;
+
+  it('outlasts the sidecar\'s preStop and drain with its grace period, passes Pod Security "restricted", keeps the engine the default container', () => {
+    const after = build(overlay({ 'vllm.yaml': text }, 'tokentap-second-container', select));
+    const pod = podOfDeployment(after);
+    // Reproduction (issue 22): the Component left Kubernetes' 30 s, killing the 10 s preStop + 70 s drain.
+    expect(pod.terminationGracePeriodSeconds).toBeGreaterThanOrEqual(10 + 70 + 10);
+    expect(pod.containers.map((c) => c.name)).toEqual(['mistral-7b', 'tokentap']);
+    expect(promiseProblems(after, find(after, 'Deployment') as KubeObject, 'mistral-7b', false, 'second-container')).toEqual([]);
+  });
+
+  it('the checks catch a short grace period, a sidecar first in the pod, no seccomp profile and the default scrape job', () => {
+    const broken = build(overlay({ 'vllm.yaml': text }, 'tokentap-second-container', select));
+    const pod = podOfDeployment(broken);
+    pod.terminationGracePeriodSeconds = 30;
+    pod.containers.reverse();
+    delete pod.containers[0]?.securityContext?.['seccompProfile'];
+    for (const endpoint of (find(broken, 'PodMonitor')?.spec as { podMetricsEndpoints: { relabelings?: unknown }[] }).podMetricsEndpoints) delete endpoint.relabelings;
+    expect(promiseProblems(broken, find(broken, 'Deployment') as KubeObject, 'mistral-7b', false, 'broken')).toEqual([
+      'broken: container tokentap needs seccompProfile RuntimeDefault (or Localhost), on the container or the pod; has none',
+      'broken: kubectl would pick container tokentap without -c (the first container), not the engine mistral-7b',
+      'broken: terminationGracePeriodSeconds 30 < 90 s the sidecar needs to stop (preStop + drain 70 s + final export): its drain would be killed',
+      'broken: the PodMonitor endpoint metrics gives job=<namespace>/<PodMonitor name> (the default), not tokentap',
+      'broken: the PodMonitor endpoint 8000 gives job=<namespace>/<PodMonitor name> (the default), not tokentap-engine',
     ]);
   });
 });
