@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { schemaProblems } from './kube-schema.js';
-import { collectObjects, findKustomize, kustomizeBuild, parseYamlFile, readKustomization, referencedPaths, REPO } from './kustomize-tree.js';
+import { collectObjects, findKustomize, kustomizeBuild, NO_KUSTOMIZE, parseYamlFile, readKustomization, referencedPaths, REPO } from './kustomize-tree.js';
 import { podMonitorProblems, podProblems, serviceProblems, settingsProblems, type ConfigSource, type DeploymentLike, type PodMonitorLike, type ServiceLike } from './pod-wiring.js';
 
 /**
@@ -111,7 +111,7 @@ describe('the kustomizations', () => {
   });
 });
 
-describe.skipIf(kustomize === undefined)(`what ${kustomize?.join(' ') ?? 'kustomize build (not installed: skipped)'} builds`, () => {
+describe.skipIf(kustomize === undefined)(`what ${kustomize?.join(' ') ?? NO_KUSTOMIZE} builds`, () => {
   it.each(BUILDS)('%s: validates against the schemas and is wired as the files say', (dir) => {
     const objects = build(path.join(REPO, dir));
     expect(objects.flatMap((object) => schemaProblems(object, dir))).toEqual([]);
