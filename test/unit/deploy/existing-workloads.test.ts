@@ -99,7 +99,8 @@ describe.skipIf(kustomize === undefined)(`the tokentap Components, built with ${
 
   it("vLLM's production-stack chart: its rendered Deployment and Service through the Helm post-renderer", () => {
     const rendered = readFileSync(path.join(FIXTURES, 'production-stack/rendered.yaml'), 'utf8');
-    const output = execFileSync(path.join(REPO, 'deploy/helm/tokentap-post-renderer'), { input: rendered, encoding: 'utf8', timeout: 60_000 });
+    // The post-renderer calls `kustomize` (or `kubectl`) from the PATH: the one found here, first on it.
+    const output = execFileSync(path.join(REPO, 'deploy/helm/tokentap-post-renderer'), { input: rendered, encoding: 'utf8', timeout: 60_000, env: pathWithKustomize(kustomize as readonly string[]) });
     const after = parseAllDocuments(output).map((d) => d.toJS() as KubeObject);
     const before = input('production-stack/rendered.yaml');
     expect(plainWorkloadProblems(before, after, 'Deployment', 'vllm-opt125m-deployment-vllm', 'vllm-opt125m-engine-service', 'vllm', true, 'production-stack')).toEqual([]);
@@ -111,7 +112,7 @@ describe.skipIf(kustomize === undefined)(`the tokentap Components, built with ${
 
   it('the post-renderer picks the second-container variant by TOKENTAP_COMPONENT and refuses an unknown one', () => {
     const rendered = readFileSync(path.join(FIXTURES, 'production-stack/rendered.yaml'), 'utf8');
-    const run = (component: string) => execFileSync(path.join(REPO, 'deploy/helm/tokentap-post-renderer'), { input: rendered, encoding: 'utf8', timeout: 60_000, env: { ...process.env, TOKENTAP_COMPONENT: component }, stdio: ['pipe', 'pipe', 'pipe'] });
+    const run = (component: string) => execFileSync(path.join(REPO, 'deploy/helm/tokentap-post-renderer'), { input: rendered, encoding: 'utf8', timeout: 60_000, env: { ...pathWithKustomize(kustomize as readonly string[]), TOKENTAP_COMPONENT: component }, stdio: ['pipe', 'pipe', 'pipe'] });
     const after = parseAllDocuments(run('tokentap-second-container')).map((d) => d.toJS() as KubeObject);
     expect(plainWorkloadProblems(input('production-stack/rendered.yaml'), after, 'Deployment', 'vllm-opt125m-deployment-vllm', 'vllm-opt125m-engine-service', 'vllm', false, 'post-renderer')).toEqual([]);
     expect(() => run('tokentap-nope')).toThrow(/TOKENTAP_COMPONENT=tokentap-nope is not a directory/);
