@@ -122,6 +122,8 @@ describe.skipIf(kustomize === undefined)(`the tokentap Components, built with ${
     const before = input('kserve/vllm-runtime.yaml');
     const after = build(path.join(FIXTURES, 'kserve'));
     expect(after.map((o) => o.kind).sort()).toEqual(['ConfigMap', 'InferenceService', 'PodMonitor', 'ServingRuntime']);
+    // The team's config, from its component after tokentap-kserve, under the hashed name the runtime's volume follows.
+    expect(configMaps(after).map((c) => c.data)).toEqual([{ 'tokentap.yaml': readFileSync(path.join(FIXTURES, 'kserve/config/tokentap.yaml'), 'utf8') }]);
     expect(find(after, 'InferenceService')).toEqual({ ...find(before, 'InferenceService') });
     const runtime = find(after, 'ServingRuntime') as KubeObject;
     const runtimeBefore = find(before, 'ServingRuntime') as KubeObject;
