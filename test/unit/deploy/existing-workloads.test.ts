@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { find, podMonitorProblems, podOf, serviceProblems, SIDECAR, workloadProblems, type KubeObject } from './injection-checks.js';
 import { defaultContainerProblems, graceProblems, restrictedProblems, scrapeJobProblems } from './pod-promises.js';
 import { schemaProblems } from './kube-schema.js';
-import { findKustomize, findKustomizes, kustomizeBuild, NO_KUSTOMIZE, parseYamlFile, pathWithKustomize, REPO } from './kustomize-tree.js';
+import { findKustomize, findKustomizes, KUSTOMIZE_TEST_TIMEOUT_MS, kustomizeBuild, NO_KUSTOMIZE, parseYamlFile, pathWithKustomize, REPO } from './kustomize-tree.js';
 
 /**
  * The tokentap Components on what teams already run (test/fixtures/kubernetes/, see its README):
@@ -65,7 +65,7 @@ function promiseProblems(after: readonly KubeObject[], workload: KubeObject, eng
   ];
 }
 
-describe.skipIf(kustomize === undefined)(`the tokentap Components, built with ${kustomize?.join(' ') ?? NO_KUSTOMIZE}`, () => {
+describe.skipIf(kustomize === undefined)(`the tokentap Components, built with ${kustomize?.join(' ') ?? NO_KUSTOMIZE}`, { timeout: KUSTOMIZE_TEST_TIMEOUT_MS }, () => {
   it("vLLM's own Deployment and Service (its Kubernetes guide): native sidecar, Service through it, both metrics scraped", () => {
     const before = input('vllm-docs/vllm.yaml');
     const after = build(path.join(FIXTURES, 'vllm-docs'));
@@ -167,7 +167,7 @@ describe.skipIf(kustomize === undefined)(`the tokentap Components, built with ${
   });
 });
 
-describe.skipIf(kustomize === undefined)(`the second container's promises, built with ${kustomize?.join(' ') ?? NO_KUSTOMIZE}`, () => {
+describe.skipIf(kustomize === undefined)(`the second container's promises, built with ${kustomize?.join(' ') ?? NO_KUSTOMIZE}`, { timeout: KUSTOMIZE_TEST_TIMEOUT_MS }, () => {
   const text = readFileSync(path.join(FIXTURES, 'vllm-docs/vllm.yaml'), 'utf8');
   const select = readFileSync(path.join(FIXTURES, 'vllm-docs/select/kustomization.yaml'), 'utf8');
   type Pod = { containers: { name: string; securityContext?: Record<string, unknown> }[]; terminationGracePeriodSeconds?: number };
@@ -248,7 +248,7 @@ function serviceMonitorProblems(after: readonly KubeObject[], where: string): st
 }
 
 const kustomizes = findKustomizes();
-describe.skipIf(kustomizes.length === 0)('the Path 1 overlay of docs/kubernetes.md, exactly as written', () => {
+describe.skipIf(kustomizes.length === 0)('the Path 1 overlay of docs/kubernetes.md, exactly as written', { timeout: KUSTOMIZE_TEST_TIMEOUT_MS }, () => {
   it.each(kustomizes.map((k) => [k.join(' '), k] as const))('builds with %s: the team\'s own config in the ConfigMap, the release label on the PodMonitor, the sidecar wired', (_name, command) => {
     // Reproduction (issue 22): the page's overlay had `configMapGenerator: [{ name: tokentap-config, behavior: replace, ... }]`,
     // which kustomize 5.5 refuses ("does not exist; cannot merge or replace"): it runs an overlay's generators before its components.

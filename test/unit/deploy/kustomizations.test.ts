@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { schemaProblems } from './kube-schema.js';
-import { CI_KUSTOMIZE_PACKAGE, collectObjects, findKustomize, findKustomizes, kustomizeBuild, NO_KUSTOMIZE, parseYamlFile, readKustomization, referencedPaths, REPO } from './kustomize-tree.js';
+import { CI_KUSTOMIZE_PACKAGE, collectObjects, findKustomize, findKustomizes, KUSTOMIZE_TEST_TIMEOUT_MS, kustomizeBuild, NO_KUSTOMIZE, parseYamlFile, readKustomization, referencedPaths, REPO } from './kustomize-tree.js';
 import { podMonitorProblems, podProblems, serviceProblems, settingsProblems, type ConfigSource, type DeploymentLike, type PodMonitorLike, type ServiceLike } from './pod-wiring.js';
 
 /**
@@ -148,7 +148,7 @@ describe('finding kustomize', () => {
   });
 });
 
-describe.skipIf(kustomize === undefined)(`what ${kustomize?.join(' ') ?? NO_KUSTOMIZE} builds`, () => {
+describe.skipIf(kustomize === undefined)(`what ${kustomize?.join(' ') ?? NO_KUSTOMIZE} builds`, { timeout: KUSTOMIZE_TEST_TIMEOUT_MS }, () => {
   it.each(BUILDS)('%s: validates against the schemas and is wired as the files say', (dir) => {
     const objects = build(path.join(REPO, dir));
     expect(objects.flatMap((object) => schemaProblems(object, dir))).toEqual([]);

