@@ -1,4 +1,5 @@
 import { spawnSync } from 'node:child_process';
+import { createServer, type Server } from 'node:net';
 import { mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -175,3 +176,28 @@ describe('the start-up log', () => {
     }
   });
 });
+
+describe('npm start with a port taken', () => {
+  async function holdPort(): Promise<{ server: Server; port: number }> {
+    const server = createServer();
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    return { server, port: (server.address() as { port: number }).port };
+  }
+
+  it.each([
+    ['the simulator', (port: number) => ['--upstream-port', String(port)], 'simulator', 'move it with --upstream-port PORT: npm start -- --upstream-port 8001'],
+    ['the proxy', (port: number) => ['--upstream-port', '0', '--listen', `127.0.0.1:${port}`], 'listen', 'move it with --listen HOST:PORT: npm start -- --listen 127.0.0.1:8081'],
+    ['the admin listener', (port: number) => ['--upstream-port', '0', '--listen', '127.0.0.1:0', '--admin-listen', `127.0.0.1:${port}`], 'admin_listen', 'move it with --admin-listen HOST:PORT: npm start -- --admin-listen 127.0.0.1:9465'],
+  ])('names the flag that moves %s (it said "address already in use" and no way out)', async (_what, flags, setting, hint) => {
+    const held = await holdPort();
+    try {
+      const result = await run(['demo', ...flags(held.port)]);
+      expect(result.code).toBe(1);
+      expect(result.err).toContain(`${setting} 127.0.0.1:${held.port}: listen EADDRINUSE`);
+      expect(result.err).toContain(hint);
+    } finally {
+      await new Promise((resolve) => held.server.close(resolve));
+    }
+  });
+});
+
