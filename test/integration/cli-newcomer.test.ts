@@ -1,6 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import { createServer, type Server } from 'node:net';
-import { mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
@@ -197,6 +197,52 @@ describe('npm start with a port taken', () => {
       expect(result.err).toContain(hint);
     } finally {
       await new Promise((resolve) => held.server.close(resolve));
+    }
+  });
+});
+
+describe('npm start runs the built CLI without rebuilding it', () => {
+  const PACKAGE_SCRIPTS = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { scripts: Record<string, string> }).scripts;
+
+  /** A checkout in a temporary directory: the real bin/, a stand-in dist/cli/main.js, and optionally a src/ file. */
+  function checkout(layout: { dist: boolean; sourceAgeS?: number }): string {
+    const root = mkdtempSync(join(tmpdir(), 'tokentap-bin-'));
+    cpSync(new URL('../../bin', import.meta.url), join(root, 'bin'), { recursive: true });
+    if (layout.dist) {
+      mkdirSync(join(root, 'dist', 'cli'), { recursive: true });
+      writeFileSync(join(root, 'dist', 'cli', 'main.js'), "export async function main(argv, io) { io.stdout.write('ran ' + argv.join(' ') + '\\n'); return 0; }\n");
+      utimesSync(join(root, 'dist', 'cli', 'main.js'), new Date(Date.now() - 60_000), new Date(Date.now() - 60_000));
+    }
+    if (layout.sourceAgeS !== undefined) {
+      mkdirSync(join(root, 'src', 'proxy'), { recursive: true });
+      writeFileSync(join(root, 'src', 'proxy', 'relay.ts'), '');
+      const at = new Date(Date.now() - layout.sourceAgeS * 1000);
+      utimesSync(join(root, 'src', 'proxy', 'relay.ts'), at, at);
+    }
+    return root;
+  }
+
+  const launch = (root: string) => spawnSync(process.execPath, [join(root, 'bin', 'tokentap.js'), 'demo'], { encoding: 'utf8', timeout: 20_000 });
+
+  it('npm start does not run the TypeScript build (it took 37 s to the banner on every run)', () => {
+    expect(PACKAGE_SCRIPTS['start']).toBe('node bin/tokentap.js demo');
+    expect(PACKAGE_SCRIPTS['prepare']).toBe('npm run build --silent');
+  });
+
+  it('without dist/, says to run npm run build instead of a module-not-found stack', () => {
+    const result = launch(checkout({ dist: false }));
+    expect([result.status, result.stdout, result.stderr]).toEqual([1, '', 'tokentap: dist/ is not built: run `npm run build` (`npm ci` runs it too), then start again\n']);
+  });
+
+  it('with a source file changed after the last build, says which and to run npm run build instead of running old code', () => {
+    const result = launch(checkout({ dist: true, sourceAgeS: 0 }));
+    expect([result.status, result.stdout, result.stderr]).toEqual([1, '', `tokentap: dist/ is older than src/ (${join('src', 'proxy', 'relay.ts')} changed after the last build): run \`npm run build\`, then start again\n`]);
+  });
+
+  it('runs dist/ when it is newer than every source file, and when there is no src/ (the container image)', () => {
+    for (const root of [checkout({ dist: true, sourceAgeS: 3600 }), checkout({ dist: true })]) {
+      const result = launch(root);
+      expect([result.status, result.stdout, result.stderr]).toEqual([0, 'ran demo\n', '']);
     }
   });
 });
