@@ -82,6 +82,18 @@ describe('configuration mistakes get a message that says what to do', () => {
     expect(problemsOf('upstream: 127.0.0.1:8000\n')).toEqual(['tokentap.yaml:1: upstream: "127.0.0.1:8000" has no scheme: add http://, as in http://127.0.0.1:8000']);
   });
 
+  it('an upstream with a path (http://host:8000/v1) is refused, naming the flag or key and what to write, instead of being ignored', async () => {
+    const result = await run(['serve', '--upstream', 'http://127.0.0.1:8000/v1', '--listen', '127.0.0.1:0', '--admin-listen', '127.0.0.1:0']);
+    const advice = 'has a path (/v1): requests keep their own path (/v1/chat/completions goes to /v1/chat/completions), so give the server alone, as in http://127.0.0.1:8000, and keep /v1 in the clients\' base URL (http://TOKENTAP_HOST:8080/v1)';
+    expect(result.code).toBe(1);
+    expect(result.err).toContain(`--upstream: "http://127.0.0.1:8000/v1" ${advice}`);
+    expect(problemsOf('upstream: http://127.0.0.1:8000/v1\n')).toEqual([`tokentap.yaml:1: upstream: "http://127.0.0.1:8000/v1" ${advice}`]);
+    expect(() => loadSettings({ flags: {}, env: { TOKENTAP_UPSTREAM: 'http://127.0.0.1:8000/v1' } })).toThrow(`TOKENTAP_UPSTREAM: "http://127.0.0.1:8000/v1" ${advice}`);
+    // The server's root, with or without its slash, is what an upstream is.
+    expect(problemsOf('upstream: http://127.0.0.1:8000/\n')).toEqual([]);
+    expect(problemsOf('upstream: http://127.0.0.1:8000\n')).toEqual([]);
+  });
+
   it('a duration without a unit: "a duration like 200ms"', () => {
     expect(problemsOf('workloads:\n  - name: chat\n    slo:\n      objective: 0.99\n      ttft: 200\n')).toEqual([
       'tokentap.yaml:5: workloads[0].slo.ttft: expected a duration like 200ms (a number needs a unit: ms, s, m or h), got 200',
