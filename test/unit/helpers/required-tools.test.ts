@@ -26,6 +26,13 @@ describe('a test that needs a real tool', () => {
     expect(INSTALL_EVERY_TOOL.replace('apt-get install ', '').split(' ').sort()).toEqual(packages);
   });
 
+  it('is the command docs/testing.md and the README give', async () => {
+    const { readFileSync } = await import('node:fs');
+    const testing = readFileSync(new URL('../../../docs/testing.md', import.meta.url), 'utf8');
+    expect(/```sh\n(apt-get install [^\n]+)\n```/.exec(testing)?.[1]).toBe(INSTALL_EVERY_TOOL);
+    expect(readFileSync(new URL('../../../README.md', import.meta.url), 'utf8').replace(/\s+/g, ' ')).toContain(INSTALL_EVERY_TOOL);
+  });
+
   it('finds a tool that is installed (this machine has promtool, as CI does)', () => {
     expect(requireTool('promtool')).toMatch(/\/promtool$/);
   });
