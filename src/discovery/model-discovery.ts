@@ -23,6 +23,9 @@ export interface ModelDiscoverySettings {
  */
 const MAX_LISTING_BYTES = 1024 * 1024;
 
+/** Names on the discovery log line: 64 of at most 128 characters, about 8 KiB at most. */
+const LOGGED_NAMES = 64;
+
 export type DiscoveryOutcome = { readonly ok: true; readonly path: string; readonly models: readonly string[] } | { readonly ok: false; readonly problems: readonly string[] };
 
 
@@ -82,8 +85,12 @@ export class ModelDiscovery {
       this.failing = false;
       const key = served.kept.join('\n');
       if (key !== this.lastModels) {
-        // The names as ModelLabels kept them (at most max_models, each at most 128 characters), not the listing: a 10 KB name was logged whole.
-        this.logger.info({ models: served.kept, listed: outcome.models.length, skipped: served.skipped, path: outcome.path }, 'model discovery: the upstream serves these models; other names are labelled "other"');
+        // The names as ModelLabels kept them (each at most 128 characters), not the listing (a 10 KB
+        // name was logged whole), and at most LOGGED_NAMES of them: max_models may be 1000.
+        this.logger.info(
+          { models: served.kept.slice(0, LOGGED_NAMES), notLogged: Math.max(0, served.kept.length - LOGGED_NAMES), listed: outcome.models.length, skipped: served.skipped, path: outcome.path },
+          'model discovery: the upstream serves these models; other names are labelled "other"',
+        );
         if (served.withoutRoom > 0) {
           this.logger.warn(
             { withoutRoom: served.withoutRoom, maxModels: this.models.maxModels },

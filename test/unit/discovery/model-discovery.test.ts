@@ -114,6 +114,19 @@ describe('model discovery', () => {
     expect(JSON.stringify(d.logs)).not.toContain('x'.repeat(200));
   });
 
+  it('logs at most 64 of the names it keeps, and how many more (max_models may be 1000)', async () => {
+    const url = await upstream((_path, res) => json(res, { data: Array.from({ length: 200 }, (_, i) => ({ id: `m-${i}` })) }));
+    const logs: Record<string, unknown>[] = [];
+    const sink = new Writable({ write(chunk: Buffer, _e, cb) { for (const l of chunk.toString().split('\n')) if (l) logs.push(JSON.parse(l)); cb(); } });
+    const models = new ModelLabels(100);
+    const settings = { paths: ['/v1/models'], intervalMs: 300_000, retryMs: 30, timeoutMs: 300 };
+    expect((await new ModelDiscovery(url, settings, models, createLogger('info', sink)).refresh()).ok).toBe(true);
+    const line = logs.find((l) => String(l['msg']).startsWith('model discovery: the upstream serves'));
+    expect(line).toMatchObject({ listed: 200, skipped: 100, notLogged: 36 });
+    expect(line?.['models']).toEqual(Array.from({ length: 64 }, (_, i) => `m-${i}`));
+    expect(models.servedModels()).toHaveLength(100);
+  });
+
   it('keeps at most max_models model label values over 12 listings that each serve 32 new names (LoRA adapters coming and going), and warns when a listing finds no room', async () => {
     let poll = 0;
     const url = await upstream((_path, res) => json(res, { data: Array.from({ length: 32 }, (_, i) => ({ id: `lora-${poll}-${i}` })) }));
