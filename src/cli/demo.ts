@@ -29,6 +29,14 @@ const EXAMPLE_CONFIG = fileURLToPath(new URL('../../deploy/tokentap.yaml', impor
  * summary lines (traffic, SLO attainment) every few seconds. Ctrl-C stops all of it.
  */
 export async function runDemo(argv: readonly string[], io: CliIO, stopped: Promise<void>): Promise<number> {
+  try {
+    return await runDemoOnPorts(argv, io, stopped);
+  } catch (error) {
+    throw withPortFlags(error);
+  }
+}
+
+async function runDemoOnPorts(argv: readonly string[], io: CliIO, stopped: Promise<void>): Promise<number> {
   const flags = parseDemoFlags(argv);
   const simulator = await startSimulator({ host: '127.0.0.1', port: flags.upstreamPort, jitterMs: 4 });
   try {
@@ -71,6 +79,30 @@ export async function runDemo(argv: readonly string[], io: CliIO, stopped: Promi
   } finally {
     await simulator.close();
   }
+}
+
+/**
+ * The flag that moves each of the demo's three listeners, by the prefix of the listen problem
+ * (simulator/server.ts, sidecar.ts). A newcomer whose port 8000 holds a real inference server got
+ * "address already in use" and no way out.
+ */
+const PORT_FLAGS: ReadonlyArray<readonly [prefix: string, flag: string, example: string]> = [
+  ['simulator ', '--upstream-port PORT', '--upstream-port 8001'],
+  ['listen ', '--listen HOST:PORT', '--listen 127.0.0.1:8081'],
+  ['admin_listen ', '--admin-listen HOST:PORT', '--admin-listen 127.0.0.1:9465'],
+];
+
+function withPortFlags(error: unknown): unknown {
+  if (!(error instanceof TokentapError) || error.code !== 'TOKENTAP_ERR_LISTEN') return error;
+  return new TokentapError(
+    'TOKENTAP_ERR_LISTEN',
+    error.problems.map((problem) => {
+      const known = PORT_FLAGS.find(([prefix]) => problem.startsWith(prefix));
+      if (known === undefined) return problem;
+      const [, flag, example] = known;
+      return `${problem}\n    move it with ${flag}: npm start -- ${example} (or tokentap demo ${example}); port 0 picks a free port`;
+    }),
+  );
 }
 
 function parseDemoFlags(argv: readonly string[]): { listen: string; adminListen: string; upstreamPort: number; clients: number; config: string | undefined } {

@@ -86,7 +86,7 @@ export interface Settings {
   readonly configFile: string | undefined;
   /** Asking the upstream for its model names (src/discovery/); undefined when `model_discovery.enabled` is false. */
   readonly modelDiscovery: ModelDiscoverySettings | undefined;
-  /** The git commit of the image (TOKENTAP_COMMIT), or "unknown": the `commit` label of tokentap_build_info. */
+  /** The git commit (TOKENTAP_COMMIT, else the git checkout's, else "unknown"): the `commit` label of tokentap_build_info. */
   readonly commit: string;
 }
 

@@ -35,6 +35,15 @@ const upstreamUrl = z.string().superRefine((value, ctx) => {
   if (url.search || url.hash) {
     ctx.addIssue({ code: 'custom', message: 'must not carry a query string or fragment' });
   }
+  // Refused rather than used as a prefix: a path here is almost always an OpenAI base URL
+  // (`http://host:8000/v1`), and clients already send `/v1/chat/completions`, which a prefix would
+  // make `/v1/v1/...`; the route table and the taps match the client's own path. Silently ignored, it misled users.
+  if (url.pathname !== '/') {
+    ctx.addIssue({
+      code: 'custom',
+      message: `"${redactUrl(value)}" has a path (${url.pathname}): requests keep their own path (/v1/chat/completions goes to /v1/chat/completions), so give the server alone, as in ${url.protocol}//${url.host}, and keep ${url.pathname.replace(/\/$/, '')} in the clients' base URL (http://TOKENTAP_HOST:8080${url.pathname.replace(/\/$/, '')})`,
+    });
+  }
 });
 
 const duration = z.string({

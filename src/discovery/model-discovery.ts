@@ -1,6 +1,6 @@
 import http from 'node:http';
 import type { Logger } from 'pino';
-import type { ModelLabels } from '../metrics/model-labels.js';
+import type { ModelLabels, ServedList } from '../metrics/model-labels.js';
 import { servedModelsOf } from './served-models.js';
 
 export interface ModelDiscoverySettings {
@@ -8,9 +8,12 @@ export interface ModelDiscoverySettings {
   readonly paths: readonly string[];
   /** Time between two successful discoveries. */
   readonly intervalMs: number;
-  /** Time before the next try while no discovery has succeeded yet (the model is still loading). */
+  /** Time before the next try after a failed discovery (the model is still loading, or the listing was too slow). */
   readonly retryMs: number;
-  /** Each listing request is abandoned after this long. */
+  /**
+   * Each listing request is abandoned this long after it was sent, however the bytes arrive: a
+   * socket idle timeout alone let a listing that drips one byte every 500 ms hold discovery forever.
+   */
   readonly timeoutMs: number;
 }
 
@@ -20,14 +23,18 @@ export interface ModelDiscoverySettings {
  */
 const MAX_LISTING_BYTES = 1024 * 1024;
 
+/** Names on the discovery log line: 64 of at most 128 characters, about 8 KiB at most. */
+const LOGGED_NAMES = 64;
+
 export type DiscoveryOutcome = { readonly ok: true; readonly path: string; readonly models: readonly string[] } | { readonly ok: false; readonly problems: readonly string[] };
+
 
 /**
  * Asks the upstream which models it serves, at start-up and then every `intervalMs`, and hands the
  * names to ModelLabels. The request goes from the sidecar straight to the upstream on a connection
  * of its own (agent: false), never through the proxy listener, so it is not traffic: it appears in
- * no request metric. A failed discovery keeps the last list; before the first success it is retried
- * every `retryMs`, and the labels keep the first-seen fallback meanwhile.
+ * no request metric. A failed discovery keeps the last list and is retried after `retryMs`; before
+ * the first success the labels keep the first-seen fallback meanwhile.
  */
 export class ModelDiscovery {
   private timer: NodeJS.Timeout | undefined;
@@ -66,24 +73,37 @@ export class ModelDiscovery {
         problems.push(`${path}: the answer lists no model names`);
         continue;
       }
-      this.models.serve(models);
-      return this.report({ ok: true, path, models });
+      const served = this.models.serve(models);
+      return this.report({ ok: true, path, models }, served);
     }
     return this.report({ ok: false, problems });
   }
 
-  private report(outcome: DiscoveryOutcome): DiscoveryOutcome {
-    if (outcome.ok) {
+  private report(outcome: DiscoveryOutcome, served?: ServedList): DiscoveryOutcome {
+    if (outcome.ok && served !== undefined) {
       this.succeededOnce = true;
       this.failing = false;
-      const key = outcome.models.join('\n');
-      if (key !== this.lastModels) this.logger.info({ models: outcome.models, path: outcome.path }, 'model discovery: the upstream serves these models; other names are labelled "other"');
+      const key = served.kept.join('\n');
+      if (key !== this.lastModels) {
+        // The names as ModelLabels kept them (each at most 128 characters), not the listing (a 10 KB
+        // name was logged whole), and at most LOGGED_NAMES of them: max_models may be 1000.
+        this.logger.info(
+          { models: served.kept.slice(0, LOGGED_NAMES), notLogged: Math.max(0, served.kept.length - LOGGED_NAMES), listed: outcome.models.length, skipped: served.skipped, path: outcome.path },
+          'model discovery: the upstream serves these models; other names are labelled "other"',
+        );
+        if (served.withoutRoom > 0) {
+          this.logger.warn(
+            { withoutRoom: served.withoutRoom, maxModels: this.models.maxModels },
+            'model discovery: every model label value (metrics.max_models) is taken by names served earlier, whose series stay until restart; newly served names are labelled "other" (raise metrics.max_models or restart the sidecar)',
+          );
+        }
+      }
       this.lastModels = key;
-    } else if (!this.failing) {
+    } else if (!outcome.ok && !this.failing) {
       // Once per failing streak, not on every retry while the model loads.
       this.failing = true;
       this.logger.warn(
-        { problems: outcome.problems, kept: this.succeededOnce ? 'the last list' : 'the first names seen' },
+        { problems: outcome.problems, kept: this.succeededOnce ? 'the last list' : 'the first names seen', retryInMs: this.settings.retryMs },
         'model discovery failed; retrying',
       );
     }
@@ -93,7 +113,7 @@ export class ModelDiscovery {
   private schedule(delayMs: number): void {
     if (this.stopped) return;
     this.timer = setTimeout(() => {
-      void this.refresh().then((outcome) => this.schedule(outcome.ok || this.succeededOnce ? this.settings.intervalMs : this.settings.retryMs));
+      void this.refresh().then((outcome) => this.schedule(outcome.ok ? this.settings.intervalMs : this.settings.retryMs));
     }, delayMs);
     // Never what keeps the process alive.
     this.timer.unref();
@@ -104,11 +124,21 @@ type JsonAnswer = { readonly ok: true; readonly body: unknown } | { readonly ok:
 
 function getJson(url: URL, timeoutMs: number): Promise<JsonAnswer> {
   return new Promise((resolve) => {
-    const request = http.get(url, { agent: false, timeout: timeoutMs, headers: { accept: 'application/json' } }, (response) => {
+    // The whole exchange (connect, head and body) within timeoutMs; a socket idle timeout fires only on silence.
+    const deadline = setTimeout(() => {
+      settle({ ok: false, problem: `no whole answer within ${timeoutMs} ms` });
+      request.destroy();
+    }, timeoutMs);
+    deadline.unref();
+    const settle = (answer: JsonAnswer): void => {
+      clearTimeout(deadline);
+      resolve(answer);
+    };
+    const request = http.get(url, { agent: false, headers: { accept: 'application/json' } }, (response) => {
       const status = response.statusCode ?? 0;
       if (status !== 200) {
         response.resume();
-        resolve({ ok: false, problem: `HTTP ${status}` });
+        settle({ ok: false, problem: `HTTP ${status}` });
         return;
       }
       const chunks: Buffer[] = [];
@@ -117,21 +147,20 @@ function getJson(url: URL, timeoutMs: number): Promise<JsonAnswer> {
         bytes += chunk.length;
         if (bytes > MAX_LISTING_BYTES) {
           response.destroy();
-          resolve({ ok: false, problem: `answer larger than ${MAX_LISTING_BYTES} bytes` });
+          settle({ ok: false, problem: `answer larger than ${MAX_LISTING_BYTES} bytes` });
           return;
         }
         chunks.push(chunk);
       });
       response.on('end', () => {
         try {
-          resolve({ ok: true, body: JSON.parse(Buffer.concat(chunks).toString('utf8')) as unknown });
+          settle({ ok: true, body: JSON.parse(Buffer.concat(chunks).toString('utf8')) as unknown });
         } catch {
-          resolve({ ok: false, problem: 'the answer is not JSON' });
+          settle({ ok: false, problem: 'the answer is not JSON' });
         }
       });
-      response.on('error', (error) => resolve({ ok: false, problem: error.message }));
+      response.on('error', (error) => settle({ ok: false, problem: error.message }));
     });
-    request.on('timeout', () => request.destroy(new Error(`no answer within ${timeoutMs} ms`)));
-    request.on('error', (error: NodeJS.ErrnoException) => resolve({ ok: false, problem: error.code ?? error.message }));
+    request.on('error', (error: NodeJS.ErrnoException) => settle({ ok: false, problem: error.code ?? error.message }));
   });
 }

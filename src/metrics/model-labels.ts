@@ -7,6 +7,14 @@
  * is `other`. Until then, and with discovery off, the first `maxModels` distinct names are kept and
  * every later one is `other` (names holding control characters are `other` in every case): that fallback is what a burst of made-up names right after start can
  * fill (32 names made the real model show as `other` until restart), and the served list replaces it.
+ *
+ * A label value, once given, has series in the exporter for the life of the process (neither the
+ * Prometheus exposition nor OTLP's cumulative temporality lets a series go without a counter reset
+ * downstream), so the served names that get their own label are bounded over the process's life,
+ * not per listing: at most `maxModels` of them. An upstream whose listing changes on every poll
+ * (LoRA adapters loaded and unloaded) grew 380 model label values and 39,521 series in 12 polls
+ * with `max_models: 32` when each listing was taken whole; now the first `maxModels` served names
+ * that requests use keep their label, and later ones are `other` until restart (discovery warns).
  */
 export const UNKNOWN_MODEL = 'unknown';
 export const OTHER_MODEL = 'other';
@@ -22,9 +30,21 @@ const OLLAMA_DEFAULT_TAG = ':latest';
  */
 const CONTROL_CHARACTER = /[\u0000-\u001f\u007f-\u009f]/;
 
+/** What `serve` kept of a listing, for the discovery log: the names, and how many listed names could not get a label. */
+export interface ServedList {
+  readonly kept: readonly string[];
+  /** Listed names skipped: empty, longer than 128 characters, holding a control character, or beyond `maxModels`. */
+  readonly skipped: number;
+  /** Kept names that have no label yet while every one of the `maxModels` label values is taken: they are labelled `other`. */
+  readonly withoutRoom: number;
+}
+
 export class ModelLabels {
+  /** Before discovery answered (or with it off): the first `maxModels` distinct names seen. */
   private readonly firstSeen = new Set<string>();
-  private readonly maxModels: number;
+  /** Served names that have been given as a label since discovery answered: each has series, for good. */
+  private readonly admitted = new Set<string>();
+  readonly maxModels: number;
   /** What the upstream serves, once discovery has answered; replaced whole, never edited. */
   private served: ReadonlySet<string> | undefined;
 
@@ -36,15 +56,20 @@ export class ModelLabels {
    * Labels from now on follow this list: at most `maxModels` names (the first ones listed), each of
    * at most 128 characters; for a name ending in `:latest`, the untagged name is accepted too.
    */
-  serve(models: readonly string[]): void {
+  serve(models: readonly string[]): ServedList {
     const served = new Set<string>();
+    const kept: string[] = [];
     for (const model of models) {
-      if (served.size >= this.maxModels) break;
-      if (model === '' || model.length > MAX_MODEL_NAME_LENGTH || CONTROL_CHARACTER.test(model)) continue;
+      if (kept.length >= this.maxModels) break;
+      if (model === '' || model.length > MAX_MODEL_NAME_LENGTH || CONTROL_CHARACTER.test(model) || served.has(model)) continue;
+      kept.push(model);
       served.add(model);
       if (model.endsWith(OLLAMA_DEFAULT_TAG)) served.add(model.slice(0, -OLLAMA_DEFAULT_TAG.length));
     }
     this.served = served;
+    const room = this.maxModels - this.admitted.size;
+    const newNames = kept.filter((model) => !this.admitted.has(model)).length;
+    return { kept, skipped: models.length - kept.length, withoutRoom: Math.max(0, newNames - room) };
   }
 
   /** The names labels currently keep, as the upstream listed them; undefined before discovery answered. */
@@ -55,10 +80,18 @@ export class ModelLabels {
   label(model: string | undefined): string {
     if (model === undefined || model === '') return UNKNOWN_MODEL;
     if (CONTROL_CHARACTER.test(model)) return OTHER_MODEL;
-    if (this.served !== undefined) return this.served.has(model) ? model : OTHER_MODEL;
+    if (this.served !== undefined) return this.served.has(model) ? this.admit(model) : OTHER_MODEL;
     if (this.firstSeen.has(model)) return model;
     if (this.firstSeen.size >= this.maxModels || model.length > MAX_MODEL_NAME_LENGTH) return OTHER_MODEL;
     this.firstSeen.add(model);
+    return model;
+  }
+
+  /** A served name keeps its label if it has one, or gets one while fewer than `maxModels` have been given. */
+  private admit(model: string): string {
+    if (this.admitted.has(model)) return model;
+    if (this.admitted.size >= this.maxModels) return OTHER_MODEL;
+    this.admitted.add(model);
     return model;
   }
 }

@@ -1,5 +1,6 @@
 import type { LimitCounters } from '../metrics/limit-counters.js';
 import { BoundedBody } from '../taps/bounded-body.js';
+import type { Protocol } from '../taps/route-table.js';
 import type { HeldBytesBudget } from './held-bytes.js';
 
 /** limits.sniffed_body_bytes by default. */
@@ -14,8 +15,12 @@ export interface SnifferLimits {
 
 /**
  * Finds the model a request asks for, beside the forwarded body, parsing it once when it ends.
- * A body that is not JSON, larger than the cap or without a string `model` yields undefined, and the
- * request is forwarded as is either way. What it holds counts against the listener's held-bytes
+ * Read when the content type says JSON, or whatever it says on a route to a generation protocol:
+ * Ollama's own docs send `curl http://localhost:11434/api/chat -d '{...}'`, which curl labels
+ * `application/x-www-form-urlencoded`, and Ollama parses the body as JSON anyway; such requests
+ * were labelled `model="unknown"`. Off the routes (and on a route to `none`) the content type
+ * decides, so an upload is not held. A body that is not JSON, larger than the cap or without a
+ * string `model` yields undefined, and the request is forwarded as is either way. What it holds counts against the listener's held-bytes
  * budget; a body that does not fit in it (or in the per-body cap) is let go at once and counted
  * (`sniffed_body_bytes`, `held_body_bytes`), its model then unknown.
  */
@@ -25,10 +30,12 @@ export class RequestBodySniffer {
   /** Bytes taken from the budget for this body. */
   private taken = 0;
 
-  constructor(contentType: string | undefined, limits: SnifferLimits) {
+  /** `protocol`: that of the route the request is on (undefined off the routes). */
+  constructor(contentType: string | undefined, protocol: Protocol | undefined, limits: SnifferLimits) {
     this.limits = limits;
     const isJson = contentType !== undefined && /\bjson\b/i.test(contentType);
-    this.body = isJson ? new BoundedBody(limits.maxBytes) : undefined;
+    const generationRoute = protocol !== undefined && protocol !== 'none';
+    this.body = isJson || generationRoute ? new BoundedBody(limits.maxBytes) : undefined;
   }
 
   push(chunk: Buffer): void {

@@ -135,11 +135,17 @@ export class RequestInjection {
 
 /**
  * The body with `stream_options.include_usage: true`, or undefined when it should go unchanged: not
- * a JSON object, not `stream: true`, or already asking (`include_usage: true`).
+ * a JSON object, not `stream: true`, already asking (`include_usage: true`), or a `stream_options`
+ * that is neither an object nor null (`[1, {...}]`, a string: the upstream decides what that means;
+ * turning an array into an object changed the request's meaning).
  *
- * When the body has no `stream_options` at all, the key is spliced in after the opening brace; an
- * existing one has its value replaced where it stands. Every other byte stays as the client wrote
- * it (numbers beyond 2^53, key order, spacing, bytes that are not UTF-8).
+ * Every edit is a splice of bytes; nothing the client wrote is re-serialised, so every other byte
+ * stays as written (numbers beyond 2^53 inside `stream_options` too, key order, spacing, bytes that
+ * are not UTF-8):
+ *   - no `stream_options`: `"stream_options":{"include_usage":true},` after the body's opening brace;
+ *   - `"stream_options": null` (OpenAI's "no options"): the null replaced by `{"include_usage":true}`;
+ *   - an object with `include_usage` (false, or any value but true): that value replaced by `true`;
+ *   - an object without it: `"include_usage":true` after the object's opening brace.
  */
 export function withUsageRequested(body: Buffer): Buffer | undefined {
   let request: unknown;
@@ -155,25 +161,35 @@ export function withUsageRequested(body: Buffer): Buffer | undefined {
   if (options === undefined) {
     // The object has at least `stream`, so a comma always follows the inserted member.
     const brace = body.indexOf(0x7b);
-    return Buffer.concat([body.subarray(0, brace + 1), Buffer.from('"stream_options":{"include_usage":true},'), body.subarray(brace + 1)]);
+    return splice(body, brace + 1, brace + 1, '"stream_options":{"include_usage":true},');
   }
-  if (options !== null && typeof options === 'object' && (options as { include_usage?: unknown }).include_usage === true) return undefined;
-  // Only the `stream_options` value is replaced, in place: re-serialising the whole body changed
-  // what the client wrote elsewhere (integers beyond 2^53 rounded, invalid UTF-8 made U+FFFD), and
-  // JSON.stringify overflows V8's stack on a nesting 5,000 deep (measured), which reset the client.
+  if (options !== null && (typeof options !== 'object' || Array.isArray(options))) return undefined;
+  if (options !== null && (options as { include_usage?: unknown }).include_usage === true) return undefined;
+  // Found in the bytes, never re-serialised: JSON.stringify rounded integers beyond 2^53, made
+  // invalid UTF-8 U+FFFD, and overflowed V8's stack on a nesting 5,000 deep (measured), which reset
+  // the client.
   const span = lastTopLevelValue(body, STREAM_OPTIONS_KEY);
   // The key written with escapes (`"stream\u005foptions"`): forwarded unchanged rather than guessed at.
   if (span === undefined) return undefined;
-  let value: string;
-  try {
-    value = JSON.stringify({ ...(options !== null && typeof options === 'object' ? options : {}), include_usage: true });
-  } catch {
-    return undefined;
+  if (options === null) return splice(body, span.start, span.end, '{"include_usage":true}');
+  const object = body.subarray(span.start, span.end);
+  if (Object.hasOwn(options, 'include_usage')) {
+    const member = lastTopLevelValue(object, INCLUDE_USAGE_KEY);
+    // Written with escapes: unchanged, as above.
+    if (member === undefined) return undefined;
+    return splice(body, span.start + member.start, span.start + member.end, 'true');
   }
-  return Buffer.concat([body.subarray(0, span.start), Buffer.from(value), body.subarray(span.end)]);
+  const empty = Object.keys(options).length === 0;
+  return splice(body, span.start + 1, span.start + 1, empty ? '"include_usage":true' : '"include_usage":true,');
+}
+
+/** `body` with the bytes [start, end) replaced by `text`. */
+function splice(body: Buffer, start: number, end: number, text: string): Buffer {
+  return Buffer.concat([body.subarray(0, start), Buffer.from(text), body.subarray(end)]);
 }
 
 const STREAM_OPTIONS_KEY = Buffer.from('"stream_options"');
+const INCLUDE_USAGE_KEY = Buffer.from('"include_usage"');
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
 

@@ -58,6 +58,11 @@ export class TapSelector {
     return this.routes.protocolFor(method, path) !== undefined;
   }
 
+  /** The protocol of the route the request is on, `none` included; undefined off the routes. */
+  protocolFor(method: string, path: string): Protocol | undefined {
+    return this.routes.protocolFor(method, path);
+  }
+
   select(method: string, path: string, contentType: string | undefined): TapChoice | undefined {
     const protocol = this.routes.protocolFor(method, path);
     if (protocol === 'none' || contentType === undefined) return undefined;

@@ -13,6 +13,7 @@ import { startSimulator, type RunningSimulator } from '../../src/simulator/index
 import { histogram, scrape, sumValues, type MetricFamily } from '../helpers/prometheus-text.js';
 import { startServeProcess } from '../helpers/serve-process.js';
 import { eventually } from '../helpers/sidecar.js';
+import { requireTool } from '../helpers/required-tools.js';
 
 /**
  * The status page in a real browser (Debian's Chromium, headless, driven by playwright-core) against
@@ -193,7 +194,7 @@ beforeAll(async () => {
   const sidecar = { adminUrl: serve.admin, proxyUrl: serve.proxy, kill: serve.kill };
   const demo = startDemoTraffic(sidecar.proxyUrl, 4);
   const slow = startSlowTraffic(sidecar.proxyUrl);
-  const browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: CHROMIUM_ARGS });
+  const browser = await chromium.launch({ executablePath: requireTool('chromium'), args: CHROMIUM_ARGS });
   running = { simulator, sidecar, demo, slow, browser };
   // Every workload with an SLO has events, and the slow one burns fast.
   await eventually(

@@ -2,6 +2,7 @@ import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { startManagedProcess } from './managed-process.js';
+import { requireTool } from './required-tools.js';
 
 /**
  * A real Alertmanager (the Debian 0.25 binary, `/usr/bin/prometheus-alertmanager`) for tests: free
@@ -13,7 +14,6 @@ import { startManagedProcess } from './managed-process.js';
  *   const prometheus = await startPrometheus({ alertmanager: alertmanager.url, ... });
  */
 
-export const ALERTMANAGER_BINARY = '/usr/bin/prometheus-alertmanager';
 
 export interface AlertmanagerServer {
   /** `http://127.0.0.1:PORT` */
@@ -30,7 +30,7 @@ export interface AlertmanagerServer {
 export async function startAlertmanager(config: object, readyTimeoutMs?: number): Promise<AlertmanagerServer> {
   const process = await startManagedProcess({
     name: 'alertmanager',
-    binary: ALERTMANAGER_BINARY,
+    binary: requireTool('alertmanager'),
     readyPath: '/-/ready',
     readyTimeoutMs,
     async prepare(dir, address) {

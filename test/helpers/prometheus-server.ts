@@ -2,6 +2,7 @@ import { copyFile, writeFile } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import { stringify } from 'yaml';
 import { startManagedProcess, type ManagedProcess } from './managed-process.js';
+import { requireTool } from './required-tools.js';
 
 /**
  * A real Prometheus (the Debian 2.42 binary, `/usr/bin/prometheus`) for tests: free loopback port,
@@ -19,8 +20,6 @@ import { startManagedProcess, type ManagedProcess } from './managed-process.js';
  * query() throws with Prometheus's own error text for a bad expression, so a test can also use it to
  * check that a PromQL string (a dashboard panel, a rule) parses and runs.
  */
-
-export const PROMETHEUS_BINARY = '/usr/bin/prometheus';
 
 export interface PrometheusOptions {
   /** Where to scrape: `http://host:port` or `host:port` (path /metrics), or `http://host:port/custom/path`. One job per target, named `target0`, `target1`, … unless `job` is given. */
@@ -115,7 +114,7 @@ export async function startPrometheus(options: PrometheusOptions = {}): Promise<
   const targets = options.scrapeTargets ?? [];
   const process: ManagedProcess = await startManagedProcess({
     name: 'prometheus',
-    binary: PROMETHEUS_BINARY,
+    binary: requireTool('prometheus'),
     readyPath: '/-/ready',
     readyTimeoutMs: options.readyTimeoutMs,
     async prepare(dir, address) {

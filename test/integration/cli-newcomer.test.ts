@@ -1,5 +1,6 @@
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:net';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
@@ -79,6 +80,18 @@ describe('configuration mistakes get a message that says what to do', () => {
     expect(result.code).toBe(1);
     expect(result.err).toContain('--upstream: "localhost:8000" has no scheme: add http://, as in http://localhost:8000');
     expect(problemsOf('upstream: 127.0.0.1:8000\n')).toEqual(['tokentap.yaml:1: upstream: "127.0.0.1:8000" has no scheme: add http://, as in http://127.0.0.1:8000']);
+  });
+
+  it('an upstream with a path (http://host:8000/v1) is refused, naming the flag or key and what to write, instead of being ignored', async () => {
+    const result = await run(['serve', '--upstream', 'http://127.0.0.1:8000/v1', '--listen', '127.0.0.1:0', '--admin-listen', '127.0.0.1:0']);
+    const advice = 'has a path (/v1): requests keep their own path (/v1/chat/completions goes to /v1/chat/completions), so give the server alone, as in http://127.0.0.1:8000, and keep /v1 in the clients\' base URL (http://TOKENTAP_HOST:8080/v1)';
+    expect(result.code).toBe(1);
+    expect(result.err).toContain(`--upstream: "http://127.0.0.1:8000/v1" ${advice}`);
+    expect(problemsOf('upstream: http://127.0.0.1:8000/v1\n')).toEqual([`tokentap.yaml:1: upstream: "http://127.0.0.1:8000/v1" ${advice}`]);
+    expect(() => loadSettings({ flags: {}, env: { TOKENTAP_UPSTREAM: 'http://127.0.0.1:8000/v1' } })).toThrow(`TOKENTAP_UPSTREAM: "http://127.0.0.1:8000/v1" ${advice}`);
+    // The server's root, with or without its slash, is what an upstream is.
+    expect(problemsOf('upstream: http://127.0.0.1:8000/\n')).toEqual([]);
+    expect(problemsOf('upstream: http://127.0.0.1:8000\n')).toEqual([]);
   });
 
   it('a duration without a unit: "a duration like 200ms"', () => {
@@ -175,3 +188,74 @@ describe('the start-up log', () => {
     }
   });
 });
+
+describe('npm start with a port taken', () => {
+  async function holdPort(): Promise<{ server: Server; port: number }> {
+    const server = createServer();
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    return { server, port: (server.address() as { port: number }).port };
+  }
+
+  it.each([
+    ['the simulator', (port: number) => ['--upstream-port', String(port)], 'simulator', 'move it with --upstream-port PORT: npm start -- --upstream-port 8001'],
+    ['the proxy', (port: number) => ['--upstream-port', '0', '--listen', `127.0.0.1:${port}`], 'listen', 'move it with --listen HOST:PORT: npm start -- --listen 127.0.0.1:8081'],
+    ['the admin listener', (port: number) => ['--upstream-port', '0', '--listen', '127.0.0.1:0', '--admin-listen', `127.0.0.1:${port}`], 'admin_listen', 'move it with --admin-listen HOST:PORT: npm start -- --admin-listen 127.0.0.1:9465'],
+  ])('names the flag that moves %s (it said "address already in use" and no way out)', async (_what, flags, setting, hint) => {
+    const held = await holdPort();
+    try {
+      const result = await run(['demo', ...flags(held.port)]);
+      expect(result.code).toBe(1);
+      expect(result.err).toContain(`${setting} 127.0.0.1:${held.port}: listen EADDRINUSE`);
+      expect(result.err).toContain(hint);
+    } finally {
+      await new Promise((resolve) => held.server.close(resolve));
+    }
+  });
+});
+
+describe('npm start runs the built CLI without rebuilding it', () => {
+  const PACKAGE_SCRIPTS = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { scripts: Record<string, string> }).scripts;
+
+  /** A checkout in a temporary directory: the real bin/, a stand-in dist/cli/main.js, and optionally a src/ file. */
+  function checkout(layout: { dist: boolean; sourceAgeS?: number }): string {
+    const root = mkdtempSync(join(tmpdir(), 'tokentap-bin-'));
+    cpSync(new URL('../../bin', import.meta.url), join(root, 'bin'), { recursive: true });
+    if (layout.dist) {
+      mkdirSync(join(root, 'dist', 'cli'), { recursive: true });
+      writeFileSync(join(root, 'dist', 'cli', 'main.js'), "export async function main(argv, io) { io.stdout.write('ran ' + argv.join(' ') + '\\n'); return 0; }\n");
+      utimesSync(join(root, 'dist', 'cli', 'main.js'), new Date(Date.now() - 60_000), new Date(Date.now() - 60_000));
+    }
+    if (layout.sourceAgeS !== undefined) {
+      mkdirSync(join(root, 'src', 'proxy'), { recursive: true });
+      writeFileSync(join(root, 'src', 'proxy', 'relay.ts'), '');
+      const at = new Date(Date.now() - layout.sourceAgeS * 1000);
+      utimesSync(join(root, 'src', 'proxy', 'relay.ts'), at, at);
+    }
+    return root;
+  }
+
+  const launch = (root: string) => spawnSync(process.execPath, [join(root, 'bin', 'tokentap.js'), 'demo'], { encoding: 'utf8', timeout: 20_000 });
+
+  it('npm start does not run the TypeScript build (it took 37 s to the banner on every run)', () => {
+    expect(PACKAGE_SCRIPTS['start']).toBe('node bin/tokentap.js demo');
+    expect(PACKAGE_SCRIPTS['prepare']).toBe('npm run build --silent');
+  });
+
+  it('without dist/, says to run npm run build instead of a module-not-found stack', () => {
+    const result = launch(checkout({ dist: false }));
+    expect([result.status, result.stdout, result.stderr]).toEqual([1, '', 'tokentap: dist/ is not built: run `npm run build` (`npm ci` runs it too), then start again\n']);
+  });
+
+  it('with a source file changed after the last build, says which and to run npm run build instead of running old code', () => {
+    const result = launch(checkout({ dist: true, sourceAgeS: 0 }));
+    expect([result.status, result.stdout, result.stderr]).toEqual([1, '', `tokentap: dist/ is older than src/ (${join('src', 'proxy', 'relay.ts')} changed after the last build): run \`npm run build\`, then start again\n`]);
+  });
+
+  it('runs dist/ when it is newer than every source file, and when there is no src/ (the container image)', () => {
+    for (const root of [checkout({ dist: true, sourceAgeS: 3600 }), checkout({ dist: true })]) {
+      const result = launch(root);
+      expect([result.status, result.stdout, result.stderr]).toEqual([0, 'ran demo\n', '']);
+    }
+  });
+});
+

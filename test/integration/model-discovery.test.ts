@@ -113,3 +113,54 @@ describe('the discovery request', () => {
     }
   });
 });
+
+describe('an upstream whose listing changes on every poll (LoRA adapters coming and going)', () => {
+  let upstream: Server;
+  let generation = 0;
+  const namesOf = (g: number): string[] => Array.from({ length: 32 }, (_, i) => `lora-${g}-${i}`);
+  beforeAll(async () => {
+    upstream = createServer((req: IncomingMessage, res) => {
+      req.resume();
+      if (req.url === '/v1/models') {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ object: 'list', data: namesOf(generation).map((id) => ({ id })) }));
+        return;
+      }
+      req.on('end', () => {
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.end('data: {"choices":[{"index":0,"delta":{"content":"hi"}}]}\n\ndata: [DONE]\n\n');
+      });
+    });
+    await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
+  });
+  afterAll(async () => {
+    await new Promise((resolve) => upstream.close(resolve));
+  });
+
+  it('keeps at most max_models model label values and their series over 12 polls of 32 new names each (39,521 series and 380 values grew before)', async () => {
+    const url = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
+    const sidecar = await startTestSidecar(url, 'model_discovery:\n  paths: [/v1/models]\n  interval: 100ms\nmetrics:\n  max_models: 32\n');
+    try {
+      let requests = 0;
+      const seriesAfterPoll: number[] = [];
+      for (generation = 0; generation < 12; generation++) {
+        const names = namesOf(generation);
+        await eventually(`listing ${generation}`, () => sidecar.models.servedModels(), (list) => list?.[0] === names[0]);
+        for (const name of names) await chat(sidecar.proxyUrl, name);
+        requests += names.length;
+        await settled(sidecar, requests);
+        seriesAfterPoll.push(await ownSeries(sidecar.adminUrl));
+      }
+      const m = await scrape(sidecar.adminUrl);
+      const values = new Set((m.get('tokentap_requests_total')?.metrics ?? []).map((sample) => sample.labels['gen_ai_request_model']));
+      expect(values.size).toBe(33);
+      expect(sumValues(m, 'tokentap_requests_total', { gen_ai_request_model: 'other' })).toBe(11 * 32);
+      // The first poll's 32 names and then one (default, other) set: nothing grows after the second poll.
+      expect(seriesAfterPoll.slice(2)).toEqual(Array.from({ length: 10 }, () => seriesAfterPoll[1]));
+      expect(sidecar.logs.find((line) => String(line['msg']).startsWith('model discovery: every model label value'))).toMatchObject({ withoutRoom: 32, maxModels: 32 });
+    } finally {
+      await sidecar.close();
+    }
+  }, 60_000);
+});
+

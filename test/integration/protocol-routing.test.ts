@@ -58,3 +58,23 @@ describe('configured routes through the proxy', () => {
     expect(typeof byPath['/quiet']!['ttfb_ms']).toBe('number');
   });
 });
+
+describe('the request body read for its model whatever its content type says, on generation routes', () => {
+  it.each([
+    ['/api/chat, sent as Ollama\'s docs show with curl -d (application/x-www-form-urlencoded): labelled by its model (it was "unknown")', '/api/chat', 'application/x-www-form-urlencoded', 'llama3.2'],
+    ['/api/generate without a content type', '/api/generate', undefined, 'llama3.2'],
+    ['an unrouted path with a form body: not read, "unknown"', '/upload', 'application/x-www-form-urlencoded', 'unknown'],
+  ])('%s', async (_what, path, contentType, label) => {
+    const upstream = await startReplayUpstream(() => ({ headers: { 'content-type': NDJSON }, chunks: splitLines(streamFixture('ollama', 'chat.ndjson')), gapMs: 1 }));
+    running.push(upstream);
+    const sidecar = await startTestSidecar(upstream.url);
+    running.push(sidecar);
+    const body = '{"model":"llama3.2","messages":[{"role":"user","content":"why is the sky blue?"}]}';
+    const response = await exchange(`${sidecar.proxyUrl}${path}`, { method: 'POST', headers: contentType === undefined ? {} : { 'content-type': contentType }, body });
+    expect(response.status).toBe(200);
+    expect(upstream.seen[0]!.body.toString()).toBe(body);
+    const [log] = await eventually('the request log line', () => sidecar.logs.filter((l) => l.msg === 'request'), (l) => l.length > 0);
+    expect(log).toMatchObject({ path, model: label });
+  });
+});
+

@@ -106,6 +106,21 @@ describe('usage injection (inject_usage: true)', () => {
     expect(upstream.seen).toHaveLength(1);
   });
 
+  it('forwards a stream_options that is not an object (an array) byte for byte and does not inject (it reached the upstream as {"0":1,"1":{...},"include_usage":true})', async () => {
+    const { upstream, sidecar } = await setUp('inject_usage: true\n');
+    const body = '{"model":"m","stream":true,"stream_options":[1,{"include_usage":false}],"messages":[{"role":"user","content":"hi"}]}';
+    const response = await post(sidecar.proxyUrl, body);
+    expect(upstream.seen[0]!.body.toString('latin1')).toBe(body);
+    expect(response.body.toString()).toBe(Buffer.concat(vllmLike(upstream.seen[0]!).chunks).toString());
+  });
+
+  it('adds include_usage to the stream_options object in place: its other members keep their bytes, a 20-digit integer included', async () => {
+    const { upstream, sidecar } = await setUp('inject_usage: true\n');
+    const body = '{"model":"m","stream":true,"stream_options":{"continuous_usage_stats":false,"seed":18446744073709551615},"messages":[]}';
+    await post(sidecar.proxyUrl, body);
+    expect(upstream.seen[0]!.body.toString('latin1')).toBe('{"model":"m","stream":true,"stream_options":{"include_usage":true,"continuous_usage_stats":false,"seed":18446744073709551615},"messages":[]}');
+  });
+
   it('forwards a non-streaming request byte for byte', async () => {
     const { upstream, sidecar } = await setUp('inject_usage: true\n');
     const body = '{"model":"m","stream":false,"messages":[]}';

@@ -8,6 +8,9 @@ import { stringify } from 'yaml';
 import { loadSettings } from '../../src/config/load.js';
 import { dashboardFileText, renderDashboards } from '../../src/render/dashboards.js';
 import { allPanels, substituteVariables, type DashboardJson } from '../helpers/dashboard-json.js';
+import { requireTools } from '../helpers/required-tools.js';
+
+beforeAll(() => requireTools('promtool'));
 
 /**
  * The dashboard's per-workload panels under a real PromQL engine (`promtool test rules`, no rule

@@ -6,6 +6,9 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadSettings } from '../../src/config/load.js';
 import { renderArtefacts } from '../../src/render/artefacts.js';
+import { requireTools } from '../helpers/required-tools.js';
+
+beforeAll(() => requireTools('promtool'));
 
 /**
  * The native-histogram variant of the rendered rules (`--histograms native`) under the Debian

@@ -8,6 +8,9 @@ import { parse, stringify } from 'yaml';
 import { loadSettings, type Settings } from '../../src/config/load.js';
 import { renderArtefacts } from '../../src/render/artefacts.js';
 import { EXISTING_CONFIG, mergeTokentapRoutes } from '../helpers/alertmanager-merge.js';
+import { requireTools } from '../helpers/required-tools.js';
+
+beforeAll(() => requireTools('promtool', 'amtool'));
 
 /**
  * The rendered rules under the real tools: `promtool check rules`, `amtool check-config` on an

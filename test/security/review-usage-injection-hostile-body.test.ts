@@ -56,7 +56,7 @@ describe('usage injection never breaks or alters what it does not rewrite', () =
     const { answer, upstreamBody } = await relay(body);
     expect(answer).toMatch(/^HTTP\/1\.1 200 OK\r\n/);
     const expected = Buffer.concat([
-      Buffer.from('{ "seed": 18446744073709551615, "temperature": 1.0, "stream": true,\n  "stream_options": {"include_usage":true,"continuous_usage_stats":true}, "user": "'),
+      Buffer.from('{ "seed": 18446744073709551615, "temperature": 1.0, "stream": true,\n  "stream_options": {"include_usage": true, "continuous_usage_stats": true}, "user": "'),
       Buffer.from([0xff, 0xfe]),
       after,
     ]);
@@ -68,4 +68,32 @@ describe('usage injection never breaks or alters what it does not rewrite', () =
     const { upstreamBody } = await relay(body);
     expect(upstreamBody.toString('latin1')).toBe('{"stream":true,"stream_options":{"include_usage":true},"stream_options":{"include_usage":true}}');
   });
+
+  it.each([
+    ['an array (it became {"0":1,"1":{...},"include_usage":true})', '{"stream":true,"stream_options":[1,{"include_usage":false}]}'],
+    ['a string', '{"stream":true,"stream_options":"include_usage"}'],
+    ['a number', '{"stream":true,"stream_options":18446744073709551615}'],
+    ['false', '{"stream":true,"stream_options":false}'],
+  ])('forwards a stream_options that is %s byte for byte, without injecting', async (_what, text) => {
+    const { upstreamBody } = await relay(Buffer.from(text));
+    expect(upstreamBody.toString('latin1')).toBe(text);
+  });
+
+  it.each([
+    ['keeps integers beyond 2^53 and numbers beyond a double inside stream_options (they were rounded, 1e400 became null)', '{"stream":true,"stream_options":{ "seed" : 18446744073709551615, "x": 1e400, "include_usage" : false }}', '{"stream":true,"stream_options":{ "seed" : 18446744073709551615, "x": 1e400, "include_usage" : true }}'],
+    ['inserts include_usage first in an object without it, keeping the rest as written', '{"stream":true,"stream_options":{"continuous_usage_stats": true,"n":12345678901234567890}}', '{"stream":true,"stream_options":{"include_usage":true,"continuous_usage_stats": true,"n":12345678901234567890}}'],
+    ['fills an empty object', '{"stream":true,"stream_options":{ }}', '{"stream":true,"stream_options":{"include_usage":true }}'],
+    ['replaces a null (OpenAI: no options) with the option', '{"stream":true,"stream_options":null}', '{"stream":true,"stream_options":{"include_usage":true}}'],
+    ['replaces the last of a repeated include_usage, the one JSON.parse reads', '{"stream":true,"stream_options":{"include_usage":true,"include_usage":0}}', '{"stream":true,"stream_options":{"include_usage":true,"include_usage":true}}'],
+  ])('%s', async (_what, text, expected) => {
+    const { upstreamBody } = await relay(Buffer.from(text));
+    expect(upstreamBody.toString('latin1')).toBe(expected);
+  });
+
+  it('forwards a stream_options whose include_usage key is written with escapes unchanged, rather than guessing', async () => {
+    const text = '{"stream":true,"stream_options":{"include\\u005fusage":false}}';
+    const { upstreamBody } = await relay(Buffer.from(text));
+    expect(upstreamBody.toString('latin1')).toBe(text);
+  });
 });
+

@@ -46,7 +46,7 @@ describe('the Dockerfile', () => {
     const pkg = JSON.parse(readFileSync(path.join(REPO, 'package.json'), 'utf8')) as { bin: Record<string, string>; type: string };
     expect(pkg.bin['tokentap']).toBe(expectations.entrypoint.at(-1));
     expect(pkg.type).toBe('module');
-    expect(readFileSync(path.join(REPO, 'bin/tokentap.js'), 'utf8')).toContain("from '../dist/cli/main.js'");
+    expect(readFileSync(path.join(REPO, 'bin/tokentap.js'), 'utf8')).toContain("import('../dist/cli/main.js')");
     const build = JSON.parse(readFileSync(path.join(REPO, 'tsconfig.build.json'), 'utf8')) as { compilerOptions: { outDir: string; rootDir: string } };
     expect([build.compilerOptions.rootDir, build.compilerOptions.outDir]).toEqual(['src', 'dist']);
   });
@@ -98,7 +98,7 @@ describe('the Dockerfile', () => {
 
   it('is caught when .dockerignore leaves out what it copies', () => {
     expect(problems(dockerfile, `${dockerignore}\nsrc/**/*.ts\n`)).toEqual([expect.stringMatching(/COPY src: \.dockerignore leaves out src\//)]);
-    expect(problems(dockerfile, dockerignore.replace('!bin\n', ''))).toEqual([expect.stringMatching(/COPY bin: \.dockerignore leaves out bin\/tokentap\.js/)]);
+    expect(problems(dockerfile, dockerignore.replace('!bin\n', ''))).toEqual([expect.stringMatching(/COPY bin: \.dockerignore leaves out .*bin\/tokentap\.js/)]);
   });
 });
 

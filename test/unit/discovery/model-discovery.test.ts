@@ -50,7 +50,7 @@ describe('model discovery', () => {
     });
     const d = discovery(url, { timeoutMs: 200 });
     expect((await d.discovery.refresh()).ok).toBe(true);
-    expect(await d.discovery.refresh()).toEqual({ ok: false, problems: ['/v1/models: HTTP 503', '/api/tags: the answer is not JSON', '/info: no answer within 200 ms'] });
+    expect(await d.discovery.refresh()).toEqual({ ok: false, problems: ['/v1/models: HTTP 503', '/api/tags: the answer is not JSON', '/info: no whole answer within 200 ms'] });
     expect(d.models.label('kept')).toBe('kept');
   });
 
@@ -82,5 +82,67 @@ describe('model discovery', () => {
     await new Promise((resolve) => servers.pop()?.close(resolve));
     const d = discovery(url, { paths: ['/v1/models'] });
     expect(await d.discovery.refresh()).toEqual({ ok: false, problems: ['/v1/models: ECONNREFUSED'] });
+  });
+
+  it('abandons a listing that drips one byte every 500 ms at the total deadline, warns, and retries (the socket timeout fired only on silence)', async () => {
+    const drips: NodeJS.Timeout[] = [];
+    const url = await upstream((_path, res, count) => {
+      if (count === 1) return json(res, { data: [{ id: 'kept' }] });
+      res.writeHead(200, { 'content-type': 'application/json' });
+      drips.push(setInterval(() => res.write(' '), 500));
+    });
+    const d = discovery(url, { paths: ['/v1/models'], intervalMs: 50, retryMs: 50, timeoutMs: 1_000 });
+    d.discovery.start();
+    try {
+      await eventually('the warning', () => d.logs.find((l) => l['msg'] === 'model discovery failed; retrying'), (line) => line !== undefined, 15_000);
+      await eventually('a retry after the abandoned listing', () => d.logs.length, () => drips.length >= 2, 15_000);
+    } finally {
+      d.discovery.stop();
+      for (const drip of drips) clearInterval(drip);
+    }
+    expect(d.logs.find((l) => l['msg'] === 'model discovery failed; retrying')).toMatchObject({ problems: ['/v1/models: no whole answer within 1000 ms'], kept: 'the last list' });
+    expect(d.models.label('kept')).toBe('kept');
+  });
+
+  it('logs the names it keeps, not the listing: a 10 KB name is counted as skipped, not written to the log', async () => {
+    const huge = 'x'.repeat(10_000);
+    const url = await upstream((_path, res) => json(res, { data: [{ id: huge }, { id: 'real' }] }));
+    const d = discovery(url, { paths: ['/v1/models'] });
+    expect((await d.discovery.refresh()).ok).toBe(true);
+    const line = d.logs.find((l) => String(l['msg']).startsWith('model discovery: the upstream serves'));
+    expect(line).toMatchObject({ models: ['real'], listed: 2, skipped: 1 });
+    expect(JSON.stringify(d.logs)).not.toContain('x'.repeat(200));
+  });
+
+  it('logs at most 64 of the names it keeps, and how many more (max_models may be 1000)', async () => {
+    const url = await upstream((_path, res) => json(res, { data: Array.from({ length: 200 }, (_, i) => ({ id: `m-${i}` })) }));
+    const logs: Record<string, unknown>[] = [];
+    const sink = new Writable({ write(chunk: Buffer, _e, cb) { for (const l of chunk.toString().split('\n')) if (l) logs.push(JSON.parse(l)); cb(); } });
+    const models = new ModelLabels(100);
+    const settings = { paths: ['/v1/models'], intervalMs: 300_000, retryMs: 30, timeoutMs: 300 };
+    expect((await new ModelDiscovery(url, settings, models, createLogger('info', sink)).refresh()).ok).toBe(true);
+    const line = logs.find((l) => String(l['msg']).startsWith('model discovery: the upstream serves'));
+    expect(line).toMatchObject({ listed: 200, skipped: 100, notLogged: 36 });
+    expect(line?.['models']).toEqual(Array.from({ length: 64 }, (_, i) => `m-${i}`));
+    expect(models.servedModels()).toHaveLength(100);
+  });
+
+  it('keeps at most max_models model label values over 12 listings that each serve 32 new names (LoRA adapters coming and going), and warns when a listing finds no room', async () => {
+    let poll = 0;
+    const url = await upstream((_path, res) => json(res, { data: Array.from({ length: 32 }, (_, i) => ({ id: `lora-${poll}-${i}` })) }));
+    const d = discovery(url, { paths: ['/v1/models'] });
+    const labels = new Set<string>();
+    for (poll = 0; poll < 12; poll++) {
+      expect((await d.discovery.refresh()).ok).toBe(true);
+      for (let i = 0; i < 32; i++) labels.add(d.models.label(`lora-${poll}-${i}`));
+    }
+    expect(labels.size).toBe(33);
+    expect(labels.has('other')).toBe(true);
+    expect([...labels].filter((label) => label.startsWith('lora-0-'))).toHaveLength(32);
+    // A name no longer listed is not labelled, even one that had a label.
+    expect(d.models.label('lora-0-0')).toBe('other');
+    const warnings = d.logs.filter((l) => String(l['msg']).startsWith('model discovery: every model label value'));
+    expect(warnings).toHaveLength(11);
+    expect(warnings[0]).toMatchObject({ withoutRoom: 32, maxModels: 32 });
   });
 });
