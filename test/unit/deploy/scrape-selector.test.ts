@@ -34,9 +34,9 @@ function matches(selector: string, labels: Record<string, string>): boolean {
   const matcher = /\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"\s*(?:,|$)/gy;
   let matched = 0;
   let all = true;
-  for (const [whole, name, op, quoted] of selector.matchAll(matcher)) {
+  for (const [whole, name = '', op = '', quoted = ''] of selector.matchAll(matcher)) {
     matched += whole.length;
-    const value = labels[name as string] ?? '';
+    const value = labels[name] ?? '';
     const text = JSON.parse(`"${quoted}"`) as string;
     const hit = op === '=' || op === '!=' ? value === text : new RegExp(`^(?:${text})$`).test(value);
     if (op.startsWith('!') ? hit : !hit) all = false;
