@@ -14,6 +14,7 @@ const TOOLS = {
   alertmanager: { command: 'prometheus-alertmanager', package: 'prometheus-alertmanager' },
   nginx: { command: 'nginx', package: 'nginx' },
   chromium: { command: 'chromium', package: 'chromium' },
+  curl: { command: 'curl', package: 'curl' },
 } as const;
 
 export type ToolName = keyof typeof TOOLS;

@@ -5,6 +5,7 @@ import { RequestSplitter, startCaptureUpstream } from '../helpers/capture-upstre
 import { scrape, sumValues } from '../helpers/prometheus-text.js';
 import { RawClient } from '../helpers/raw-http.js';
 import { eventually, startTestSidecar } from '../helpers/sidecar.js';
+import { requireTool } from '../helpers/required-tools.js';
 
 /**
  * HTTP/2 offers on the HTTP/1.1 listener (issue 22 item 5). `curl --http2` on http:// sends an
@@ -38,12 +39,9 @@ async function client(): Promise<RawClient> {
 
 /** Real curl, asynchronously (the sidecar runs in this process); fails with what to install when it is missing. */
 function curl(args: readonly string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    execFile('curl', ['--silent', '--show-error', '--max-time', '10', ...args], { encoding: 'utf8' }, (error, stdout, stderr) => {
-      if (error !== null && (error as NodeJS.ErrnoException).code === 'ENOENT') {
-        reject(new Error('curl is not installed: apt-get install curl (.ci/run installs it)'));
-        return;
-      }
+  const command = requireTool('curl');
+  return new Promise((resolve) => {
+    execFile(command, ['--silent', '--show-error', '--max-time', '10', ...args], { encoding: 'utf8' }, (error, stdout, stderr) => {
       resolve({ code: error === null ? 0 : Number(error.code), stdout, stderr });
     });
   });

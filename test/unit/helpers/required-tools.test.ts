@@ -15,9 +15,10 @@ describe('a test that needs a real tool', () => {
     ['alertmanager', 'prometheus-alertmanager'],
     ['nginx', 'nginx'],
     ['chromium', 'chromium'],
+    ['curl', 'curl'],
   ] as const)('fails without %s, saying to apt-get install %s and naming every tool of the suite', (tool, pkg) => {
     expect(() => requireTool(tool, [empty])).toThrow(`Install it with \`apt-get install ${pkg}\``);
-    expect(() => requireTool(tool, [empty])).toThrow('apt-get install prometheus prometheus-alertmanager nginx chromium');
+    expect(() => requireTool(tool, [empty])).toThrow('apt-get install prometheus prometheus-alertmanager nginx chromium curl');
   });
 
   it('names the same packages as .ci/run installs', async () => {
