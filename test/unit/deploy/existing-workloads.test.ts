@@ -260,7 +260,10 @@ describe.skipIf(kustomizes.length === 0)('the Path 1 overlay of docs/kubernetes.
     expect(configMap?.metadata.name).toMatch(/^tokentap-config-[a-z0-9]{10}$/);
     expect(configMap?.data).toEqual({ 'tokentap.yaml': files.get('overlay/config/tokentap.yaml') });
     expect(find(after, 'PodMonitor')?.metadata.labels).toEqual({ 'app.kubernetes.io/name': 'tokentap', release: 'kube-prometheus-stack' });
-    expect(new Set(after.map((o) => o.metadata.namespace))).toEqual(new Set(['llm']));
+    // Nothing moves: the page's `namespace:` is the workload's own (a different one would move the
+    // Deployment, the Service and any volume claim to it: a second copy of the workload on apply).
+    expect(new Set(input('vllm-docs/vllm.yaml').map((o) => o.metadata.namespace))).toEqual(new Set(['default']));
+    expect(new Set(after.map((o) => o.metadata.namespace))).toEqual(new Set(['default']));
     expect(JSON.stringify(find(after, 'Deployment')?.spec)).toContain('"image":"registry.example.com/platform/tokentap:0.1.0"');
   });
 
