@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util';
 import { loadSettings, SLO_KINDS, type MatchConditions, type Settings, type Workload } from '../config/load.js';
 import { TokentapError } from '../errors.js';
-import { missingAlertLinks } from '../render/alert-links.js';
+import { missingAlertLinks, placeholderAlertLinks } from '../render/alert-links.js';
 import { BURN_RATE_POLICIES } from '../render/burn-rate-windows.js';
 import type { CliIO } from './main.js';
 
@@ -24,9 +24,12 @@ export function runCheck(argv: readonly string[], io: CliIO): number {
     return reportInvalid(file, error.problems, 'invalid', io);
   }
   const renderProblems = serveOnly ? [] : missingAlertLinks(settings.alerts, file);
-  if (renderProblems.length > 0) return reportInvalid(file, renderProblems, 'valid for serve, but tokentap render would refuse it', io);
+  if (renderProblems.length > 0) {
+    return reportInvalid(file, renderProblems, 'valid for serve, but tokentap render would refuse it; for a file only the sidecar reads: tokentap check --serve-only', io);
+  }
   io.stdout.write(summarise(file, settings));
-  for (const warning of unreachableBurnConditions(file, settings)) io.stderr.write(`${warning}\n`);
+  const placeholders = serveOnly ? [] : placeholderAlertLinks(settings.alerts, file);
+  for (const warning of [...unreachableBurnConditions(file, settings), ...placeholders]) io.stderr.write(`${warning}\n`);
   return 0;
 }
 

@@ -36,6 +36,32 @@ export function missingAlertLinks(alerts: AlertSettings, configFile: string | un
   return problems;
 }
 
+/**
+ * Link bases that are still the documentation's placeholders: a host reserved for examples (RFC 2606:
+ * example.com, .net, .org and *.example) or the `ORG` of `https://github.com/ORG/tokentap`. Valid and
+ * absolute, so render accepts them, but every page would lead nowhere: `check` and `render` warn,
+ * one line each as `FILE: warning: path: message`.
+ */
+export function placeholderAlertLinks(alerts: AlertSettings, configFile: string | undefined): string[] {
+  const where = configFile === undefined ? '' : `${configFile}: `;
+  const links = [
+    ['grafana_url', alerts.grafanaUrl],
+    ['runbook_base_url', alerts.runbookBaseUrl],
+  ] as const;
+  return links.flatMap(([key, value]) =>
+    value !== undefined && isPlaceholder(value)
+      ? [`${where}warning: alerts.${key}: ${value} is the documentation's placeholder: every alert would link there; set your own before applying the rendered rules`]
+      : [],
+  );
+}
+
+const EXAMPLE_HOST = /(^|\.)example(\.(com|net|org))?$/i;
+
+function isPlaceholder(value: string): boolean {
+  const url = new URL(value);
+  return EXAMPLE_HOST.test(url.hostname) || (url.hostname === 'github.com' && url.pathname.startsWith('/ORG/'));
+}
+
 function required(value: string | undefined, alerts: AlertSettings): string {
   if (value === undefined) throw new TokentapError('TOKENTAP_ERR_CONFIG_INVALID', missingAlertLinks(alerts, undefined));
   return value;

@@ -53,7 +53,11 @@ describe('tokentap CLI', () => {
     const out = memoryStream();
     const err = memoryStream();
     expect(await main(['check', '--config', 'deploy/tokentap.yaml'], { stdout: out.stream, stderr: err.stream, env: {} })).toBe(0);
-    expect(err.text()).toBe('');
+    // The example's links are the docs' placeholders: said, not refused.
+    expect(err.text().trimEnd().split('\n').map((line) => line.replace(/ is the documentation's placeholder.*/, ''))).toEqual([
+      'deploy/tokentap.yaml: warning: alerts.grafana_url: https://grafana.example.com',
+      'deploy/tokentap.yaml: warning: alerts.runbook_base_url: https://github.com/ORG/tokentap/blob/main/docs/runbooks',
+    ]);
     const lines = out.text().trimEnd().split('\n');
     expect(lines[0]).toBe('deploy/tokentap.yaml: valid; 5 workloads (first match wins), 4 with SLOs');
     expect(lines).toContain('  chat           x-workload: chat or path /v1/chat/completions; SLO 99%: ttft <= 200ms, itl <= 50ms');

@@ -25,7 +25,7 @@ afterEach(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-const CONFIG = 'workloads:\n  - name: chat\n    match: { path: /v1/chat/completions }\n    slo: { objective: 0.99, ttft: 200ms }\n  - name: default\nalerts:\n  grafana_url: https://grafana.example.com\n  runbook_base_url: https://runbooks.example.com/tokentap\n';
+const CONFIG = 'workloads:\n  - name: chat\n    match: { path: /v1/chat/completions }\n    slo: { objective: 0.99, ttft: 200ms }\n  - name: default\nalerts:\n  grafana_url: https://grafana.acme.internal\n  runbook_base_url: https://runbooks.acme.internal/tokentap\n';
 
 describe('tokentap render', () => {
   it('writes the rules, the PrometheusRule, the Alertmanager routes and AlertmanagerConfig and the dashboards where asked', async () => {
@@ -80,12 +80,42 @@ describe('tokentap render', () => {
       // render lists the problems of its error as "  - PROBLEM"; check prints each as it is.
       const renderLines = rendered.err().trimEnd().split('\n').flatMap((line) => (line.startsWith(`  - ${file}: alerts.`) ? [line.slice(4)] : []));
       expect(renderLines.length, name).toBeGreaterThan(0);
-      expect(checked.err().trimEnd().split('\n'), name).toEqual([...renderLines, `${file}: valid for serve, but tokentap render would refuse it (${renderLines.length} problem${renderLines.length === 1 ? '' : 's'})`]);
+      expect(checked.err().trimEnd().split('\n'), name).toEqual([...renderLines, `${file}: valid for serve, but tokentap render would refuse it; for a file only the sidecar reads: tokentap check --serve-only (${renderLines.length} problem${renderLines.length === 1 ? '' : 's'})`]);
       expect(checked.out()).toBe('');
       const serveOnly = io();
       expect(await main(['check', '--config', file, '--serve-only'], serveOnly.streams), name).toBe(0);
       expect(serveOnly.out()).toContain(`${file}: valid;`);
     }
+  });
+
+  // Newcomer report: the README's render of the example config wrote every link to ORG and example.com without a word.
+  it.each([
+    ['grafana_url', 'https://grafana.example.com', 'https://grafana.acme.internal'],
+    ['grafana_url', 'https://example.org', 'https://grafana.acme.internal'],
+    ['runbook_base_url', 'https://github.com/ORG/tokentap/blob/main/docs/runbooks', 'https://runbooks.acme.internal/tokentap'],
+    ['runbook_base_url', 'https://wiki.example/runbooks', 'https://runbooks.acme.internal/tokentap'],
+  ])('warns, in render and in check, that alerts.%s %s is a placeholder every alert would link to, and writes the files', async (key, placeholder, real) => {
+    const file = join(dir, 'placeholder.yaml');
+    await writeFile(file, CONFIG.replace(real, placeholder));
+    const warning = `${file}: warning: alerts.${key}: ${placeholder} is the documentation's placeholder`;
+    const rendered = io();
+    expect(await main(['render', '--config', file, '--out', join(dir, 'out')], rendered.streams)).toBe(0);
+    expect(rendered.err()).toContain(warning);
+    expect(await readdir(join(dir, 'out', 'prometheus'))).toHaveLength(2);
+    const checked = io();
+    expect(await main(['check', '--config', file], checked.streams)).toBe(0);
+    expect(checked.err()).toContain(warning);
+    const serveOnly = io();
+    expect(await main(['check', '--config', file, '--serve-only'], serveOnly.streams)).toBe(0);
+    expect(serveOnly.err()).toBe('');
+  });
+
+  it('does not take a host that merely contains "example" for a placeholder', async () => {
+    const file = join(dir, 'real.yaml');
+    await writeFile(file, CONFIG.replace('https://grafana.acme.internal', 'https://grafana.myexample.com'));
+    const checked = io();
+    expect(await main(['check', '--config', file], checked.streams)).toBe(0);
+    expect(checked.err()).toBe('');
   });
 
   it.each([
