@@ -93,8 +93,9 @@ describe('capacity at SLO end to end', () => {
   it('records 8 concurrent requests under the in-flight bands of their starts: 1, 2, 3-4 twice, 5-8 four times', async () => {
     const requests = 8;
     const body = { stream: true, messages: [{ role: 'user', content: 'hi' }] };
-    // Each lasts at least the simulator's 180 ms TTFT, so all 8 are in flight before the first ends.
-    await Promise.all(Array.from({ length: requests }, () => post('/v1/chat/completions', 'capacity', body, {})));
+    // Each lasts at least its 2 s TTFT, so all 8 are in flight before the first ends, even on a loaded
+    // machine (with the simulator's 180 ms, a CI run under load started the last one after the first ended).
+    await Promise.all(Array.from({ length: requests }, () => post('/v1/chat/completions', 'capacity', body, { 'x-sim-ttft-ms': '2000' })));
     const labels = { gen_ai_request_model: 'capacity' };
     const m = await eventually('all recorded', () => scrape(sidecar.adminUrl), (x) => histogram(x, 'gen_ai_server_request_duration_seconds', labels).count === requests);
     const ttft = (band: string) => histogram(m, 'tokentap_time_to_first_token_by_concurrency_seconds', { ...labels, in_flight: band }).count;
