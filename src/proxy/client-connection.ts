@@ -6,6 +6,7 @@ import { checkRequestHead, targetPath } from './http1/request-rules.js';
 import { offersOnlyH2c, withoutH2cOffer } from './http1/upgrade-offer.js';
 import { simpleResponse } from './http1/wire.js';
 import { recordRefusal } from './refused-request.js';
+import { UNUSED_BEFORE_DISPLACED_MS } from './connection-shares.js';
 
 /** Idle time after which a keep-alive client connection is closed by default: node:http's keepAliveTimeout. */
 export const KEEP_ALIVE_TIMEOUT_MS = 5_000;
@@ -228,11 +229,20 @@ export class ClientConnection implements ExchangeClient {
   }
 
   /**
-   * No request taken on it: idle, or a head still arriving. Such a connection may be closed to make
-   * room for another client's at max_connections (connection-shares.ts); nothing is cut.
+   * Has never carried a request (its first head may be arriving), owes its client nothing (no
+   * refusal still being written), and has been so for UNUSED_BEFORE_DISPLACED_MS since it was
+   * accepted or its head began: it may be closed to make room for another client's at
+   * max_connections (connection-shares.ts), losing no request and no answer.
    */
-  get holdsNoRequest(): boolean {
-    return this.current === undefined;
+  get unused(): boolean {
+    if (this.headsRead !== 0 || this.current !== undefined || this.socket.writableLength !== 0) return false;
+    const since = this.headStartedMs === -1 ? this.idleSinceMs : this.headStartedMs;
+    return performance.now() - since >= UNUSED_BEFORE_DISPLACED_MS;
+  }
+
+  /** Unused, and no byte of a request head has come. */
+  get silent(): boolean {
+    return this.headStartedMs === -1 && this.unused;
   }
 
   /** Between requests: nothing in flight and no request head begun. */

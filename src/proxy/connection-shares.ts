@@ -4,13 +4,25 @@ import type { LimitName } from '../metrics/limit-counters.js';
 export const PEERS_TRIED = 4;
 /** Connections of one peer checked per search (those carrying a request rotate to the back). */
 export const CONNECTIONS_CHECKED = 64;
+/**
+ * How long a connection must have gone unused (silent since accepted, or its first head arriving
+ * since then) before it may be closed for another peer's. A client that connects ahead of its
+ * request (a gateway's preconnect) writes it within milliseconds; closing such a connection in
+ * that moment would reset a request its client believes sent, unread yet by tokentap (the security
+ * review's gateway, writing 50 ms after connecting, lost 30 POSTs of 30). A hostile holder's
+ * sockets pass this age within the second; a legitimate head takes milliseconds.
+ */
+export const UNUSED_BEFORE_DISPLACED_MS = 1_000;
 
 /** What admission needs of an open client connection. */
 export interface SharedConnection {
-  /** Nothing in flight and no request head begun. */
-  readonly idle: boolean;
-  /** No request taken on it: idle, or a head still arriving. */
-  readonly holdsNoRequest: boolean;
+  /**
+   * Has never carried a request, owes its client nothing, and has been so for
+   * UNUSED_BEFORE_DISPLACED_MS: its first head may be arriving.
+   */
+  readonly unused: boolean;
+  /** Unused, and not a byte of a request head has come: connected and silent. */
+  readonly silent: boolean;
   /** Closes it at once, synchronously forgotten (ClientConnection.cut). */
   cut(): void;
 }
@@ -26,9 +38,14 @@ export type AdmissionDecision<C> =
  * Below `limits.max_connections` every connection is admitted (up to
  * `limits.max_connections_per_client` from one address). At the limit, a connection from a peer
  * holding fewer connections takes the place of a connection of the peer holding the most (at least
- * two more than the newcomer's peer, so the move makes the shares more even) that carries no request:
- * an idle keep-alive connection first, else one whose head is still arriving. A request in flight
- * is never cut to make room. Only when no such connection exists is the newcomer refused, as before.
+ * two more than the newcomer's peer, so the move makes the shares more even) that has never carried
+ * a request, for at least UNUSED_BEFORE_DISPLACED_MS: a silent one first, else one whose first head
+ * is still arriving. Neither loses an answer still being delivered, and the age keeps clear of a
+ * client writing its first request right after connecting. A kept-alive connection
+ * that served requests is never chosen: its client may have written the next request a moment ago,
+ * unread yet, and closing it would reset that request (a security review reset 30 of 30 POSTs so);
+ * such connections end by the keep-alive timeout. A request in flight is never cut. Only when no
+ * such connection exists is the newcomer refused.
  *
  * So a single peer (the mesh sidecar's 127.0.0.6, an ingress, a node's SNAT address: in a pod the
  * clients are often one or a few gateways) keeps the whole limit, and a client that holds idle or
@@ -37,11 +54,16 @@ export type AdmissionDecision<C> =
  * per-peer share (nginx's `limit_conn` per address) would hold slots back from the lone gateway;
  * it is there as `max_connections_per_client`, for listeners clients reach by their own addresses.
  *
- * The search for a connection to replace runs only at the limit, and is bounded (replaceable()).
+ * The search for a connection to replace runs only at the limit, and is bounded (replaceable()); it
+ * is skipped at once when no peer holds two more than the newcomer's (the heaviest peer's count is
+ * kept up to date), so a flood of attempts from one-connection peers costs no scan.
  */
 export class ConnectionShares<C extends SharedConnection> {
   private readonly peers = new Map<string, Set<C>>();
   private open = 0;
+  /** Peers by the number of connections they hold, and the largest such number. */
+  private readonly peersHolding = new Map<number, number>();
+  private heaviest = 0;
 
   constructor(
     private readonly maxConnections: number,
@@ -68,13 +90,26 @@ export class ConnectionShares<C extends SharedConnection> {
     }
     connections.add(connection);
     this.open++;
+    this.resized(connections.size - 1, connections.size);
   }
 
   remove(peer: string, connection: C): void {
     const connections = this.peers.get(peer);
     if (connections === undefined || !connections.delete(connection)) return;
     this.open--;
+    this.resized(connections.size + 1, connections.size);
     if (connections.size === 0) this.peers.delete(peer);
+  }
+
+  /** One peer went from holding `from` connections to `to` (one more or one fewer). */
+  private resized(from: number, to: number): void {
+    const left = (this.peersHolding.get(from) ?? 0) - 1;
+    if (left > 0) this.peersHolding.set(from, left);
+    else this.peersHolding.delete(from);
+    if (to > 0) this.peersHolding.set(to, (this.peersHolding.get(to) ?? 0) + 1);
+    // Counts move by one, so when the last peer at the maximum loses one, it holds the new maximum.
+    if (to > this.heaviest) this.heaviest = to;
+    else if (from === this.heaviest && left <= 0) this.heaviest = to;
   }
 
   /**
@@ -86,6 +121,7 @@ export class ConnectionShares<C extends SharedConnection> {
    * looks at others: a client cannot hide idle sockets behind its busy ones for long.
    */
   private replaceable(held: number): { peer: string; held: number; connection: C } | undefined {
+    if (this.heaviest < held + 2) return undefined;
     const heavier: Array<[string, Set<C>]> = [];
     for (const entry of this.peers) if (entry[1].size >= held + 2) heavier.push(entry);
     for (let tried = 0; tried < PEERS_TRIED && heavier.length > 0; tried++) {
@@ -99,15 +135,15 @@ export class ConnectionShares<C extends SharedConnection> {
     return undefined;
   }
 
-  /** An idle connection of `connections` if one is among those checked, else one whose head is arriving. */
+  /** A silent connection of `connections` if one is among those checked, else an unused one whose head is arriving. */
   private withoutRequest(connections: Set<C>): C | undefined {
     const checks = Math.min(CONNECTIONS_CHECKED, connections.size);
     let checked = 0;
     let waiting: C | undefined;
     for (const connection of connections) {
       if (checked++ >= checks) break;
-      if (connection.idle) return connection;
-      if (connection.holdsNoRequest) {
+      if (connection.silent) return connection;
+      if (connection.unused) {
         waiting ??= connection;
       } else {
         connections.delete(connection);

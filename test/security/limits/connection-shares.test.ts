@@ -2,6 +2,7 @@ import http from 'node:http';
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSimulator, type RunningSimulator } from '../../../src/simulator/server.js';
+import { UNUSED_BEFORE_DISPLACED_MS } from '../../../src/proxy/connection-shares.js';
 import { eventually } from '../../helpers/sidecar.js';
 import { limitCount, sleep, startSidecarProcess } from './harness.js';
 
@@ -92,6 +93,9 @@ describe('limits.max_connections is shared between clients', () => {
       };
       const holders = Array.from({ length: 64 }, (_, index) => keep(index));
       await eventually('client A holding the whole limit', () => limitCount(sidecar.admin, 'connections'), (refused) => refused >= 32, 10_000);
+      // A connection is displaced only once unused for UNUSED_BEFORE_DISPLACED_MS (a gateway's
+      // preconnected socket may be about to carry a request): A's sockets have to age first.
+      await sleep(UNUSED_BEFORE_DISPLACED_MS + 100);
 
       // Client B: 40 new connections, one after the other, each a streamed request.
       const answers: string[] = [];
@@ -167,4 +171,78 @@ describe('limits.max_connections is shared between clients', () => {
       sidecar.stop();
     }
   }, 30_000);
+});
+
+/**
+ * Security review: at max_connections a newcomer's connect displaced a gateway's connection that
+ * looked idle to tokentap while the gateway had just written a POST on it, unread yet: the POST was
+ * reset (30 of 30), and a POST the client cannot know unprocessed is not retried (RFC 9110 9.2.2).
+ */
+describe('a connection displaced for another client never takes a request its client sent with it', () => {
+  let upstream: net.Server;
+  let upstreamUrl = '';
+  let received = 0;
+  beforeAll(async () => {
+    upstream = net.createServer((socket) => {
+      socket.on('error', () => {});
+      socket.on('data', (data: Buffer) => {
+        for (const _ of data.toString('latin1').matchAll(/POST /g)) {
+          received++;
+          socket.write('HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}');
+        }
+      });
+    });
+    await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
+    upstreamUrl = `http://127.0.0.1:${(upstream.address() as net.AddressInfo).port}`;
+  });
+  afterAll(() => {
+    upstream.close();
+  });
+
+  const POST = 'POST /v1/completions HTTP/1.1\r\nHost: gateway\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}';
+
+  /** Three gateway connections at max_connections 3, `prepare`d, then another peer connects and the gateway writes a POST on the next tick. */
+  async function race(proxy: string, trials: number, prepare: (gateway: HeldSocket[]) => Promise<void>): Promise<Record<string, number>> {
+    const outcomes: Record<string, number> = {};
+    for (let trial = 0; trial < trials; trial++) {
+      const gateway = await Promise.all([hold(proxy, CLIENT_A, ''), hold(proxy, CLIENT_A, ''), hold(proxy, CLIENT_A, '')]);
+      await prepare(gateway);
+      const first = gateway[0] as HeldSocket;
+      const before = first.received.length;
+      const newcomer = hold(proxy, CLIENT_B, '');
+      process.nextTick(() => first.socket.write(POST));
+      const answered = await eventually('the POST answered or its connection closed', async () => first.received.slice(before), (text) => text.includes('200 OK') || first.closed, 5_000).catch(() => 'pending');
+      const outcome = answered.includes('200 OK') ? 'answered' : first.closed ? 'closed without an answer' : 'pending';
+      outcomes[outcome] = (outcomes[outcome] ?? 0) + 1;
+      for (const held of [...gateway, await newcomer]) held.socket.destroy();
+      await sleep(30);
+    }
+    return outcomes;
+  }
+
+  it('answers every POST a gateway writes 50 ms after connecting, while another client connects at the limit (review: 30 of 30 reset)', async () => {
+    const sidecar = await startSidecarProcess(upstreamUrl, { config: 'limits:\n  max_connections: 3\n' });
+    try {
+      const sentBefore = received;
+      expect(await race(sidecar.proxy, 20, async () => void (await sleep(50)))).toEqual({ answered: 20 });
+      expect(received - sentBefore).toBe(20);
+    } finally {
+      sidecar.stop();
+    }
+  }, 60_000);
+
+  it('answers every POST a gateway writes on a kept-alive connection that served a request and sat idle past the displacement age', async () => {
+    const sidecar = await startSidecarProcess(upstreamUrl, { config: 'limits:\n  max_connections: 3\n' });
+    try {
+      const outcomes = await race(sidecar.proxy, 3, async (gateway) => {
+        for (const held of gateway) held.socket.write(POST);
+        await eventually('the first requests answered', async () => gateway.filter((held) => held.received.includes('200 OK')).length, (n) => n === 3, 5_000);
+        await sleep(UNUSED_BEFORE_DISPLACED_MS + 100);
+      });
+      expect(outcomes).toEqual({ answered: 3 });
+      expect(await limitCount(sidecar.admin, 'connections_fair_share')).toBe(0);
+    } finally {
+      sidecar.stop();
+    }
+  }, 60_000);
 });
