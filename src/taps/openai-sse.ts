@@ -4,7 +4,7 @@ import { isPlainContentChunk } from './plain-content-event.js';
 import { SseEventTap } from './sse-event-tap.js';
 import { llamaCppTimings, vllmMetrics } from './server-timings.js';
 import type { Tap, TapContext } from './tap.js';
-import { eventTokens, tokenCount } from './upstream-numbers.js';
+import { eventTokens, MAX_TOKENS_PER_EVENT, tokenCount } from './upstream-numbers.js';
 
 /**
  * OpenAI-compatible SSE (chat completions and completions), as vLLM, llama.cpp, SGLang and TGI's
@@ -141,13 +141,15 @@ class OpenAISseTap extends SseEventTap {
     const usageOutput = hasUsage ? tokenCount(usage.completion_tokens, this.context) : undefined;
     // The per-chunk cumulative output count: vLLM continuous usage stats, else llama.cpp timings.
     const reported = usageOutput ?? (chunk.timings != null && typeof chunk.timings === 'object' ? tokenCount(chunk.timings.predicted_n, this.context) : undefined);
-    let tokens = contentChoices;
+    // n > 1 puts one token per choice in an event; past the per-event bound the choices are counted
+    // as implausible (40,000 choices in a 1 MB event were 40,000 per-token samples: security review).
+    let tokens = contentChoices <= MAX_TOKENS_PER_EVENT ? contentChoices : eventTokens(contentChoices, MAX_TOKENS_PER_EVENT, this.context);
     if (reported !== undefined && contentChoices > 0) {
       // A cumulative count that grew with this event says how many tokens it carried. It advances
       // only at content events: vLLM's continuous_usage_stats also grows on an empty delta (a token
       // whose text is not complete yet, fixtures/streams/vllm/chat.sse), and that token is carried
       // to the next content event rather than lost.
-      if (reported > this.cumulativeTokens) tokens = eventTokens(reported - this.cumulativeTokens, contentChoices, this.context);
+      if (reported > this.cumulativeTokens) tokens = eventTokens(reported - this.cumulativeTokens, tokens, this.context);
       this.cumulativeTokens = Math.max(this.cumulativeTokens, reported);
     }
     if (contentChoices > 0) timeline.content(this.nowMs, tokens, answerChoices === 0);

@@ -17,7 +17,7 @@ import type { TapContext } from './tap.js';
  * |---|---|---|
  * | token count (usage, cumulative per-chunk counts) | integer, 0 ≤ n ≤ 10^7 | the largest context windows served today are 10^7 tokens (prompt and output together) |
  * | duration (queue, load, prefill, decode, total) | finite, 0 ≤ d ≤ 1 day | a request that waited or ran a day is not a latency sample but a broken clock; 1 day is 8.64·10^7 ms |
- * | tokens in one content event (growth of a cumulative count) | 1 ≤ n ≤ 1024 | speculative decoding and stream intervals put a few to a few dozen tokens in one chunk; each token is one per-token ITL sample, so without this bound one 100-byte event could cost 10^7 histogram samples (seconds of CPU through the OTel SDK) |
+ * | tokens in one content event (growth of a cumulative count, or content choices of one event) | 1 ≤ n ≤ 1024 | speculative decoding and stream intervals put a few to a few dozen tokens in one chunk; each token is one per-token ITL sample, so without this bound one 100-byte event could cost 10^7 histogram samples (seconds of CPU through the OTel SDK) |
  *
  * Absent values and values of another JSON type (null, a string) are not numbers the upstream
  * claimed and are skipped without a count, as before; a number that is not an integer where a count

@@ -8,10 +8,11 @@ import { decodeDelimited } from '../../../src/metrics/protobuf-exposition.js';
 import { Recorder } from '../../../src/metrics/recorder.js';
 import { Telemetry } from '../../../src/metrics/telemetry.js';
 import { RequestMonitor } from '../../../src/proxy/request-monitor.js';
+import { createOpenAISseTap } from '../../../src/taps/openai-sse.js';
 import { WorkloadMatcher } from '../../../src/slo/workload-matcher.js';
 import { MAX_DURATION_MS, MAX_TOKENS_PER_EVENT, MAX_TOKENS_PER_REQUEST } from '../../../src/taps/upstream-numbers.js';
 import { histogram, parsePrometheusText, sumValues } from '../../helpers/prometheus-text.js';
-import { chatChunk, sse } from '../../helpers/tap-harness.js';
+import { chatChunk, runTap, sse } from '../../helpers/tap-harness.js';
 
 /**
  * Issue 23 item 3: a hostile or broken upstream's numbers (token counts, engine durations) must not
@@ -203,6 +204,17 @@ describe('no number from an upstream can poison a metric (issue 23 item 3)', () 
     const s = await p.scrape();
     expect(s.histogramText('tokentap_inter_token_latency_seconds').count).toBe(MAX_TOKENS_PER_EVENT);
     expect(s.counterText('tokentap_tap_errors_total', implausible)).toBe(0);
+  });
+
+  // Security review: one 1 MB event with 40,000 content choices counted 40,000 tokens, 40,000 per-token samples.
+  it(`counts an event with more content choices than ${MAX_TOKENS_PER_EVENT} as implausible and takes ${MAX_TOKENS_PER_EVENT} tokens from it; ${MAX_TOKENS_PER_EVENT} choices are plausible`, () => {
+    const choices = (n: number) => ({ choices: Array.from({ length: n }, () => ({ delta: { content: 'a' } })) });
+    const hostile = runTap(createOpenAISseTap, sse(chatChunk({ content: 'x' }), choices(40_000)));
+    expect(hostile.gaps).toEqual([[10, MAX_TOKENS_PER_EVENT]]);
+    expect(hostile.problems).toEqual(['implausible_value']);
+    const wide = runTap(createOpenAISseTap, sse(chatChunk({ content: 'x' }), choices(MAX_TOKENS_PER_EVENT)));
+    expect(wide.gaps).toEqual([[10, MAX_TOKENS_PER_EVENT]]);
+    expect(wide.problems).toEqual([]);
   });
 
   it('takes the bounds themselves and refuses one past them: 10^7 tokens and one day are plausible', async () => {
