@@ -20,7 +20,10 @@ let sidecar: Awaited<ReturnType<typeof startTestSidecar>>;
 
 beforeAll(async () => {
   simulator = await startSimulator({ port: 0, ttftMs: 5, itlMs: 2, outputTokens: 16 });
-  sidecar = await startTestSidecar(simulator.url, 'upstream_idle_timeout: 300ms\n');
+  // Long enough that a plain answer (37 ms of generation) is never taken for a stall on a loaded
+  // machine (at 300 ms, a CI run under load answered one with the timeout's 504), short enough
+  // that the stalled streams end quickly.
+  sidecar = await startTestSidecar(simulator.url, 'upstream_idle_timeout: 2s\n');
 });
 
 afterAll(async () => {
