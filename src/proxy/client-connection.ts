@@ -3,7 +3,7 @@ import { Exchange, type ExchangeClient, type ExchangeContext } from './exchange.
 import { HTTPParser, isParseError, METHODS, parserResource, STOP_AFTER_HEAD, type NativeHttpParser, type ParseError } from './http1/node-http-parser.js';
 import { HTTP2_PREFACE_ERROR, HTTP2_REFUSAL } from './http1/http2-preface.js';
 import { checkRequestHead, targetPath } from './http1/request-rules.js';
-import { offersOnlyH2c, withoutH2cOffer } from './http1/upgrade-offer.js';
+import { hasTransferEncoding, offersOnlyH2c, withoutH2cOffer } from './http1/upgrade-offer.js';
 import { simpleResponse } from './http1/wire.js';
 import { recordRefusal } from './refused-request.js';
 import { UNUSED_BEFORE_DISPLACED_MS } from './connection-shares.js';
@@ -149,10 +149,14 @@ export class ClientConnection implements ExchangeClient {
         result = parser.execute(data);
         this.flushBody();
         // After a declined upgrade llhttp stops at the end of that message: what follows in this
-        // read (a pipelined request) is HTTP/1.1 and is parsed on.
+        // read (a pipelined request) is HTTP/1.1 and is parsed on, by a parser reset first: llhttp
+        // keeps its upgrade state after that message, and Node reports no parse error while it
+        // does (a security review's garbage and CL+TE heads pipelined after an offer got no 400,
+        // and left the connection's parser dead).
         let parsed = 0;
         while (this.pausedAfterUpgrade && !isParseError(result)) {
           this.pausedAfterUpgrade = false;
+          parser.initialize(HTTPParser.REQUEST, parserResource(), 0, HTTPParser.kLenientNone);
           parsed += result;
           if (parsed >= data.length || this.discarding || this.refusal !== undefined) break;
           result = parser.execute(data.subarray(parsed));
@@ -283,6 +287,13 @@ export class ClientConnection implements ExchangeClient {
       // WebSocket and CONNECT tunnels are not inference traffic: refused, not half-relayed.
       if (methodName === 'CONNECT' || !offersOnlyH2c(rawHeaders)) {
         this.refuseRequest(methodName, target, 501, 'protocol upgrades and CONNECT are not proxied');
+        return STOP_AFTER_HEAD;
+      }
+      // Node's parser reports no error inside the body of an upgrade request: a chunked body's
+      // framing could not be checked (a malformed one waited for the body timeout instead of a 400).
+      // A length-delimited body has no framing to check. curl --http2 -d sends Content-Length.
+      if (hasTransferEncoding(rawHeaders)) {
+        this.refuseRequest(methodName, target, 501, 'an h2c upgrade offer with a chunked body is not proxied: send the request without the offer');
         return STOP_AFTER_HEAD;
       }
       rawHeaders = withoutH2cOffer(rawHeaders);

@@ -120,6 +120,46 @@ describe('an HTTP/1.1 request offering h2c (curl --http2) is answered in HTTP/1.
     expect(upstream.since()).toBe('GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n');
   });
 
+  // Security review: Node's parser reports no parse error while its upgrade state is set, so after
+  // a declined offer malformed bytes were swallowed: no 400, and the connection's parser was dead.
+  const pipelinedAfterOffer: Array<[string, string]> = [
+    ['garbage', '\x00garbage\r\n\r\n'],
+    ['a head with both Content-Length and Transfer-Encoding', 'POST /v1/echo HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n'],
+  ];
+  for (const [what, after] of pipelinedAfterOffer) {
+    it(`answers ${what} pipelined after a declined h2c offer with 400 and closes, forwarding none of it`, async () => {
+      upstream.mark();
+      const c = await client();
+      c.write(`GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n${after}`);
+      const text = await c.readToClose(3_000);
+      expect([...text.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => m[1])).toEqual(['200', '400']);
+      expect(upstream.since()).toBe('GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n');
+    });
+  }
+
+  it('parses the next read after a declined h2c offer that ended a read: a request written later on the connection is answered', async () => {
+    upstream.mark();
+    const c = await client();
+    c.write('GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n');
+    await c.read((t) => t.endsWith('}'), 3_000);
+    c.write('GET /v1/third HTTP/1.1\r\nHost: x\r\n\r\n');
+    const text = await c.read((t) => t.includes('/v1/third') && t.endsWith('}'), 3_000);
+    expect([...text.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => m[1])).toEqual(['200', '200']);
+    c.write('\x00garbage\r\n\r\n');
+    expect(await c.readToClose(3_000)).toMatch(/HTTP\/1\.1 400 /);
+    expect(upstream.since()).toBe('GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n' + 'GET /v1/third HTTP/1.1\r\nHost: x\r\n\r\n');
+  });
+
+  it('refuses an h2c offer with a chunked body with 501 at once, forwarding nothing (its framing could not be checked)', async () => {
+    upstream.mark();
+    const c = await client();
+    c.write('POST /v1/echo HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: h2c\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\nZZ\r\n');
+    const text = await c.readToClose(3_000);
+    expect(text).toMatch(/^HTTP\/1\.1 501 Not Implemented\r\n/);
+    expect(text).toContain('an h2c upgrade offer with a chunked body is not proxied');
+    expect(upstream.since()).toBe('');
+  });
+
   const stillRefused: Array<[string, string]> = [
     ['Upgrade: websocket', 'GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n'],
     ['Upgrade: h2c, websocket (a WebSocket handshake cannot be answered by declining h2c alone)', 'GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: h2c, websocket\r\n\r\n'],

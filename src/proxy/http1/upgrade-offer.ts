@@ -34,6 +34,12 @@ export function offersOnlyH2c(rawHeaders: readonly string[]): boolean {
   return offered;
 }
 
+/** The request carries a `Transfer-Encoding` field: its body is chunked (or refused by the head rules). */
+export function hasTransferEncoding(rawHeaders: readonly string[]): boolean {
+  for (let i = 0; i < rawHeaders.length; i += 2) if ((rawHeaders[i] as string).toLowerCase() === 'transfer-encoding') return true;
+  return false;
+}
+
 /**
  * The request's headers without the h2c offer: no `Upgrade` or `HTTP2-Settings` field, and
  * `Connection` without the tokens naming them (a `Connection` left empty is dropped; `close` and
