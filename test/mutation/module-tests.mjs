@@ -1,0 +1,29 @@
+// The test files that exercise each module, for `npm run mutate` (test/mutation/mutate.mjs).
+// vitest's `related` cannot pick them: every relay test imports src/sidecar.ts, which imports every
+// module, so "related" would run nearly the whole suite for each mutant. A module not listed here
+// needs `--tests <glob>` on the command line (and an entry here once its tests are known).
+
+/** @type {Record<string, string[]>} */
+export const moduleTests = {
+  'src/proxy/http1/chunked-body.ts': [
+    'test/unit/proxy/chunked-body.test.ts',
+    'test/security/*.test.ts',
+    'test/integration/relay-http.test.ts',
+  ],
+  'src/proxy/hop-by-hop.ts': [
+    'test/unit/proxy/request-rules.test.ts',
+    'test/security/request-smuggling.test.ts',
+    'test/integration/relay-http.test.ts',
+    'test/integration/usage-injection.test.ts',
+  ],
+  'src/taps/ndjson-decoder.ts': ['test/unit/taps/ndjson-decoder.test.ts'],
+  'src/taps/sse-decoder.ts': ['test/unit/taps/sse-decoder.test.ts'],
+  'src/taps/openai-sse.ts': ['test/unit/taps/*.test.ts'],
+  'src/slo/slo-events.ts': ['test/unit/slo/*.test.ts'],
+  'src/clock/token-timeline.ts': ['test/unit/taps/*.test.ts', 'test/unit/clock/*.test.ts'],
+  'src/render/burn-rate-windows.ts': ['test/unit/render/*.test.ts'],
+  'src/render/burn-rate-alerts.ts': ['test/unit/render/*.test.ts'],
+  'src/render/recording-rules.ts': ['test/unit/render/*.test.ts'],
+  'src/render/p99-ttft-alert.ts': ['test/unit/render/*.test.ts'],
+  'src/render/traffic-guard.ts': ['test/unit/render/*.test.ts'],
+};
