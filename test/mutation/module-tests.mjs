@@ -21,7 +21,10 @@ export const moduleTests = {
   ],
   'src/proxy/hop-by-hop.ts': [
     'test/unit/proxy/request-rules.test.ts',
+    'test/unit/proxy/usage-injection.test.ts',
+    'test/security/hop-by-hop-headers.test.ts',
     'test/security/request-smuggling.test.ts',
+    'test/security/response-desync.test.ts',
     'test/integration/relay-http.test.ts',
     'test/integration/usage-injection.test.ts',
   ],

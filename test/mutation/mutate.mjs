@@ -10,7 +10,7 @@ import { Stryker } from '@stryker-mutator/core';
 import { moduleTests } from './module-tests.mjs';
 
 const usage =
-  'Usage: npm run mutate -- <module.ts...> [--tests <glob>]... [--incremental] [--concurrency <n>]\n' +
+  'Usage: npm run mutate -- <module.ts[:lines]...> [--tests <glob>]... [--incremental] [--concurrency <n>]\n' +
   'Example: npm run mutate -- src/proxy/hop-by-hop.ts src/proxy/http1/chunked-body.ts';
 
 function fail(message) {
@@ -34,19 +34,21 @@ try {
 const { positionals, values } = parsed;
 const modules = positionals.map((file) => file.replace(/^\.\//, ''));
 if (modules.length === 0) fail('Name the modules to mutate.');
+// A module may carry Stryker's line range (src/proxy/hop-by-hop.ts:25-43): mutants in those lines only.
+const fileOf = (module) => module.replace(/:[\d:-]+$/, '');
 
-for (const file of modules) {
-  if (!existsSync(file)) fail(`${file} does not exist (give paths relative to the repository root, like src/proxy/hop-by-hop.ts).`);
+for (const module of modules) {
+  if (!existsSync(fileOf(module))) fail(`${fileOf(module)} does not exist (give paths relative to the repository root, like src/proxy/hop-by-hop.ts).`);
 }
 
-const unmapped = modules.filter((file) => !moduleTests[file]);
+const unmapped = modules.map(fileOf).filter((file) => !moduleTests[file]);
 if (unmapped.length > 0 && !values.tests) {
   fail(
     `${unmapped.join(', ')} ${unmapped.length === 1 ? 'has' : 'have'} no test files listed in test/mutation/module-tests.mjs: ` +
       'add an entry naming the test files that exercise it, or pass --tests <glob> for this run.',
   );
 }
-const testFiles = [...new Set(values.tests ?? modules.flatMap((file) => moduleTests[file]))];
+const testFiles = [...new Set(values.tests ?? modules.flatMap((module) => moduleTests[fileOf(module)]))];
 
 let concurrency;
 if (values.concurrency !== undefined) {
