@@ -1,12 +1,12 @@
 // Mutation testing (docs/testing.md#mutation-testing). Run it through `npm run mutate -- <module...>`,
-// which sets `mutate` and `testFiles` from test/mutation/module-tests.mjs; this file holds what every
-// run shares.
+// which sets `mutate`, and the test files (from test/mutation/module-tests.mjs) that
+// test/mutation/vitest.config.ts runs; this file holds what every run shares.
 // @ts-check
 /** @type {import('@stryker-mutator/api/core').PartialStrykerOptions} */
 const config = {
   testRunner: 'vitest',
   vitest: {
-    configFile: 'vitest.config.ts',
+    configFile: 'test/mutation/vitest.config.ts',
     // The relay's tests reach src/proxy through startSidecar, so vitest's import graph relates almost
     // every test file to every relay module; the module map names the tests that exercise each module.
     related: false,

@@ -59,10 +59,13 @@ if (values.concurrency !== undefined) {
 // One incremental file per set of modules, so runs on different modules do not overwrite each other.
 const runKey = createHash('sha256').update([...modules].sort().join('\n')).digest('hex').slice(0, 12);
 
+// The tests are selected in the vitest configuration (test/mutation/vitest.config.ts explains why),
+// which Stryker's test-runner processes load with this environment.
+process.env.TOKENTAP_MUTATION_TESTS = JSON.stringify(testFiles);
+
 const stryker = new Stryker({
   configFile: 'stryker.config.mjs',
   mutate: modules,
-  testFiles,
   incremental: values.incremental,
   incrementalFile: `reports/mutation/incremental-${runKey}.json`,
   ...(concurrency === undefined ? {} : { concurrency }),
