@@ -6,7 +6,6 @@ import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { relative } from 'node:path';
 import { parseArgs } from 'node:util';
-import { Stryker } from '@stryker-mutator/core';
 import { moduleTests } from './module-tests.mjs';
 
 const usage =
@@ -63,6 +62,8 @@ const runKey = createHash('sha256').update([...modules].sort().join('\n')).diges
 // which Stryker's test-runner processes load with this environment.
 process.env.TOKENTAP_MUTATION_TESTS = JSON.stringify(testFiles);
 
+// Imported only now: a wrong command line is refused without loading Stryker (seconds on a busy machine).
+const { Stryker } = await import('@stryker-mutator/core');
 const stryker = new Stryker({
   configFile: 'stryker.config.mjs',
   mutate: modules,

@@ -49,6 +49,7 @@ describe('chunked body framing', () => {
     const buffer = Buffer.from('\r\nHTTP/1.1 200');
     expect(reader.feed(buffer, 0)).toBe(2);
     expect(reader.done).toBe(true);
+    expect(() => reader.feed(Buffer.from('x'), 0)).toThrow(ChunkedBodyError);
     expect(() => reader.feed(Buffer.from('x'), 0)).toThrow(/bytes after the end of the chunked body/);
   });
 
