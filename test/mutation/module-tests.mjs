@@ -33,9 +33,19 @@ export const moduleTests = {
   'src/taps/openai-sse.ts': ['test/unit/taps/*.test.ts'],
   'src/slo/slo-events.ts': ['test/unit/slo/*.test.ts'],
   'src/clock/token-timeline.ts': ['test/unit/taps/*.test.ts', 'test/unit/clock/*.test.ts'],
-  'src/render/burn-rate-windows.ts': ['test/unit/render/*.test.ts'],
-  'src/render/burn-rate-alerts.ts': ['test/unit/render/*.test.ts'],
-  'src/render/recording-rules.ts': ['test/unit/render/*.test.ts'],
-  'src/render/p99-ttft-alert.ts': ['test/unit/render/*.test.ts'],
-  'src/render/traffic-guard.ts': ['test/unit/render/*.test.ts'],
+  // The rule renderers, without the committed-files comparison (committed-artefacts.test.ts): it fails
+  // on any change to the rendered text but passes again once the files are re-rendered, so the score
+  // shows what the rules' own tests pin (and dashboards.test.ts, which is about the dashboards).
+  ...Object.fromEntries(
+    ['burn-rate-windows', 'burn-rate-alerts', 'recording-rules', 'p99-ttft-alert', 'traffic-guard'].map((name) => [
+      `src/render/${name}.ts`,
+      [
+        'test/unit/render/rules.test.ts',
+        'test/unit/render/burn-rate-semantics.test.ts',
+        'test/unit/render/native-rules.test.ts',
+        'test/unit/render/alert-settings.test.ts',
+        'test/unit/render/runbooks.test.ts',
+      ],
+    ]),
+  ),
 };
