@@ -28,6 +28,13 @@ export const moduleTests = {
     'test/integration/relay-http.test.ts',
     'test/integration/usage-injection.test.ts',
   ],
+  'src/proxy/http1/response-head.ts': [
+    'test/security/response-desync.test.ts',
+    'test/security/hostile-upstream.test.ts',
+    'test/security/review-bodiless-answer-body.test.ts',
+    'test/security/chunked-crlf-desync.test.ts',
+    'test/integration/relay-http.test.ts',
+  ],
   'src/taps/ndjson-decoder.ts': ['test/unit/taps/ndjson-decoder.test.ts'],
   'src/taps/sse-decoder.ts': ['test/unit/taps/sse-decoder.test.ts'],
   'src/taps/openai-sse.ts': ['test/unit/taps/*.test.ts'],

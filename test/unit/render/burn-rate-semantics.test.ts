@@ -270,3 +270,6 @@ describe('the traffic rules', () => {
 // with `{}` makes the modules that read it throw while they load, so these test files fail to import;
 // Stryker 9.6.1 counts a test file that does not load as no failure (checked by hand).
 
+// Equivalent mutants of valueWindow in src/render/burn-rate-alerts.ts: every policy has two
+// conditions, so the branch for a policy of one condition never runs (`rest.length === 0` replaced by
+// false, and its text, change nothing) and the `, ` joining the slower windows joins only one.
