@@ -29,6 +29,7 @@ export const moduleTests = {
     'test/integration/usage-injection.test.ts',
   ],
   'src/proxy/http1/response-head.ts': [
+    'test/unit/proxy/response-head.test.ts',
     'test/security/response-desync.test.ts',
     'test/security/hostile-upstream.test.ts',
     'test/security/review-bodiless-answer-body.test.ts',
