@@ -51,7 +51,8 @@ describe('reading an upstream response head', () => {
   });
 
   it('takes the first Content-Type, which the protocol taps read, when a head repeats it', () => {
-    expect(read('HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Type: application/json\r\nContent-Length: 0\r\n\r\n').head.contentType).toBe('text/event-stream');
+    const head = 'HTTP/1.1 200 OK\r\nX-Request-Id: 7\r\nContent-Type: text/event-stream\r\nContent-Type: application/json\r\nContent-Length: 0\r\n\r\n';
+    expect(read(head).head.contentType).toBe('text/event-stream');
   });
 
   it('keeps an HTTP/1.1 connection alive unless it says close, and never an HTTP/1.0 one', () => {
@@ -68,6 +69,11 @@ describe('reading an upstream response head', () => {
       framingProblem: 'transfer coding "gzip, chunked" (tokentap relays chunked alone)',
       chunked: false,
     });
+    // Chunked twice: a reader that removes one layer reads the other as data, one that removes both does not.
+    expect(problem('HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, chunked\r\n')).toMatchObject({
+      framingProblem: 'transfer coding "chunked, chunked" (tokentap relays chunked alone)',
+      chunked: false,
+    });
     expect(problem('HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n')).toMatchObject({ framingProblem: 'Transfer-Encoding in an HTTP/1.0 response', chunked: true });
     expect(problem('HTTP/1.1 200 OK\r\nTransfer-Encoding: , Chunked ,\r\n')).toMatchObject({ framingProblem: undefined, chunked: true, transferEncoded: true });
     expect(problem('HTTP/1.1 200 OK\r\nContent-Length: 3\r\n')).toMatchObject({ framingProblem: undefined, chunked: false, transferEncoded: false, contentLength: 3 });
@@ -80,7 +86,7 @@ describe('reading an upstream response head', () => {
       expect.unreachable();
     } catch (error) {
       expect((error as ResponseHeadError).code).toBe('HPE_INVALID_CONTENT_LENGTH');
-      expect((error as ResponseHeadError).message).toMatch(/^HPE_INVALID_CONTENT_LENGTH: \S/);
+      expect((error as ResponseHeadError).message).toBe('HPE_INVALID_CONTENT_LENGTH: Invalid character in Content-Length');
     }
   });
 });
@@ -101,4 +107,14 @@ describe('where the body of a response ends', () => {
     expect(framing('HTTP/1.1 200 OK\r\n\r\n')).toBe('close');
     expect(framing('HTTP/1.1 205 Reset Content\r\nContent-Length: 5\r\n\r\n')).toBe('length');
   });
+
+  it('reads the body of a status below 100 (which the parser accepts) to the close, not as an interim response without one', () => {
+    expect(framing('HTTP/1.1 099 Odd\r\n\r\n')).toBe('close');
+  });
 });
+
+// Equivalent mutants of src/proxy/http1/response-head.ts: the fields kept from parts of a long head
+// (`flushedHeaders`) start empty again at every begin(), which the relay calls before each head, so
+// their initial value, the reset after joining them and the `length > 0` test before joining change
+// nothing; close() frees the native parser at once, which garbage collection does later without it
+// (no byte or decision differs).
