@@ -99,6 +99,15 @@ describe('SSE decoder', () => {
     }
   });
 
+  it('dispatches nothing from the rest of an event that overflowed the buffer cap: a data line after the endless one is part of the skipped event, not an event of its own', () => {
+    for (const eol of ['\n', '\r\n', '\r']) {
+      const endless = ['data: ', ...Array.from({ length: 20 }, () => 'y'.repeat(100))];
+      const tail = ['more', eol, 'data: [DONE]', eol, 'data: {"choices":[{"delta":{"content":"smuggled"}}]}', eol, eol];
+      const result = decode(['data: a', eol, eol, ...endless, ...tail, 'data: b', eol, eol], 256);
+      expect(result, JSON.stringify(eol)).toEqual({ events: [[undefined, 'a'], [undefined, 'b']], oversized: 1 });
+    }
+  });
+
   it('decodes an event exactly at the limit', () => {
     const data = 'z'.repeat(256);
     expect(expectSplitInvariant(Buffer.from(`data: ${data}\n\n`), 256)).toEqual({ events: [[undefined, data]], oversized: 0 });
