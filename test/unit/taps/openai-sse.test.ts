@@ -117,6 +117,27 @@ describe('OpenAI SSE tap: tokens, ITL and TPOT', () => {
     expect(bothDone.timeline.terminal).toBe(true);
   });
 
+  it('sees the end at the finish_reason of a single-choice stream without [DONE] (a server that never sends it is not read as truncated)', () => {
+    const run = runTap(createOpenAISseTap, sse(chatChunk({ role: 'assistant', content: '' }), chatChunk({ content: 'a' }), chatChunk({ content: 'b' }), chatChunk({}, {}, 'stop')));
+    expect(run.timeline.terminal).toBe(true);
+    expect(run.timeline.contentEvents).toBe(2);
+  });
+
+  it('counts a content event whose cumulative usage did not grow as one token per content choice, not zero (no infinite per-token gap, no lost token)', () => {
+    const usage = (completion: number) => ({ usage: { prompt_tokens: 7, completion_tokens: completion, total_tokens: 7 + completion } });
+    const run = runTap(
+      createOpenAISseTap,
+      sse(chatChunk({ content: 'a' }, usage(1)), chatChunk({ content: 'b' }, usage(2)), chatChunk({ content: 'c' }, usage(2)), chatChunk({ content: 'd' }, usage(3)), '[DONE]'),
+    );
+    expect(run.gaps).toEqual([
+      [10, 1],
+      [10, 1],
+      [10, 1],
+    ]);
+    expect(run.timeline.countedTokens).toBe(4);
+    expect(run.problems).toEqual([]);
+  });
+
   it('sees no terminal event in a stream that just stops', () => {
     const run = runTap(createOpenAISseTap, sse(chatChunk({ content: 'a' }), chatChunk({ content: 'b' })));
     expect(run.timeline.terminal).toBe(false);
