@@ -134,6 +134,15 @@ describe('goodput and ttft_on end to end through the request monitor', () => {
     expect(histogram(m, 'tokentap_time_to_first_answer_token_seconds', { workload: 'chat' }).count).toBe(0);
   });
 
+  it('has no TTFT SLO events for a workload whose SLO sets no TTFT threshold (not a series where every request is bad)', async () => {
+    const { request, scrape } = setup('workloads:\n  - name: chat\n    slo: { objective: 0.99, e2e: 1s, itl: 50ms }\n');
+    request(sse(chatChunk({ content: 'a' }), chatChunk({ content: 'b' }), '[DONE]'), [100, 110, 110], 120);
+    const m = await scrape();
+    expect(sumValues(m, 'tokentap_slo_events_total', { workload: 'chat', slo: 'e2e', result: 'good' })).toBe(1);
+    expect(sumValues(m, 'tokentap_slo_events_total', { workload: 'chat', slo: 'itl', result: 'good' })).toBe(1);
+    expect(sumValues(m, 'tokentap_slo_events_total', { workload: 'chat', slo: 'ttft' })).toBe(0);
+  });
+
   it('has no goodput series for a workload without an SLO', async () => {
     const { request, scrape } = setup('workloads:\n  - name: batch\n');
     request(sse(chatChunk({ content: 'a' }), '[DONE]'), [100, 100], 110);
