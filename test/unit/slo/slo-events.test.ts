@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { Outcome } from '../../../src/metrics/recorder.js';
-import { e2eResult, interTokenIsBad, ttftResult, type FinishedRequestFacts } from '../../../src/slo/slo-events.js';
+import { e2eResult, interTokenIsBad, isClientErrorStatus, ttftResult, type FinishedRequestFacts } from '../../../src/slo/slo-events.js';
 
 const facts = (outcome: Outcome, status: number, ttftMs: number, e2eMs: number, nonStreamedAnswer = false): FinishedRequestFacts => ({
   outcome,
@@ -79,5 +79,14 @@ describe('ITL per token (threshold 0.05 s)', () => {
     expect(interTokenIsBad(0.05, 51, 1)).toBe(true);
     expect(interTokenIsBad(0.05, 150, 3)).toBe(false);
     expect(interTokenIsBad(0.05, 151, 3)).toBe(true);
+  });
+});
+
+describe('client error statuses (no TTFT or e2e event: refused for what was asked, not served slowly)', () => {
+  it('are the 4xx statuses other than 408, 429 and 499, from 400 to 498', () => {
+    const clientErrors = [400, 401, 403, 404, 413, 422, 498];
+    const others = [0, 200, 399, 408, 429, 499, 500, 503];
+    expect(clientErrors.filter(isClientErrorStatus)).toEqual(clientErrors);
+    expect(others.filter(isClientErrorStatus)).toEqual([]);
   });
 });

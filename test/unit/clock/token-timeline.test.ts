@@ -1,0 +1,74 @@
+import { describe, expect, it } from 'vitest';
+import { TokenTimeline } from '../../../src/clock/token-timeline.js';
+
+/** A timeline started at 1000 ms whose inter-token samples are collected as [gap, tokens]. */
+function timeline() {
+  const gaps: Array<[number, number]> = [];
+  const t = new TokenTimeline(1000, { interToken: (gapMs, tokens) => gaps.push([gapMs, tokens]) });
+  return { t, gaps };
+}
+
+describe('token timeline: TPOT', () => {
+  it('is measured for a 2-token answer: the one gap between its two tokens', () => {
+    const { t } = timeline();
+    t.content(1120, 1);
+    t.content(1150, 1);
+    expect(t.tpotMs).toBe(30);
+  });
+
+  it('is measured for one content event carrying 2 tokens by the usage: no time between them, 0 ms', () => {
+    const { t } = timeline();
+    t.content(1120, 2);
+    expect(t.tpotMs).toBe(0);
+  });
+
+  it('is not measured for a 1-token answer, nor for an answer with no streamed token', () => {
+    const one = timeline().t;
+    one.content(1120, 1);
+    expect(one.tpotMs).toBeNaN();
+    const none = timeline().t;
+    none.usage(3, 40);
+    expect(none.tpotMs).toBeNaN();
+  });
+
+  it('divides by the reported output tokens when the server reports usage, not by the counted ones', () => {
+    const { t } = timeline();
+    t.content(1100, 1);
+    t.content(1200, 1);
+    t.usage(3, 5);
+    expect(t.tpotMs).toBe(25);
+  });
+});
+
+describe('token timeline: token count mismatch (counted > reported)', () => {
+  it('is not judged for a non-streamed answer with usage (no content events)', () => {
+    const { t } = timeline();
+    t.usage(3, 40);
+    expect(t.tokenCountMismatch).toBe(false);
+  });
+
+  it('is not judged for a stream whose only tokens carried no content, whatever the usage says', () => {
+    const { t } = timeline();
+    t.contentlessTokens(1);
+    t.usage(3, 0);
+    expect(t.tokenCountMismatch).toBe(false);
+  });
+
+  it('is not counted when the counted tokens equal the reported ones, and is when they exceed them by one', () => {
+    const { t } = timeline();
+    t.content(1100, 1);
+    t.content(1110, 2);
+    t.usage(3, 3);
+    expect(t.tokenCountMismatch).toBe(false);
+    t.usage(undefined, 2);
+    expect(t.tokenCountMismatch).toBe(true);
+  });
+
+  it('is not judged without a usage report', () => {
+    const { t } = timeline();
+    t.content(1100, 5);
+    expect(t.tokenCountMismatch).toBe(false);
+    expect(t.outputTokenSource).toBe('counted');
+    expect(t.outputTokens).toBe(5);
+  });
+});
