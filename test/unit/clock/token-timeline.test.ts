@@ -72,3 +72,36 @@ describe('token timeline: token count mismatch (counted > reported)', () => {
     expect(t.outputTokens).toBe(5);
   });
 });
+
+describe('token timeline: times from the request start and token counts', () => {
+  it('measures TTFB, TTFT and the time to the first answer token from the start, reasoning before the answer', () => {
+    const { t, gaps } = timeline();
+    t.bytes(1050);
+    t.bytes(1060);
+    t.content(1100, 1, true);
+    t.content(1180, 2);
+    expect({ ttfb: t.ttfbMs, ttft: t.ttftMs, answer: t.ttftAnswerMs }).toEqual({ ttfb: 50, ttft: 100, answer: 180 });
+    expect(gaps).toEqual([[80, 2]]);
+  });
+
+  it('keeps the reported input tokens when a later usage report carries only the output, and the reverse', () => {
+    const { t } = timeline();
+    t.usage(7, 3);
+    t.usage(undefined, 5);
+    expect({ input: t.reportedInputTokens, output: t.reportedOutputTokens }).toEqual({ input: 7, output: 5 });
+    t.usage(9, undefined);
+    expect({ input: t.reportedInputTokens, output: t.reportedOutputTokens }).toEqual({ input: 9, output: 5 });
+  });
+
+  it("adds tokens without content (TGI's end-of-sequence token) to the counted output, without a content event", () => {
+    const { t, gaps } = timeline();
+    t.content(1100, 1);
+    t.content(1110, 1);
+    t.contentlessTokens(1);
+    expect({ counted: t.countedTokens, events: t.contentEvents, output: t.outputTokens, source: t.outputTokenSource }).toEqual({ counted: 3, events: 2, output: 3, source: 'counted' });
+    expect(gaps).toEqual([[10, 1]]);
+    // A server reporting 2 generated tokens for these 3 undercounts.
+    t.usage(1, 2);
+    expect(t.tokenCountMismatch).toBe(true);
+  });
+});
