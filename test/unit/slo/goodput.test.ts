@@ -8,7 +8,7 @@ import { Recorder } from '../../../src/metrics/recorder.js';
 import { Telemetry } from '../../../src/metrics/telemetry.js';
 import { RequestMonitor } from '../../../src/proxy/request-monitor.js';
 import { metEverySlo } from '../../../src/slo/goodput.js';
-import type { FinishedRequestFacts } from '../../../src/slo/slo-events.js';
+import { recordSloEvents, type FinishedRequestFacts } from '../../../src/slo/slo-events.js';
 import { WorkloadMatcher } from '../../../src/slo/workload-matcher.js';
 import { histogram, parsePrometheusText, sumValues } from '../../helpers/prometheus-text.js';
 import { chatChunk, sse } from '../../helpers/tap-harness.js';
@@ -183,5 +183,29 @@ describe('goodput and ttft_on end to end through the request monitor', () => {
     const { request, scrape } = setup('workloads:\n  - name: batch\n');
     request(sse(chatChunk({ content: 'a' }), '[DONE]'), [100, 100], 110);
     expect((await scrape()).has('tokentap_goodput_requests_total')).toBe(false);
+  });
+});
+
+describe('recordSloEvents on its own (the request monitor calls it only for a workload with an SLO, and tallies ITL only with an ITL threshold)', () => {
+  /** The SLO event series recorded for one request of `workloadYaml`'s first workload. */
+  async function eventsFor(workloadYaml: string, facts: FinishedRequestFacts, itlTokens: number, itlBadTokens: number) {
+    const telemetry = new Telemetry();
+    telemetries.push(telemetry);
+    const settings = loadSettings({ flags: { config: 'test.yaml' }, env: {}, readFile: () => `workloads:\n${workloadYaml}` });
+    recordSloEvents(new Recorder(telemetry.meter, settings.buckets), { workload: 'w' }, settings.workloads[0] as Workload, facts, itlTokens, itlBadTokens);
+    const m = parsePrometheusText(await telemetry.scrape());
+    return (m.get('tokentap_slo_events_total')?.metrics ?? []).map((sample) => `${sample.labels.slo} ${sample.labels.result} ${sample.value}`).sort();
+  }
+
+  it('records nothing for a workload without an SLO, whatever tokens it is given', async () => {
+    expect(await eventsFor('  - name: w\n', completed(100, 900), 5, 1)).toEqual([]);
+  });
+
+  it('records no ITL events for a workload whose SLO sets no ITL threshold, whatever tokens it is given', async () => {
+    expect(await eventsFor('  - name: w\n    slo: { objective: 0.99, e2e: 1s }\n', completed(100, 900), 5, 1)).toEqual(['e2e bad 0', 'e2e good 1']);
+  });
+
+  it('records the ITL tokens it is given, good and bad apart', async () => {
+    expect(await eventsFor('  - name: w\n    slo: { objective: 0.99, itl: 50ms }\n', completed(100, 900), 5, 1)).toEqual(['itl bad 1', 'itl good 4']);
   });
 });
