@@ -115,3 +115,40 @@ describe('NDJSON decoder size cap (an upstream that never ends its line)', () =>
     expect(oversized).toBe(1);
   });
 });
+
+describe('NDJSON decoder state between lines and bodies', () => {
+  it('decodes a line split across chunks right after an endless line was dropped past the cap', () => {
+    expect(decode(['x'.repeat(300), 'x\n{"b"', ':2}\n{"c"', ':3}\n'], 256)).toEqual({ lines: ['{"b":2}', '{"c":3}'], oversized: 1 });
+  });
+
+  it('starts afresh after end(): a body that ended inside a partial or an oversized line leaves nothing to the next', () => {
+    const lines: string[] = [];
+    let oversized = 0;
+    const decoder = new NdjsonDecoder(
+      (line) => lines.push(line),
+      () => oversized++,
+      256,
+    );
+    decoder.write(Buffer.from('x'.repeat(300)));
+    decoder.end();
+    decoder.write(Buffer.from('{"a"'));
+    decoder.write(Buffer.from(':1}\n'));
+    decoder.end();
+    expect({ lines, oversized }).toEqual({ lines: ['{"a":1}'], oversized: 1 });
+  });
+});
+
+/*
+ * Mutants Stryker reports as surviving here that change no behaviour (stryker run on
+ * src/taps/ndjson-decoder.ts with this file and first-token.test.ts):
+ * - write(): `start < chunk.length` -> `<=`: at start === length the loop finds no line end and
+ *   keeps an empty part, which keep() ignores.
+ * - write(): the conditions that refresh the cached next LF/CR (`lf !== -1 && lf < start`, and the
+ *   CR one) made always true, `||` or `<=`: the refreshed position is the one cached (the first LF or
+ *   CR at or after `start`), so only the number of indexOf calls changes.
+ * - end(): `pendingBytes > 0 && !skipping` made true, `||`, `>= 0`: lineEnd() of an empty last
+ *   line delivers nothing, and while skipping it only clears the flag end() clears next.
+ * - keep(): `part.length === 0` -> false: write() never passes an empty part (a chunk with no line
+ *   end left has at least one byte after `start`).
+ * - lineEnd(): `pendingBytes === 0 ? last : concat` -> always concat: the same bytes, one copy more.
+ */
