@@ -1,4 +1,4 @@
-import type { EventSourceMessage } from 'eventsource-parser';
+import { createParser, type EventSourceMessage } from 'eventsource-parser';
 import { describe, expect, it } from 'vitest';
 import { SseDecoder } from '../../../src/taps/sse-decoder.js';
 
@@ -166,5 +166,101 @@ describe('SSE decoder', () => {
     expect(decode(['data: a\n\n', `data: ${big}\n\n`, 'data: b\n\n'], 256)).toEqual({ events: [[undefined, 'a'], [undefined, 'b']], oversized: 1 });
     const atLimit = 'z'.repeat(256);
     expect(decode(['data: a\n\n', `data: ${atLimit}\n\n`], 256)).toEqual({ events: [[undefined, 'a'], [undefined, atLimit]], oversized: 0 });
+  });
+});
+
+describe('SSE decoder paths a random stream seldom takes', () => {
+  it('does not take a chunk that ends one data line and opens the next for a whole event (the shortcut needs the blank line)', () => {
+    expect(decode(['data: a\n\n', 'data: b\nd', 'ata: c\n\n'])).toEqual({ events: [[undefined, 'a'], [undefined, 'b\nc']], oversized: 0 });
+  });
+
+  it('keeps a character whole when a chunk ends after a continuation byte 0x80 (… is E2 80 A6)', () => {
+    expect(expectSplitInvariant(Buffer.from('data: a…b\n\n', 'utf8')).events).toEqual([[undefined, 'a…b']]);
+  });
+
+  it('delivers a 100 KiB event written in 4 KiB pieces under the default cap (the parser buffer holds twice the cap)', () => {
+    const data = 'q'.repeat(100 * 1024);
+    const body = `data: ${data}\n\ndata: after\n\n`;
+    const pieces = Array.from({ length: Math.ceil(body.length / 4096) }, (_, i) => body.slice(i * 4096, (i + 1) * 4096));
+    const result = decode(pieces);
+    expect(result.events.map(([, d]) => d.length)).toEqual([data.length, 5]);
+    expect(result.oversized).toBe(0);
+  });
+
+  it('keeps skipping an overflowed event across chunks that do not reach its end, and decodes the next event whole', () => {
+    const endless = `data: ${'y'.repeat(2000)}`;
+    expect(decode(['data: a\n\n', endless, 'y'.repeat(100), '\n\ndata: b\n\n'], 256)).toEqual({ events: [[undefined, 'a'], [undefined, 'b']], oversized: 1 });
+  });
+
+  it('reads an LF opening the chunk after an overflow as the end of the endless line, not as the blank line ending its event', () => {
+    const endless = `data: ${'y'.repeat(2000)}`;
+    expect(decode([endless, '\ndata: smuggled\n\ndata: b\n\n'], 256)).toEqual({ events: [[undefined, 'b']], oversized: 1 });
+    expect(decode([`${endless}\n`, '\ndata: b\n\n'], 256)).toEqual({ events: [[undefined, 'b']], oversized: 1 });
+  });
+});
+
+/**
+ * Differential check of every path through the decoder (the whole-event shortcut, Buffer's and the
+ * streaming TextDecoder's conversions, CR handling across chunks, the size cap) against the
+ * reference reading: the whole body decoded as UTF-8 at once (its byte-order mark dropped), CR and
+ * CRLF read as LF, parsed by eventsource-parser in one piece, and events over the cap counted
+ * instead of dispatched. Random streams from a fixed seed, each cut three ways.
+ */
+describe('SSE decoder against the reference reading of the whole body', () => {
+  const CAP = 64;
+  /** Park-Miller: the same streams on every run, so a failure names a reproducible case. */
+  function random(seed: number): () => number {
+    let state = seed;
+    return () => {
+      state = (state * 48271) % 2147483647;
+      return state / 2147483647;
+    };
+  }
+
+  function reference(bytes: Buffer) {
+    const events: Array<[string | undefined, string]> = [];
+    let oversized = 0;
+    const parser = createParser({ onEvent: (event) => (event.data.length > CAP ? oversized++ : events.push([event.event, event.data])) });
+    parser.feed(new TextDecoder('utf-8').decode(bytes).replace(/\r\n?/g, '\n'));
+    return { events, oversized };
+  }
+
+  function randomStream(next: () => number): Buffer {
+    const pick = <T,>(items: readonly T[]): T => items[Math.floor(next() * items.length)] as T;
+    const eol = () => pick(['\n', '\n', '\r\n', '\r']);
+    const text = (length: number) => Array.from({ length }, () => pick(['a', 'b', ' ', ':', '{', '"', 'é', '☕', '😀', '\uFEFF'])).join('');
+    let body = next() < 0.2 ? '\uFEFF' : '';
+    const events = 1 + Math.floor(next() * 8);
+    for (let e = 0; e < events; e++) {
+      if (next() < 0.2) body += `:${text(3)}${eol()}`;
+      if (next() < 0.2) body += `event: ${pick(['a', 'message_delta'])}${eol()}`;
+      const lines = next() < 0.7 ? 1 : 2 + Math.floor(next() * 2);
+      const oversized = next() < 0.15;
+      for (let l = 0; l < lines; l++) body += `${pick(['data: ', 'data:'])}${text(oversized ? 40 : Math.floor(next() * 12))}${eol()}`;
+      body += eol();
+    }
+    if (next() < 0.2) body += `data: ${text(3)}`;
+    return Buffer.from(body, 'utf8');
+  }
+
+  /** The body as a server might write it: one chunk per event, random cuts, or byte by byte. */
+  function chunkings(bytes: Buffer, next: () => number): Buffer[][] {
+    const perEvent = eventChunks(bytes.toString('latin1')).map((piece) => Buffer.from(piece, 'latin1'));
+    const cuts = Array.from({ length: 1 + Math.floor(next() * 6) }, () => Math.floor(next() * bytes.length)).sort((a, b) => a - b);
+    const randomCuts = [0, ...cuts, bytes.length].slice(1).map((end, i, ends) => bytes.subarray(i === 0 ? 0 : (ends[i - 1] as number), end));
+    const byByte = Array.from(bytes, (byte) => Buffer.from([byte]));
+    return [perEvent, randomCuts, byByte];
+  }
+
+  it('gives the reference events and oversized count for 400 random streams, however they are cut', () => {
+    const next = random(28);
+    for (let n = 0; n < 400; n++) {
+      const bytes = randomStream(next);
+      const expected = reference(bytes);
+      for (const [k, pieces] of chunkings(bytes, next).entries()) {
+        const got = decode(pieces, CAP);
+        if (JSON.stringify(got) !== JSON.stringify(expected)) expect(got, `stream ${n}, chunking ${k}: ${JSON.stringify(bytes.toString('utf8'))}`).toEqual(expected);
+      }
+    }
   });
 });
