@@ -44,10 +44,13 @@ describe('chunked body framing', () => {
 
   it('returns the offset just past the end, leaving bytes after it to the caller', () => {
     const reader = new ChunkedBody();
-    const buffer = Buffer.from('2\r\nok\r\n0\r\n\r\nHTTP/1.1 200');
-    expect(reader.feed(buffer, 0)).toBe(12);
+    expect(reader.feed(Buffer.from('2\r\nok\r\n0\r\n'), 0)).toBe(-1);
+    expect(reader.done).toBe(false);
+    const buffer = Buffer.from('\r\nHTTP/1.1 200');
+    expect(reader.feed(buffer, 0)).toBe(2);
     expect(reader.done).toBe(true);
     expect(() => reader.feed(Buffer.from('x'), 0)).toThrow(ChunkedBodyError);
+    expect(() => reader.feed(Buffer.from('x'), 0)).toThrow(/bytes after the end of the chunked body/);
   });
 
   it('starts at the given offset (the body after the head, in the same read)', () => {
@@ -63,7 +66,43 @@ describe('chunked body framing', () => {
     ['a size line ended by LF alone', '2\nab\r\n', /invalid byte 0xa/],
     ['a size beyond 2^52', 'fffffffffffffff\r\n', /too many digits/],
     ['an endless extension', `1;${'x'.repeat(17_000)}`, /extension too long/],
+    ['a size line whose CR is followed by another byte than LF', '2\rXok\r\n', /chunk size line not ended by CRLF/],
+    ['data followed by another byte than CR (data longer than its size)', '2\r\nokX\n', /chunk data not followed by CRLF/],
+    ['data followed by CR and another byte than LF', '2\r\nok\rX', /chunk data not followed by CRLF/],
+    ['a bare LF in a chunk extension', '2;a\nb\r\n', /bare LF in a chunk size line or trailer line/],
+    ['a bare LF in a trailer line', '0\r\nX-T: a\n', /bare LF in a chunk size line or trailer line/],
+    ['a trailer line whose CR is followed by another byte than LF', '0\r\nX-T: a\rZ', /trailer line not ended by CRLF/],
+    ['an endless trailer field', `0\r\nX-T: ${'x'.repeat(17_000)}`, /trailer field too long/],
   ])('refuses %s', (_what, body, message) => {
     expect(() => new ChunkedBody().feed(Buffer.from(body), 0)).toThrow(message);
   });
+
+  // The limits bound what one response makes tokentap scan: a size past 2^52 would lose digits in
+  // a Number (the relay would skip the wrong number of bytes and fall out of step with the
+  // upstream), and an endless extension or trailer line would be read forever. Each holds exactly
+  // at its bound, so a server's legitimate framing up to it passes.
+  it('accepts a 13-digit chunk size (2^52 - 1 is the largest) and refuses a 14th digit, even a leading zero', () => {
+    const reader = new ChunkedBody();
+    expect(reader.feed(Buffer.from('fffffffffffff\r\nab'), 0)).toBe(-1);
+    expect([reader.pieces, reader.pieceStarts[0], reader.pieceEnds[0]]).toEqual([1, 15, 17]);
+    expect(() => new ChunkedBody().feed(Buffer.from('00000000000002\r\n'), 0)).toThrow(/too many digits/);
+  });
+
+  it('accepts a chunk extension and a trailer field of exactly 16 KiB and refuses one byte more', () => {
+    const line = 'x'.repeat(16 * 1024);
+    expect(follow([Buffer.from(`2;${line}\r\nok\r\n0\r\n${line}\r\n\r\n`)])).toMatchObject({ endedAt: 0 });
+    expect(() => new ChunkedBody().feed(Buffer.from(`2;${line}x`), 0)).toThrow(/chunk extension too long/);
+    expect(() => new ChunkedBody().feed(Buffer.from(`0\r\n${line}x`), 0)).toThrow(/trailer field too long/);
+  });
+
+  it('accepts whitespace before a chunk extension or the line end (BWS, RFC 9112 section 7.1.1), as servers send it', () => {
+    for (const sizeLine of ['2 ', '2\t', '2 ;a=b', '2\t;a=b']) {
+      const result = follow([Buffer.from(`${sizeLine}\r\nok\r\n0\r\n\r\n`)]);
+      expect([result.data.toString(), result.endedAt], JSON.stringify(sizeLine)).toEqual(['ok', 0]);
+    }
+  });
+
+  // Equivalent mutants: pieceStarts and pieceEnds start empty, and a mutant that starts them with an
+  // element changes nothing, since feed() writes each place before `pieces` counts it and callers
+  // read only the first `pieces`.
 });

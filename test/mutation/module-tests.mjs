@@ -1,0 +1,59 @@
+// The test files that exercise each module, for `npm run mutate` (test/mutation/mutate.mjs).
+// vitest's `related` cannot pick them: every relay test imports src/sidecar.ts, which imports every
+// module, so "related" would run nearly the whole suite for each mutant. A module not listed here
+// needs `--tests <glob>` on the command line (and an entry here once its tests are known).
+// Tests that start the built CLI (dist/, e.g. test/security/secrets.test.ts, test/security/limits)
+// never run a mutant (Stryker mutates src/) and refuse to start in Stryker's sandbox copy, where
+// src/ looks newer than dist/: keep them out of these lists.
+
+/** @type {Record<string, string[]>} */
+export const moduleTests = {
+  'src/proxy/http1/chunked-body.ts': [
+    'test/unit/proxy/chunked-body.test.ts',
+    'test/security/chunked-crlf-desync.test.ts',
+    'test/security/hostile-upstream.test.ts',
+    'test/security/no-duplicate-generation.test.ts',
+    'test/security/response-desync.test.ts',
+    'test/security/review-bodiless-answer-body.test.ts',
+    'test/security/review-chunked-bare-lf.test.ts',
+    'test/security/review-usage-injection-hostile-body.test.ts',
+    'test/integration/relay-http.test.ts',
+  ],
+  'src/proxy/hop-by-hop.ts': [
+    'test/unit/proxy/request-rules.test.ts',
+    'test/unit/proxy/usage-injection.test.ts',
+    'test/security/hop-by-hop-headers.test.ts',
+    'test/security/request-smuggling.test.ts',
+    'test/security/response-desync.test.ts',
+    'test/integration/relay-http.test.ts',
+    'test/integration/usage-injection.test.ts',
+  ],
+  'src/proxy/http1/response-head.ts': [
+    'test/unit/proxy/response-head.test.ts',
+    'test/security/response-desync.test.ts',
+    'test/security/hostile-upstream.test.ts',
+    'test/security/review-bodiless-answer-body.test.ts',
+    'test/security/chunked-crlf-desync.test.ts',
+    'test/integration/relay-http.test.ts',
+  ],
+  'src/taps/ndjson-decoder.ts': ['test/unit/taps/ndjson-decoder.test.ts'],
+  'src/taps/sse-decoder.ts': ['test/unit/taps/sse-decoder.test.ts'],
+  'src/taps/openai-sse.ts': ['test/unit/taps/*.test.ts'],
+  'src/slo/slo-events.ts': ['test/unit/slo/*.test.ts'],
+  'src/clock/token-timeline.ts': ['test/unit/taps/*.test.ts', 'test/unit/clock/*.test.ts'],
+  // The rule renderers, without the committed-files comparison (committed-artefacts.test.ts): it fails
+  // on any change to the rendered text but passes again once the files are re-rendered, so the score
+  // shows what the rules' own tests pin (and dashboards.test.ts, which is about the dashboards).
+  ...Object.fromEntries(
+    ['burn-rate-windows', 'burn-rate-alerts', 'recording-rules', 'p99-ttft-alert', 'traffic-guard'].map((name) => [
+      `src/render/${name}.ts`,
+      [
+        'test/unit/render/rules.test.ts',
+        'test/unit/render/burn-rate-semantics.test.ts',
+        'test/unit/render/native-rules.test.ts',
+        'test/unit/render/alert-settings.test.ts',
+        'test/unit/render/runbooks.test.ts',
+      ],
+    ]),
+  ),
+};
