@@ -31,6 +31,16 @@ describe('token timeline: TPOT', () => {
     expect(none.tpotMs).toBeNaN();
   });
 
+  it('is not measured when the server reports fewer than 2 output tokens for a streamed answer (no negative or infinite TPOT)', () => {
+    for (const reported of [0, 1]) {
+      const { t } = timeline();
+      t.content(1100, 1);
+      t.content(1200, 1);
+      t.usage(3, reported);
+      expect(t.tpotMs, `usage ${reported}`).toBeNaN();
+    }
+  });
+
   it('divides by the reported output tokens when the server reports usage, not by the counted ones', () => {
     const { t } = timeline();
     t.content(1100, 1);
