@@ -115,3 +115,9 @@ describe('token timeline: times from the request start and token counts', () => 
     expect(t.tokenCountMismatch).toBe(true);
   });
 });
+
+/*
+ * The one mutant Stryker reports surviving in src/clock/token-timeline.ts changes no behaviour:
+ * tpotMs's `this.contentEvents === 0` made false. Without a content event the first and last token
+ * times are NaN, so the formula gives NaN as the guard does.
+ */
