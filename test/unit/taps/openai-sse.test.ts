@@ -304,4 +304,9 @@ describe('OpenAI SSE tap: a broken or hostile upstream', () => {
  * - onEvent(): the isPlainContentChunk() shortcut disabled: the same chunk then goes through
  *   JSON.parse and counts the same one token (plain-content-event.test.ts checks the two agree).
  * - onEvent(): `answerChoices++` -> `--`: only `answerChoices === 0` is read, and -1 is not 0 either.
+ * - onEvent(): the JSON.parse `catch` emptied: `chunk` stays undefined and the next check counts the
+ *   same malformed_event.
+ * - the `typeof x === 'object'` halves of the choice, delta and timings guards made true or false:
+ *   null is still caught by the other half, and reading a field of a number or a string gives
+ *   undefined, which reads as no content, no index and no count (the hostile-upstream tests above).
  */
