@@ -264,3 +264,21 @@ describe('SSE decoder against the reference reading of the whole body', () => {
     }
   });
 });
+
+/*
+ * Mutants of src/taps/sse-decoder.ts that change no behaviour (Stryker 9.6.1 reports 45 surviving,
+ * but also lists some these tests fail when the mutant is applied by hand, e.g. the `swallowLF`
+ * condition made true or DATA_FIELD emptied; the rest of its list is still to be checked by hand):
+ * - the path a chunk takes, not what it gives: `endsInAscii` false, `mayOpenWithMark` or
+ *   `decoderNeeded` true, the `!decoderNeeded` branch or the wholeDataEvent() call dropped, and every
+ *   wholeDataEvent() refusal made stricter (body emptied, `lineEnd` past the end, its checks made
+ *   true, `i <= DATA_FIELD_BYTES`, indexOf('') for the line-end checks): the chunk goes through the
+ *   streaming decoder and the parser, which give the same events (the reference test above);
+ * - initial values overwritten before they are read: `dataOnlyEvent`'s fields, `skipAtLineStart`,
+ *   `decoderHolds` true (the first chunk then takes the decoder), `atBodyStart` left true (a later
+ *   chunk opening with EF takes the decoder, created once without BOM removal);
+ * - `swallowLF` true at the start: it swallows an LF opening the body, a blank line with no event;
+ * - write()'s empty-chunk return dropped: an empty chunk decodes to no text;
+ * - end()'s flush dropped: what a trailing partial character decodes to cannot end an event, and an
+ *   unterminated event is not dispatched.
+ */
