@@ -25,6 +25,15 @@ beforeAll(() => requireTools('promtool'));
  * at all (`gone`: not scraped) answers nothing, which the panels show as "No data".
  */
 const HERE = fileURLToPath(new URL('.', import.meta.url));
+
+/**
+ * promtool's time, measured on the shared 2-core machine: one-page.promtool.yaml takes 6 s of CPU
+ * (11 s wall at load 8), the other files 1-4 s. With two busy loops beside the suite it gets a
+ * fraction of a core, so the default 30 s test timeout failed correct rules. promtool is given 120 s
+ * (killed then, its output shown) and each test 150 s, so a hung promtool still fails the test.
+ */
+const PROMTOOL_TIMEOUT_MS = 120_000;
+const PROMTOOL_TEST_TIMEOUT_MS = 150_000;
 const ALL = { namespace: '.*', workload: '.*', pod: '(chat-prod-0|chat-staging-0|rag-prod-0)', model: '.*', __rate_interval: '5m' };
 
 function series(namespace: string, name: string, labels: string, values: string): { series: string; values: string } {
@@ -93,13 +102,13 @@ afterAll(async () => {
 
 function promtoolTest(file: string): Promise<{ code: number; output: string }> {
   return new Promise((resolve) => {
-    execFile('promtool', ['test', 'rules', file], { cwd: dir, timeout: 60_000 }, (error, stdout, stderr) => {
+    execFile('promtool', ['test', 'rules', file], { cwd: dir, timeout: PROMTOOL_TIMEOUT_MS }, (error, stdout, stderr) => {
       resolve({ code: error === null ? 0 : typeof error.code === 'number' ? error.code : -1, output: `${stdout}${stderr}` });
     });
   });
 }
 
-describe('dashboard panels with two namespaces under Prometheus', () => {
+describe('dashboard panels with two namespaces under Prometheus', { timeout: PROMTOOL_TEST_TIMEOUT_MS }, () => {
   it('draw one series per namespace with its own value, every variable at All, and tell a quiet workload (NaN: "No traffic") from one never scraped (no series: "No data")', async () => {
     const config = await readFile(join(HERE, 'tokentap.yaml'), 'utf8');
     const settings = loadSettings({ flags: { config: 'tokentap.yaml' }, env: {}, readFile: () => config });

@@ -8,7 +8,7 @@ import { Recorder } from '../../../src/metrics/recorder.js';
 import { Telemetry } from '../../../src/metrics/telemetry.js';
 import { RequestMonitor } from '../../../src/proxy/request-monitor.js';
 import { metEverySlo } from '../../../src/slo/goodput.js';
-import type { FinishedRequestFacts } from '../../../src/slo/slo-events.js';
+import { recordSloEvents, type FinishedRequestFacts } from '../../../src/slo/slo-events.js';
 import { WorkloadMatcher } from '../../../src/slo/workload-matcher.js';
 import { histogram, parsePrometheusText, sumValues } from '../../helpers/prometheus-text.js';
 import { chatChunk, sse } from '../../helpers/tap-harness.js';
@@ -134,9 +134,78 @@ describe('goodput and ttft_on end to end through the request monitor', () => {
     expect(histogram(m, 'tokentap_time_to_first_answer_token_seconds', { workload: 'chat' }).count).toBe(0);
   });
 
+  it('has no TTFT SLO events for a workload whose SLO sets no TTFT threshold (not a series where every request is bad)', async () => {
+    const { request, scrape } = setup('workloads:\n  - name: chat\n    slo: { objective: 0.99, e2e: 1s, itl: 50ms }\n');
+    request(sse(chatChunk({ content: 'a' }), chatChunk({ content: 'b' }), '[DONE]'), [100, 110, 110], 120);
+    const m = await scrape();
+    expect(sumValues(m, 'tokentap_slo_events_total', { workload: 'chat', slo: 'e2e', result: 'good' })).toBe(1);
+    expect(sumValues(m, 'tokentap_slo_events_total', { workload: 'chat', slo: 'itl', result: 'good' })).toBe(1);
+    expect(sumValues(m, 'tokentap_slo_events_total', { workload: 'chat', slo: 'ttft' })).toBe(0);
+  });
+
+  it('counts one e2e event and one ITL event per token after the first, good and bad apart, for a workload with every SLO', async () => {
+    const { request, scrape } = setup('workloads:\n  - name: chat\n    slo: { objective: 0.99, ttft: 200ms, e2e: 1s, itl: 50ms }\n');
+    // Gaps of 20, 80 and 30 ms: two tokens within 50 ms, one beyond.
+    request(sse(chatChunk({ content: 'a' }), chatChunk({ content: 'b' }), chatChunk({ content: 'c' }), chatChunk({ content: 'd' }), '[DONE]'), [100, 120, 200, 230, 230], 1200);
+    const m = await scrape();
+    const events = (slo: string, result: string) => sumValues(m, 'tokentap_slo_events_total', { workload: 'chat', slo, result });
+    expect({ ttftGood: events('ttft', 'good'), ttftBad: events('ttft', 'bad'), e2eGood: events('e2e', 'good'), e2eBad: events('e2e', 'bad'), itlGood: events('itl', 'good'), itlBad: events('itl', 'bad') }).toEqual({
+      ttftGood: 1,
+      ttftBad: 0,
+      e2eGood: 0,
+      e2eBad: 1,
+      itlGood: 2,
+      itlBad: 1,
+    });
+  });
+
+  it('has no ITL series for a one-token stream, nor for a workload whose SLO sets no ITL threshold', async () => {
+    const itlSeries = (m: Awaited<ReturnType<ReturnType<typeof setup>['scrape']>>) => (m.get('tokentap_slo_events_total')?.metrics ?? []).filter((sample) => sample.labels.slo === 'itl').length;
+    const withItl = setup('workloads:\n  - name: chat\n    slo: { objective: 0.99, itl: 50ms }\n');
+    withItl.request(sse(chatChunk({ content: 'a' }), '[DONE]'), [100, 100], 110);
+    expect(itlSeries(await withItl.scrape())).toBe(0);
+    const withoutItl = setup('workloads:\n  - name: chat\n    slo: { objective: 0.99, e2e: 1s }\n');
+    withoutItl.request(sse(chatChunk({ content: 'a' }), chatChunk({ content: 'b' }), '[DONE]'), [100, 120, 120], 130);
+    const m = await withoutItl.scrape();
+    expect(sumValues(m, 'tokentap_slo_events_total', { workload: 'chat', slo: 'e2e', result: 'good' })).toBe(1);
+    expect(itlSeries(m)).toBe(0);
+  });
+
+  it('records the requests of a workload without an SLO, with no SLO events', async () => {
+    const { request, scrape } = setup('workloads:\n  - name: batch\n');
+    request(sse(chatChunk({ content: 'a' }), chatChunk({ content: 'b' }), '[DONE]'), [100, 300, 300], 310);
+    const m = await scrape();
+    expect(sumValues(m, 'tokentap_requests_total', { workload: 'batch', outcome: 'completed' })).toBe(1);
+    expect(m.has('tokentap_slo_events_total') ? sumValues(m, 'tokentap_slo_events_total', {}) : 0).toBe(0);
+  });
+
   it('has no goodput series for a workload without an SLO', async () => {
     const { request, scrape } = setup('workloads:\n  - name: batch\n');
     request(sse(chatChunk({ content: 'a' }), '[DONE]'), [100, 100], 110);
     expect((await scrape()).has('tokentap_goodput_requests_total')).toBe(false);
+  });
+});
+
+describe('recordSloEvents on its own (the request monitor calls it only for a workload with an SLO, and tallies ITL only with an ITL threshold)', () => {
+  /** The SLO event series recorded for one request of `workloadYaml`'s first workload. */
+  async function eventsFor(workloadYaml: string, facts: FinishedRequestFacts, itlTokens: number, itlBadTokens: number) {
+    const telemetry = new Telemetry();
+    telemetries.push(telemetry);
+    const settings = loadSettings({ flags: { config: 'test.yaml' }, env: {}, readFile: () => `workloads:\n${workloadYaml}` });
+    recordSloEvents(new Recorder(telemetry.meter, settings.buckets), { workload: 'w' }, settings.workloads[0] as Workload, facts, itlTokens, itlBadTokens);
+    const m = parsePrometheusText(await telemetry.scrape());
+    return (m.get('tokentap_slo_events_total')?.metrics ?? []).map((sample) => `${sample.labels.slo} ${sample.labels.result} ${sample.value}`).sort();
+  }
+
+  it('records nothing for a workload without an SLO, whatever tokens it is given', async () => {
+    expect(await eventsFor('  - name: w\n', completed(100, 900), 5, 1)).toEqual([]);
+  });
+
+  it('records no ITL events for a workload whose SLO sets no ITL threshold, whatever tokens it is given', async () => {
+    expect(await eventsFor('  - name: w\n    slo: { objective: 0.99, e2e: 1s }\n', completed(100, 900), 5, 1)).toEqual(['e2e bad 0', 'e2e good 1']);
+  });
+
+  it('records the ITL tokens it is given, good and bad apart', async () => {
+    expect(await eventsFor('  - name: w\n    slo: { objective: 0.99, itl: 50ms }\n', completed(100, 900), 5, 1)).toEqual(['itl bad 1', 'itl good 4']);
   });
 });

@@ -117,6 +117,27 @@ describe('OpenAI SSE tap: tokens, ITL and TPOT', () => {
     expect(bothDone.timeline.terminal).toBe(true);
   });
 
+  it('sees the end at the finish_reason of a single-choice stream without [DONE] (a server that never sends it is not read as truncated)', () => {
+    const run = runTap(createOpenAISseTap, sse(chatChunk({ role: 'assistant', content: '' }), chatChunk({ content: 'a' }), chatChunk({ content: 'b' }), chatChunk({}, {}, 'stop')));
+    expect(run.timeline.terminal).toBe(true);
+    expect(run.timeline.contentEvents).toBe(2);
+  });
+
+  it('counts a content event whose cumulative usage did not grow as one token per content choice, not zero (no infinite per-token gap, no lost token)', () => {
+    const usage = (completion: number) => ({ usage: { prompt_tokens: 7, completion_tokens: completion, total_tokens: 7 + completion } });
+    const run = runTap(
+      createOpenAISseTap,
+      sse(chatChunk({ content: 'a' }, usage(1)), chatChunk({ content: 'b' }, usage(2)), chatChunk({ content: 'c' }, usage(2)), chatChunk({ content: 'd' }, usage(3)), '[DONE]'),
+    );
+    expect(run.gaps).toEqual([
+      [10, 1],
+      [10, 1],
+      [10, 1],
+    ]);
+    expect(run.timeline.countedTokens).toBe(4);
+    expect(run.problems).toEqual([]);
+  });
+
   it('sees no terminal event in a stream that just stops', () => {
     const run = runTap(createOpenAISseTap, sse(chatChunk({ content: 'a' }), chatChunk({ content: 'b' })));
     expect(run.timeline.terminal).toBe(false);
@@ -198,3 +219,94 @@ function summarize(run: ReturnType<typeof runTap>) {
     problems: run.problems,
   };
 }
+
+describe('OpenAI SSE tap: a broken or hostile upstream', () => {
+  const chunk = (fields: object) => ({ id: 'chatcmpl-1', object: 'chat.completion.chunk', model: 'm', ...fields });
+  const choice = (fields: object) => ({ index: 0, logprobs: null, finish_reason: null, ...fields });
+
+  it('counts an event that is JSON but not an object (null, a number, a string) as malformed, and goes on', () => {
+    const run = runTap(createOpenAISseTap, sse('null', '5', '"text"', chatChunk({ content: 'a' }), '[DONE]'));
+    expect(run.problems).toEqual(['malformed_event', 'malformed_event', 'malformed_event']);
+    expect(run.timeline.contentEvents).toBe(1);
+  });
+
+  it('ignores choices, deltas, usage and timings that are not objects, without failing the request', () => {
+    const run = runTap(
+      createOpenAISseTap,
+      sse(
+        chunk({ choices: 5 }),
+        chunk({ choices: 'ab' }),
+        chunk({ choices: { 0: choice({ delta: { content: 'x' } }) } }),
+        chunk({ choices: [null, 5, 'x'] }),
+        chunk({ choices: [choice({ delta: null })], usage: null, timings: null }),
+        chunk({ choices: [choice({ delta: { content: 'a' } })], usage: null, timings: null }),
+        chunk({ choices: [choice({ delta: {}, finish_reason: 'stop' })], usage: null }),
+      ),
+    );
+    expect(run.problems).toEqual([]);
+    expect(run.timeline.contentEvents).toBe(1);
+    expect(run.timeline.terminal).toBe(true);
+    expect(run.timeline.outputTokenSource).toBe('counted');
+  });
+
+  it('counts a malformed or out-of-range choice index (-1, 1.5, "1", 256) as choice 0, so its finish_reason ends a single-choice stream', () => {
+    for (const index of [-1, 1.5, '1', 256, 1e9]) {
+      const run = runTap(createOpenAISseTap, sse(chunk({ choices: [choice({ index, delta: { content: 'a' } })] }), chunk({ choices: [choice({ index, delta: {}, finish_reason: 'stop' })] })));
+      expect(run.timeline.terminal, JSON.stringify(index)).toBe(true);
+    }
+  });
+
+  it('with n = 2, does not end the stream when choice 0 repeats its finish_reason while choice 1 still runs', () => {
+    const finish = (index: number) => chunk({ choices: [choice({ index, delta: {}, finish_reason: 'stop' })] });
+    const content = (index: number) => chunk({ choices: [choice({ index, delta: { content: 'a' } })] });
+    const run = runTap(createOpenAISseTap, sse(content(0), content(1), finish(0), finish(0), content(1)));
+    expect(run.timeline.terminal).toBe(false);
+  });
+
+  it('ignores events after [DONE]', () => {
+    const run = runTap(createOpenAISseTap, sse(chatChunk({ content: 'a' }), '[DONE]', chatChunk({ content: 'b' }), chunk({ choices: [], usage: { prompt_tokens: 1, completion_tokens: 99 } })));
+    expect(run.timeline.contentEvents).toBe(1);
+    expect(run.timeline.outputTokens).toBe(1);
+  });
+
+  it('reads llama.cpp timings from the final chunks only: per-token timings on a content chunk are not the request\'s', () => {
+    const timings = (predictedMs: number) => ({ timings: { prompt_n: 3, prompt_ms: 5, predicted_n: 1, predicted_ms: predictedMs } });
+    const run = runTap(createOpenAISseTap, sse(chunk({ choices: [choice({ delta: { content: 'a' } })], ...timings(7) }), chunk({ choices: [choice({ delta: {}, finish_reason: 'stop' })] })));
+    expect(run.timeline.serverTimings).toBeUndefined();
+    const kept = runTap(createOpenAISseTap, sse(chunk({ choices: [choice({ delta: { content: 'a' } })] }), chunk({ choices: [choice({ delta: {}, finish_reason: 'stop' })], ...timings(9) }), chunk({ choices: [], usage: { prompt_tokens: 3, completion_tokens: 1 } })));
+    expect(kept.timeline.serverTimings).toEqual({ promptMs: 5, generationMs: 9 });
+    // A choice that is not an object finishes nothing, so its chunk's timings are not read either.
+    const junk = runTap(createOpenAISseTap, sse(chunk({ choices: [choice({ delta: { content: 'a' } })] }), chunk({ choices: [null], ...timings(3) })));
+    expect(junk.timeline.serverTimings).toBeUndefined();
+  });
+
+  it('carries cumulative-usage growth on an empty delta to the next content event, and starts from a chunk without usage', () => {
+    const usage = (completion: number | null) => ({ usage: completion === null ? null : { prompt_tokens: 7, completion_tokens: completion } });
+    const run = runTap(
+      createOpenAISseTap,
+      sse(
+        chunk({ choices: [choice({ delta: { content: 'a' } })], ...usage(null) }),
+        chunk({ choices: [choice({ delta: { content: 'b' } })], ...usage(3) }),
+        chunk({ choices: [choice({ delta: { content: '' } })], ...usage(4) }),
+        chunk({ choices: [choice({ delta: { content: 'c' } })], ...usage(5) }),
+      ),
+    );
+    expect(run.gaps).toEqual([
+      [10, 3],
+      [20, 2],
+    ]);
+  });
+});
+
+/*
+ * Mutants Stryker reports as surviving in src/taps/openai-sse.ts that change no behaviour:
+ * - choiceEnded(): `choice.index >= 0` -> `> 0`: index 0 is choice 0 either way.
+ * - onEvent(): the isPlainContentChunk() shortcut disabled: the same chunk then goes through
+ *   JSON.parse and counts the same one token (plain-content-event.test.ts checks the two agree).
+ * - onEvent(): `answerChoices++` -> `--`: only `answerChoices === 0` is read, and -1 is not 0 either.
+ * - onEvent(): the JSON.parse `catch` emptied: `chunk` stays undefined and the next check counts the
+ *   same malformed_event.
+ * - the `typeof x === 'object'` halves of the choice, delta and timings guards made true or false:
+ *   null is still caught by the other half, and reading a field of a number or a string gives
+ *   undefined, which reads as no content, no index and no count (the hostile-upstream tests above).
+ */

@@ -1,4 +1,4 @@
-import type { EventSourceMessage } from 'eventsource-parser';
+import { createParser, type EventSourceMessage } from 'eventsource-parser';
 import { describe, expect, it } from 'vitest';
 import { SseDecoder } from '../../../src/taps/sse-decoder.js';
 
@@ -99,6 +99,15 @@ describe('SSE decoder', () => {
     }
   });
 
+  it('dispatches nothing from the rest of an event that overflowed the buffer cap: a data line after the endless one is part of the skipped event, not an event of its own', () => {
+    for (const eol of ['\n', '\r\n', '\r']) {
+      const endless = ['data: ', ...Array.from({ length: 20 }, () => 'y'.repeat(100))];
+      const tail = ['more', eol, 'data: [DONE]', eol, 'data: {"choices":[{"delta":{"content":"smuggled"}}]}', eol, eol];
+      const result = decode(['data: a', eol, eol, ...endless, ...tail, 'data: b', eol, eol], 256);
+      expect(result, JSON.stringify(eol)).toEqual({ events: [[undefined, 'a'], [undefined, 'b']], oversized: 1 });
+    }
+  });
+
   it('decodes an event exactly at the limit', () => {
     const data = 'z'.repeat(256);
     expect(expectSplitInvariant(Buffer.from(`data: ${data}\n\n`), 256)).toEqual({ events: [[undefined, data]], oversized: 0 });
@@ -159,3 +168,117 @@ describe('SSE decoder', () => {
     expect(decode(['data: a\n\n', `data: ${atLimit}\n\n`], 256)).toEqual({ events: [[undefined, 'a'], [undefined, atLimit]], oversized: 0 });
   });
 });
+
+describe('SSE decoder paths a random stream seldom takes', () => {
+  it('does not take a chunk that ends one data line and opens the next for a whole event (the shortcut needs the blank line)', () => {
+    expect(decode(['data: a\n\n', 'data: b\nd', 'ata: c\n\n'])).toEqual({ events: [[undefined, 'a'], [undefined, 'b\nc']], oversized: 0 });
+  });
+
+  it('keeps a character whole when a chunk ends after a continuation byte 0x80 (… is E2 80 A6)', () => {
+    expect(expectSplitInvariant(Buffer.from('data: a…b\n\n', 'utf8')).events).toEqual([[undefined, 'a…b']]);
+  });
+
+  it('delivers a 100 KiB event written in 4 KiB pieces under the default cap (the parser buffer holds twice the cap)', () => {
+    const data = 'q'.repeat(100 * 1024);
+    const body = `data: ${data}\n\ndata: after\n\n`;
+    const pieces = Array.from({ length: Math.ceil(body.length / 4096) }, (_, i) => body.slice(i * 4096, (i + 1) * 4096));
+    const result = decode(pieces);
+    expect(result.events.map(([, d]) => d.length)).toEqual([data.length, 5]);
+    expect(result.oversized).toBe(0);
+  });
+
+  it('keeps skipping an overflowed event across chunks that do not reach its end, and decodes the next event whole', () => {
+    const endless = `data: ${'y'.repeat(2000)}`;
+    expect(decode(['data: a\n\n', endless, 'y'.repeat(100), '\n\ndata: b\n\n'], 256)).toEqual({ events: [[undefined, 'a'], [undefined, 'b']], oversized: 1 });
+  });
+
+  it('reads an LF opening the chunk after an overflow as the end of the endless line, not as the blank line ending its event', () => {
+    const endless = `data: ${'y'.repeat(2000)}`;
+    expect(decode([endless, '\ndata: smuggled\n\ndata: b\n\n'], 256)).toEqual({ events: [[undefined, 'b']], oversized: 1 });
+    expect(decode([`${endless}\n`, '\ndata: b\n\n'], 256)).toEqual({ events: [[undefined, 'b']], oversized: 1 });
+  });
+});
+
+/**
+ * Differential check of every path through the decoder (the whole-event shortcut, Buffer's and the
+ * streaming TextDecoder's conversions, CR handling across chunks, the size cap) against the
+ * reference reading: the whole body decoded as UTF-8 at once (its byte-order mark dropped), CR and
+ * CRLF read as LF, parsed by eventsource-parser in one piece, and events over the cap counted
+ * instead of dispatched. Random streams from a fixed seed, each cut three ways.
+ */
+describe('SSE decoder against the reference reading of the whole body', () => {
+  const CAP = 64;
+  /** Park-Miller: the same streams on every run, so a failure names a reproducible case. */
+  function random(seed: number): () => number {
+    let state = seed;
+    return () => {
+      state = (state * 48271) % 2147483647;
+      return state / 2147483647;
+    };
+  }
+
+  function reference(bytes: Buffer) {
+    const events: Array<[string | undefined, string]> = [];
+    let oversized = 0;
+    const parser = createParser({ onEvent: (event) => (event.data.length > CAP ? oversized++ : events.push([event.event, event.data])) });
+    parser.feed(new TextDecoder('utf-8').decode(bytes).replace(/\r\n?/g, '\n'));
+    return { events, oversized };
+  }
+
+  function randomStream(next: () => number): Buffer {
+    const pick = <T,>(items: readonly T[]): T => items[Math.floor(next() * items.length)] as T;
+    const eol = () => pick(['\n', '\n', '\r\n', '\r']);
+    const text = (length: number) => Array.from({ length }, () => pick(['a', 'b', ' ', ':', '{', '"', 'é', '☕', '😀', '\uFEFF'])).join('');
+    let body = next() < 0.2 ? '\uFEFF' : '';
+    const events = 1 + Math.floor(next() * 8);
+    for (let e = 0; e < events; e++) {
+      if (next() < 0.2) body += `:${text(3)}${eol()}`;
+      if (next() < 0.2) body += `event: ${pick(['a', 'message_delta'])}${eol()}`;
+      const lines = next() < 0.7 ? 1 : 2 + Math.floor(next() * 2);
+      const oversized = next() < 0.15;
+      for (let l = 0; l < lines; l++) body += `${pick(['data: ', 'data:'])}${text(oversized ? 40 : Math.floor(next() * 12))}${eol()}`;
+      body += eol();
+    }
+    if (next() < 0.2) body += `data: ${text(3)}`;
+    return Buffer.from(body, 'utf8');
+  }
+
+  /** The body as a server might write it: one chunk per event, random cuts, or byte by byte. */
+  function chunkings(bytes: Buffer, next: () => number): Buffer[][] {
+    const perEvent = eventChunks(bytes.toString('latin1')).map((piece) => Buffer.from(piece, 'latin1'));
+    const cuts = Array.from({ length: 1 + Math.floor(next() * 6) }, () => Math.floor(next() * bytes.length)).sort((a, b) => a - b);
+    const randomCuts = [0, ...cuts, bytes.length].slice(1).map((end, i, ends) => bytes.subarray(i === 0 ? 0 : (ends[i - 1] as number), end));
+    const byByte = Array.from(bytes, (byte) => Buffer.from([byte]));
+    return [perEvent, randomCuts, byByte];
+  }
+
+  it('gives the reference events and oversized count for 400 random streams, however they are cut', () => {
+    const next = random(28);
+    for (let n = 0; n < 400; n++) {
+      const bytes = randomStream(next);
+      const expected = reference(bytes);
+      for (const [k, pieces] of chunkings(bytes, next).entries()) {
+        const got = decode(pieces, CAP);
+        if (JSON.stringify(got) !== JSON.stringify(expected)) expect(got, `stream ${n}, chunking ${k}: ${JSON.stringify(bytes.toString('utf8'))}`).toEqual(expected);
+      }
+    }
+  });
+});
+
+/*
+ * Mutants of src/taps/sse-decoder.ts that change no behaviour (Stryker 9.6.1 reports 45 surviving,
+ * but also lists some these tests fail when the mutant is applied by hand, e.g. the `swallowLF`
+ * condition made true or DATA_FIELD emptied; the rest of its list is still to be checked by hand):
+ * - the path a chunk takes, not what it gives: `endsInAscii` false, `mayOpenWithMark` or
+ *   `decoderNeeded` true, the `!decoderNeeded` branch or the wholeDataEvent() call dropped, and every
+ *   wholeDataEvent() refusal made stricter (body emptied, `lineEnd` past the end, its checks made
+ *   true, `i <= DATA_FIELD_BYTES`, indexOf('') for the line-end checks): the chunk goes through the
+ *   streaming decoder and the parser, which give the same events (the reference test above);
+ * - initial values overwritten before they are read: `dataOnlyEvent`'s fields, `skipAtLineStart`,
+ *   `decoderHolds` true (the first chunk then takes the decoder), `atBodyStart` left true (a later
+ *   chunk opening with EF takes the decoder, created once without BOM removal);
+ * - `swallowLF` true at the start: it swallows an LF opening the body, a blank line with no event;
+ * - write()'s empty-chunk return dropped: an empty chunk decodes to no text;
+ * - end()'s flush dropped: what a trailing partial character decodes to cannot end an event, and an
+ *   unterminated event is not dispatched.
+ */
