@@ -119,7 +119,7 @@ export class ProxyServer extends net.Server {
         this.warnShares(
           options,
           { peer, closed_peer: decision.replaced.peer, closed_peer_connections: decision.replaced.held, max_connections: limits.maxConnections },
-          'proxy at limits.max_connections: closed a connection without a request of the client holding the most, to admit another client',
+          'proxy at limits.max_connections: closed an unused connection (no request in 1 s) of the client holding the most, to admit another client',
         );
       }
       const connection = new ClientConnection(context, socket, (done) => {
