@@ -29,7 +29,7 @@ function discovery(url: URL, overrides: Partial<ModelDiscoverySettings> = {}) {
   const logs: Record<string, unknown>[] = [];
   const sink = new Writable({ write(chunk: Buffer, _e, cb) { for (const l of chunk.toString().split('\n')) if (l) logs.push(JSON.parse(l)); cb(); } });
   const models = new ModelLabels(32);
-  const settings = { paths: ['/v1/models', '/api/tags', '/info'], intervalMs: 300_000, retryMs: 30, timeoutMs: 300, ...overrides };
+  const settings = { paths: ['/v1/models', '/api/tags', '/info'], intervalMs: 300_000, retryMs: 30, timeoutMs: 300, adapterIdleAfterMs: 300_000, ...overrides };
   return { models, logs, discovery: new ModelDiscovery(url, settings, models, createLogger('info', sink)) };
 }
 
@@ -119,7 +119,7 @@ describe('model discovery', () => {
     const logs: Record<string, unknown>[] = [];
     const sink = new Writable({ write(chunk: Buffer, _e, cb) { for (const l of chunk.toString().split('\n')) if (l) logs.push(JSON.parse(l)); cb(); } });
     const models = new ModelLabels(100);
-    const settings = { paths: ['/v1/models'], intervalMs: 300_000, retryMs: 30, timeoutMs: 300 };
+    const settings = { paths: ['/v1/models'], intervalMs: 300_000, retryMs: 30, timeoutMs: 300, adapterIdleAfterMs: 300_000 };
     expect((await new ModelDiscovery(url, settings, models, createLogger('info', sink)).refresh()).ok).toBe(true);
     const line = logs.find((l) => String(l['msg']).startsWith('model discovery: the upstream serves'));
     expect(line).toMatchObject({ listed: 200, skipped: 100, notLogged: 36 });
