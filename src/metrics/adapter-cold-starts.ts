@@ -8,12 +8,13 @@ import type { Clock } from '../clock/clock.js';
  * multi-adapter serving. The eviction follows the other adapters' traffic, not a timer, so the
  * sidecar cannot know it: an idle time is the proxy it can measure (docs/model-discovery.md#adapters).
  *
- * An adapter's idle time counts from its last request, or from when discovery first listed it (vLLM
+ * An adapter's idle time counts from its last request's start or end (an adapter serving a long
+ * request is in use), or from when discovery first listed it (vLLM
  * loads an adapter when it is added, `load_lora_adapter`, so the first request right after is
  * warm). Only adapters in the current listing are tracked: at most metrics.max_models entries.
  */
 export class AdapterColdStarts {
-  /** Listed adapter -> when it was last requested (or first listed); nothing else. */
+  /** Listed adapter -> when a request to it last started or ended (or it was first listed); nothing else. */
   private readonly lastRequestMs = new Map<string, number>();
 
   constructor(
@@ -39,5 +40,10 @@ export class AdapterColdStarts {
     const now = this.clock.nowMs();
     this.lastRequestMs.set(model, now);
     return now - last > this.idleAfterMs;
+  }
+
+  /** At a request's end: the adapter was in use until now. One Map lookup; nothing for other models. */
+  requestEnded(model: string): void {
+    if (this.lastRequestMs.has(model)) this.lastRequestMs.set(model, this.clock.nowMs());
   }
 }

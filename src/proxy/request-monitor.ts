@@ -335,6 +335,7 @@ export class RequestMonitor implements InterTokenSink, TapContext {
     };
     this.deps.recorder.finished(attributes, summary);
     if (this.adapterColdStart && operation === 'generation') this.deps.recorder.adapterColdStartTtft(attributes, summary.ttftMs);
+    this.deps.coldStarts?.requestEnded(this.model);
     const workload = this.workload as Workload;
     if (this.inFlightBand !== undefined && operation === 'generation') {
       const sloTtftMs = workload.slo?.ttftOn === 'first_answer' ? timeline.ttftAnswerMs : summary.ttftMs;

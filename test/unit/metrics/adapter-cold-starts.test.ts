@@ -127,3 +127,16 @@ describe('adapter cold starts and base models in the /metrics exposition', () =>
     ]);
   });
 });
+
+describe('adapter in use', () => {
+  it('counts idle time from the end of the last request: an adapter serving a long request is not idle', () => {
+    const clock = new ManualClock(0);
+    const cold = new AdapterColdStarts(clock, IDLE_AFTER_MS);
+    cold.listed(['sql-lora']);
+    expect(cold.requestStarted('sql-lora')).toBe(false);
+    clock.advance(2 * IDLE_AFTER_MS);
+    cold.requestEnded('sql-lora');
+    clock.advance(IDLE_AFTER_MS);
+    expect(cold.requestStarted('sql-lora')).toBe(false);
+  });
+});
