@@ -1,4 +1,6 @@
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
+import { parseSimulatorFlags } from '../../../src/simulator/index.js';
 import { LoraAdapters } from '../../../src/simulator/lora-adapters.js';
 import { CHAT_BODY, rawRequest, simulator, streamRequest } from './helpers.js';
 
@@ -44,5 +46,13 @@ describe('simulated LoRA adapters', () => {
     // Warm: 5 ms planned; loose bounds for a loaded machine, still well under the 1 s load.
     expect(ttft(warm)).toBeLessThan(800);
     expect(ttft(base)).toBeLessThan(800);
+  });
+});
+
+describe('the simulator command of docs/model-discovery.md', () => {
+  it('parses as the page writes it', () => {
+    const command = /`tokentap simulate ([^`]+)`/.exec(readFileSync('docs/model-discovery.md', 'utf8'))?.[1];
+    expect(command).toBeDefined();
+    expect(parseSimulatorFlags((command as string).split(/\s+/))).toEqual({ loras: ['sql-lora'], loraLoadMs: 800, loraUnloadAfterMs: 60_000 });
   });
 });
