@@ -190,7 +190,7 @@ export const DEFAULTS = {
   /** Before the first answer: vLLM loads a 7B model in one to three minutes, so this finds it soon after. */
   modelDiscoveryRetry: '15s',
   modelDiscoveryTimeout: '2s',
-  /** Ollama's default keep_alive, the one idle-time unload among the engines (docs/model-discovery.md#adapters). */
+  /** Ollama's default keep_alive, the one idle-time unload among the engines (docs/model-discovery.md#lora-adapters). */
   adapterIdleAfter: '5m',
 } as const;
 

@@ -6,7 +6,7 @@ import type { Clock } from '../clock/clock.js';
  * `--max-cpu-loras` in host memory, evicting the least recently used; a request to an evicted
  * adapter waits for its weights to load before its first token, the known TTFT outlier of
  * multi-adapter serving. The eviction follows the other adapters' traffic, not a timer, so the
- * sidecar cannot know it: an idle time is the proxy it can measure (docs/model-discovery.md#adapters).
+ * sidecar cannot know it: an idle time is the proxy it can measure (docs/model-discovery.md#lora-adapters).
  *
  * An adapter's idle time counts from its last request's start or end (an adapter serving a long
  * request is in use), or from when discovery first listed it (vLLM

@@ -15,6 +15,9 @@
  * (LoRA adapters loaded and unloaded) grew 380 model label values and 39,521 series in 12 polls
  * with `max_models: 32` when each listing was taken whole; now the first `maxModels` served names
  * that requests use keep their label, and later ones are `other` until restart (discovery warns).
+ *
+ * The listing also says which base model each served name runs on (vLLM's `parent` of a LoRA
+ * adapter): `modelInfo` gives it for the names that have a label, the tokentap_model_info series.
  */
 export const UNKNOWN_MODEL = 'unknown';
 export const OTHER_MODEL = 'other';
@@ -73,9 +76,11 @@ export class ModelLabels {
     }
     this.served = served;
     const bases = baseModels(kept, parents);
+    // The untagged Ollama name runs on what its `:latest` name runs on.
     for (const model of kept) {
+      if (!model.endsWith(OLLAMA_DEFAULT_TAG)) continue;
       const untagged = model.slice(0, -OLLAMA_DEFAULT_TAG.length);
-      if (model.endsWith(OLLAMA_DEFAULT_TAG) && !bases.has(untagged)) bases.set(untagged, bases.get(model) as string);
+      if (!bases.has(untagged)) bases.set(untagged, bases.get(model) as string);
     }
     this.bases = bases;
     const room = this.maxModels - this.admitted.size;

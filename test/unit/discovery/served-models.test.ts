@@ -146,6 +146,13 @@ describe('base models of the served names (tokentap_model_info)', () => {
     expect(new Set(labels.modelInfo().map(([, base]) => base))).toEqual(new Set(['other']));
   });
 
+  it('give an untagged Ollama name the base of its :latest name', () => {
+    const labels = new ModelLabels(4);
+    labels.serve(['llama3.2:latest']);
+    labels.label('llama3.2');
+    expect(labels.modelInfo()).toEqual([['llama3.2', 'llama3.2:latest']]);
+  });
+
   it('know no base before discovery answered: the first names seen have no model_info series', () => {
     const labels = new ModelLabels(4);
     labels.label('sql-lora');
