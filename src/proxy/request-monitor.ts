@@ -8,6 +8,7 @@ import { TokenTimeline, type InterTokenSink } from '../clock/token-timeline.js';
 import { engineSplit } from '../clock/engine-timings.js';
 import type { Operation } from '../metrics/definitions.js';
 import type { InFlightTracker } from '../metrics/in-flight-band.js';
+import type { AdapterColdStarts } from '../metrics/adapter-cold-starts.js';
 import type { ModelLabels } from '../metrics/model-labels.js';
 import type { InterTokenSeries, Outcome, Recorder, RequestSummary } from '../metrics/recorder.js';
 import { metEverySlo } from '../slo/goodput.js';
@@ -35,6 +36,8 @@ export interface MonitorDependencies {
   readonly gpuMemory?: { memoryUsedBytes(): number | undefined };
   /** Counts the sidecar's requests in flight for the capacity histograms (`in_flight` band); none recorded when absent. */
   readonly inFlight?: InFlightTracker;
+  /** Marks a LoRA adapter's first request after idle (model discovery on); none marked when absent. */
+  readonly coldStarts?: AdapterColdStarts;
 }
 
 /**
@@ -64,6 +67,8 @@ export class RequestMonitor implements InterTokenSink, TapContext {
   private readonly inFlightBand: string | undefined;
   private itlBandSeries: InterTokenSeries | undefined;
   private model = '';
+  /** The first request to its adapter after idle (AdapterColdStarts), decided once with the labels. */
+  private adapterColdStart = false;
   private tap: Tap | undefined;
   private streaming = false;
   private status = 0;
@@ -272,6 +277,8 @@ export class RequestMonitor implements InterTokenSink, TapContext {
       this.itlSeries = this.deps.recorder.interTokenSeries(this.attributes);
       if (this.inFlightBand !== undefined) this.itlBandSeries = this.deps.recorder.interTokenBandSeries(this.attributes, this.inFlightBand);
       this.deps.recorder.started(this.attributes);
+      this.adapterColdStart = this.deps.coldStarts?.requestStarted(this.model) ?? false;
+      if (this.adapterColdStart) this.deps.recorder.adapterColdStart(this.attributes);
     }
     return this.attributes;
   }
@@ -327,6 +334,8 @@ export class RequestMonitor implements InterTokenSink, TapContext {
       queueOrOutsideEngineTtftMs: split.queueOrOutsideEngineTtftMs,
     };
     this.deps.recorder.finished(attributes, summary);
+    if (this.adapterColdStart && operation === 'generation') this.deps.recorder.adapterColdStartTtft(attributes, summary.ttftMs);
+    this.deps.coldStarts?.requestEnded(this.model);
     const workload = this.workload as Workload;
     if (this.inFlightBand !== undefined && operation === 'generation') {
       const sloTtftMs = workload.slo?.ttftOn === 'first_answer' ? timeline.ttftAnswerMs : summary.ttftMs;
