@@ -9,6 +9,9 @@ import type { ProfileStore } from '../profile/profile-store.js';
 export const PROFILE_FORMATS = ['json', 'guidellm', 'aiperf', 'mooncake'] as const;
 export type ProfileFormat = (typeof PROFILE_FORMATS)[number];
 
+/** Set on a Mooncake trace that left rows out to stay within MAX_TRACE_HASH_IDS: how many. */
+export const OMITTED_ROWS_HEADER = 'tokentap-omitted-rows';
+
 /** `window=` when absent. */
 export const DEFAULT_PROFILE_WINDOW = '10m';
 /** The longest `window=`: a day; the record holds less than that on any busy workload anyway. */
@@ -54,8 +57,10 @@ export function registerProfileRoutes(app: FastifyInstance, store: ProfileStore)
         return exported(reply, 'text/plain; charset=utf-8', () => aiperfArguments(profile));
       case 'mooncake':
         return exported(reply, 'application/x-ndjson', () => {
-          const rows = mooncakeRows(held.shapes, store.blockTokens);
+          const { rows, omitted } = mooncakeRows(held.shapes, store.blockTokens);
           if (rows.length === 0) throw new ExportRefused(`no request of workload ${JSON.stringify(workload)} in the window reported both its input and output tokens: an empty trace replays nothing`);
+          // Said in a header, since a JSON Lines trace has no room for a note: tokentap profile prints it on stderr.
+          if (omitted > 0) reply.header(OMITTED_ROWS_HEADER, String(omitted));
           return mooncakeJsonl(rows);
         });
     }

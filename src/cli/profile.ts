@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util';
-import { DEFAULT_PROFILE_WINDOW, PROFILE_FORMATS } from '../admin/profile-routes.js';
+import { DEFAULT_PROFILE_WINDOW, OMITTED_ROWS_HEADER, PROFILE_FORMATS } from '../admin/profile-routes.js';
 import { TokentapError } from '../errors.js';
 import type { CliIO } from './main.js';
 
@@ -45,6 +45,8 @@ export async function runProfile(argv: readonly string[], io: CliIO): Promise<nu
     return 1;
   }
   io.stdout.write(body.endsWith('\n') ? body : `${body}\n`);
+  const omitted = response.headers.get(OMITTED_ROWS_HEADER);
+  if (omitted !== null) io.stderr.write(`tokentap profile: warning: ${omitted} requests left out of the trace, which holds at most 2,000,000 hash ids; ask a shorter --window\n`);
   return 0;
 }
 

@@ -400,7 +400,12 @@ const profileSettings = z.strictObject({
   /** Finished requests each workload's record holds before the oldest are dropped (default 10000). */
   max_requests_per_workload: limitCount.max(1_000_000, { error: 'expected at most 1000000 requests' }).optional(),
   /** Tokens per fingerprint block and Mooncake hash id (default 512, the Mooncake traces' and GuideLLM's). */
-  block_tokens: limitCount.max(65_536, { error: 'expected at most 65536 tokens' }).optional(),
+  block_tokens: z
+    .number({ error: 'expected a whole number of tokens from 16 to 65536, e.g. 512' })
+    .int({ error: 'expected a whole number of tokens from 16 to 65536, e.g. 512' })
+    .min(16, { error: 'expected at least 16 tokens (the smallest block replay tools use: vLLM timed_trace, Bailian traces)' })
+    .max(65_536, { error: 'expected at most 65536 tokens' })
+    .optional(),
 });
 
 export const configFileSchema = z.strictObject({

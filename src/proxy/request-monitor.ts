@@ -112,10 +112,24 @@ export class RequestMonitor implements InterTokenSink, TapContext {
     this.requestedModel = model;
     try {
       this.labels(model);
-      const profiles = this.deps.profiles;
-      if (profiles !== undefined && body !== undefined) this.promptBlocks = profiles.fingerprint((this.workload as Workload).name, body);
+      if (body !== undefined) this.fingerprint(body);
     } catch (error) {
       this.observationFailed('requestBody', error);
+    }
+  }
+
+  /**
+   * The workload-shape fingerprint of the prompt. A body the fingerprint cannot serialise (nesting
+   * deeper than JSON.stringify's stack allows) gets none, and only that: the request is still
+   * observed and recorded, without prefix hashes.
+   */
+  private fingerprint(body: unknown): void {
+    const profiles = this.deps.profiles;
+    if (profiles === undefined) return;
+    try {
+      this.promptBlocks = profiles.fingerprint((this.workload as Workload).name, body);
+    } catch {
+      this.promptBlocks = undefined;
     }
   }
 

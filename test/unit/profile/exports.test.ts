@@ -2,7 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../../../src/clock/clock.js';
 import { aiperfArguments, aiperfMixtureArguments } from '../../../src/profile/aiperf-export.js';
 import { guidellmScenario } from '../../../src/profile/guidellm-export.js';
-import { mooncakeJsonl, mooncakeRows } from '../../../src/profile/mooncake-export.js';
+import { MAX_TRACE_HASH_IDS, mooncakeJsonl, mooncakeRows } from '../../../src/profile/mooncake-export.js';
+import type { RequestShape } from '../../../src/profile/request-shape-ring.js';
 import { ProfileStore } from '../../../src/profile/profile-store.js';
 import type { WorkloadProfile } from '../../../src/profile/workload-profile.js';
 import { SeededRandom } from '../../helpers/seeded-random.js';
@@ -57,7 +58,7 @@ function scenario() {
 describe('the Mooncake trace export', () => {
   const { store, starts } = scenario();
   const held = store.shapes('chat', 600_000);
-  const text = mooncakeJsonl(mooncakeRows(held?.shapes ?? [], BLOCK));
+  const text = mooncakeJsonl(mooncakeRows(held?.shapes ?? [], BLOCK).rows);
   const lines = text.split('\n');
   const rows = lines.slice(0, -1).map((line) => JSON.parse(line) as Record<string, unknown>);
 
@@ -127,6 +128,17 @@ describe('the Mooncake trace export', () => {
     const hashes = new Set((held?.shapes ?? []).flatMap((s) => s.blockHashes));
     expect(hashes.size).toBeGreaterThan(0);
     for (const id of ids) expect(hashes.has(id)).toBe(false);
+  });
+});
+
+describe('the Mooncake trace of a broken upstream', () => {
+  it('leaves out the rows past 2,000,000 hash ids when every request claims 10^7 input tokens, and counts them', () => {
+    const claimed: RequestShape = { startUnixMs: T0, durationMs: 1, inputTokens: 10_000_000, outputTokens: 1, cachedInputTokens: Number.NaN, outcome: 'completed', blockHashes: [] };
+    const { rows, omitted } = mooncakeRows(Array.from({ length: 120 }, () => claimed), BLOCK);
+    const ids = rows.reduce((sum, row) => sum + row.hash_ids.length, 0);
+    expect(ids).toBeLessThanOrEqual(MAX_TRACE_HASH_IDS);
+    expect(rows).toHaveLength(Math.floor(MAX_TRACE_HASH_IDS / Math.ceil(10_000_000 / BLOCK)));
+    expect(omitted).toBe(120 - rows.length);
   });
 });
 
