@@ -4,6 +4,7 @@ import { aiperfArguments, aiperfMixtureArguments } from '../profile/aiperf-expor
 import { ExportRefused } from '../profile/export-format.js';
 import { guidellmScenario } from '../profile/guidellm-export.js';
 import { mooncakeJsonl, mooncakeRows } from '../profile/mooncake-export.js';
+import { buildProfile } from '../profile/profile-builder.js';
 import type { ProfileStore } from '../profile/profile-store.js';
 
 export const PROFILE_FORMATS = ['json', 'guidellm', 'aiperf', 'mooncake'] as const;
@@ -46,8 +47,8 @@ export function registerProfileRoutes(app: FastifyInstance, store: ProfileStore)
     const workload = request.params.workload;
     const held = store.shapes(workload, asked.windowMs);
     if (held === undefined) return refuse(reply, 404, `no workload-shape record for workload ${JSON.stringify(workload)}; recorded workloads: ${store.workloads.join(', ')} (a workload with profile: false keeps none)`);
-    const profile = store.profile(workload, asked.windowMs);
-    if (profile === undefined) return refuse(reply, 404, `no workload-shape record for workload ${JSON.stringify(workload)}`);
+    // The profile and the exports read the same requests over the same window.
+    const profile = buildProfile(workload, held.shapes, held.window, store.blockTokens);
     switch (asked.format) {
       case 'json':
         return reply.header('cache-control', 'no-store').send(profile);

@@ -5,7 +5,7 @@ const INITIAL_BYTES_PER_TOKEN = 4;
 const HYSTERESIS = 0.25;
 
 /**
- * A workload's bytes of serialised prompt per reported input token, which places its fingerprint's
+ * A workload's bytes of prompt text (prompt-fingerprint.ts) per reported input token, which places its fingerprint's
  * block boundaries (prompt-fingerprint.ts). It must hold still: two requests sharing a prefix share
  * hashes only if their boundaries fall at the same bytes, so the estimate moves only when the
  * running ratio (all requests so far, bytes over tokens) leaves it by more than 25 %, which after
@@ -20,7 +20,7 @@ export class BytesPerToken {
     return this.current;
   }
 
-  /** A finished request: its serialised prompt size and the server's input token count. */
+  /** A finished request: its prompt text's size in bytes and the server's input token count. */
   observe(promptBytes: number, inputTokens: number): void {
     if (!(promptBytes > 0) || !(inputTokens > 0)) return;
     this.bytes += promptBytes;

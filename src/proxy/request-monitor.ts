@@ -119,9 +119,9 @@ export class RequestMonitor implements InterTokenSink, TapContext {
   }
 
   /**
-   * The workload-shape fingerprint of the prompt. A body the fingerprint cannot serialise (nesting
-   * deeper than JSON.stringify's stack allows) gets none, and only that: the request is still
-   * observed and recorded, without prefix hashes.
+   * The workload-shape fingerprint of the prompt. Should taking it ever fail, the request only goes
+   * without prefix hashes: it is still observed and recorded, and no monitor failure is logged for
+   * what is a property of one client's body.
    */
   private fingerprint(body: unknown): void {
     const profiles = this.deps.profiles;

@@ -80,7 +80,7 @@ describe('the request monitor feeds the workload-shape record', () => {
     expect(s.profiles.shapes('chat', 60_000)?.shapes).toEqual([]);
   });
 
-  it('records a request whose body is too deeply nested to fingerprint (JSON.parse takes 20,000 levels, JSON.stringify throws) without prompt blocks, and without a monitor failure', () => {
+  it('records a request whose body nests 20,000 levels deep (JSON.parse takes it; a recursive serialiser would overflow the stack), without prompt blocks and without a monitor failure', () => {
     const s = setup();
     let nested: unknown = 'deep';
     for (let i = 0; i < 20_000; i++) nested = [nested];
