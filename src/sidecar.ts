@@ -22,6 +22,7 @@ import { ModelLabels } from './metrics/model-labels.js';
 import { Recorder } from './metrics/recorder.js';
 import { Telemetry } from './metrics/telemetry.js';
 import { HeldBytesBudget } from './proxy/held-bytes.js';
+import { ProfileStore } from './profile/profile-store.js';
 import { createProxyServer } from './proxy/proxy-server.js';
 import { UsageInjector } from './proxy/usage-injection.js';
 import { WorkloadMatcher } from './slo/workload-matcher.js';
@@ -64,8 +65,11 @@ export async function startSidecar(
   logger: Logger,
   clock: Clock = systemClock,
   otlpSettings: OtlpSettings | undefined = undefined,
-  /** `statusNotice`: a line at the top of the status page (the demo says its faults are on purpose). */
-  extras: { readonly statusNotice?: string } = {},
+  /**
+   * `statusNotice`: a line at the top of the status page (the demo says its faults are on purpose).
+   * `profileKey`: the fingerprint key, for the test that proves it never leaves; drawn at random otherwise.
+   */
+  extras: { readonly statusNotice?: string; readonly profileKey?: Buffer } = {},
 ): Promise<RunningSidecar> {
   const otlp = await startOtlp(otlpSettings, clock, settings.upstream, logger, settings.otlpHistograms, settings.native.maxBuckets);
   const drain = new DrainState();
@@ -83,6 +87,8 @@ export async function startSidecar(
   limitCounters.addSource('log_buffer_bytes', () => droppedLogLines(logger));
   limitCounters.register(telemetry.meter);
   const heldBytes = new HeldBytesBudget(limits.heldBodyBytes);
+  const profiles = settings.profiles === undefined || !settings.observe ? undefined : new ProfileStore(settings.profiles, clock, { key: extras.profileKey });
+  profiles?.register(telemetry.meter);
   const proxy = createProxyServer({
     upstream: settings.upstream,
     upstreamIdleTimeoutMs: settings.upstreamIdleTimeoutMs,
@@ -92,7 +98,7 @@ export async function startSidecar(
     counters: limitCounters,
     heldBytes,
     usageInjection: settings.injectUsage ? new UsageInjector(routes, { maxBytes: limits.rewrittenBodyBytes, budget: heldBytes, counters: limitCounters }) : undefined,
-    monitor: { clock, recorder, models, logger, workloads: new WorkloadMatcher(settings.workloads), tracer: otlp.tracer, drain, taps: new TapSelector(routes), gpuMemory: gpus, inFlight: new InFlightTracker(), coldStarts },
+    monitor: { clock, recorder, models, logger, workloads: new WorkloadMatcher(settings.workloads), tracer: otlp.tracer, drain, taps: new TapSelector(routes), gpuMemory: gpus, inFlight: new InFlightTracker(), coldStarts, profiles },
   });
   const admin = createAdminServer({
     telemetry,
@@ -108,6 +114,7 @@ export async function startSidecar(
       drain,
       notice: extras.statusNotice,
     }),
+    profiles,
   });
 
   await listen(proxy, settings.listen.host, settings.listen.port, 'listen');

@@ -52,6 +52,8 @@ export class TokenTimeline {
   /** From the server's own usage report; NaN when it sent none. */
   reportedInputTokens = Number.NaN;
   reportedOutputTokens = Number.NaN;
+  /** Prompt tokens the server served from its prefix cache, from its usage report; NaN when it sent none. */
+  reportedCachedInputTokens = Number.NaN;
   /** A terminal event ([DONE], finish_reason...) was seen. */
   terminal = false;
   /** The stream itself reported an error (an error event in an otherwise 2xx stream). */

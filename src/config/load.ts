@@ -10,6 +10,7 @@ import type { ModelDiscoverySettings } from '../discovery/model-discovery.js';
 import { commitOf } from '../version.js';
 import { defaultMaxConnections, LIMIT_DEFAULTS, type RelayLimits } from '../proxy/relay-limits.js';
 import type { Route } from '../taps/route-table.js';
+import type { ProfileSettings } from '../profile/profile-store.js';
 import { parseDurationMs } from './duration.js';
 import { nearestKnownKey } from './key-suggestion.js';
 import { configFileSchema, parseListenAddress, type ConfigFile, type ListenAddress, type WorkloadConfig } from './schema.js';
@@ -88,6 +89,8 @@ export interface Settings {
   readonly modelDiscovery: ModelDiscoverySettings | undefined;
   /** The git commit (TOKENTAP_COMMIT, else the git checkout's, else "unknown"): the `commit` label of tokentap_build_info. */
   readonly commit: string;
+  /** The workload-shape record (`profiles:`, src/profile/); undefined when `profiles.enabled` is false or every workload says `profile: false`. */
+  readonly profiles: ProfileSettings | undefined;
 }
 
 export interface AlertSettings {
@@ -186,6 +189,8 @@ export const DEFAULTS = {
   /** One request a minute: below that, a single slow request is already 1-2 % of the hour's traffic. */
   minRequestsPerHour: 60,
   modelDiscoveryPaths: ['/v1/models', '/api/tags', '/info'],
+  profileMaxRequestsPerWorkload: 10_000,
+  profileBlockTokens: 512,
   modelDiscoveryInterval: '5m',
   /** Before the first answer: vLLM loads a 7B model in one to three minutes, so this finds it soon after. */
   modelDiscoveryRetry: '15s',
@@ -309,6 +314,19 @@ function freezeSettings(config: ConfigFile, configFile: string | undefined, env:
     configFile,
     modelDiscovery: freezeModelDiscovery(config.model_discovery, env),
     commit: commitOf(env),
+    profiles: freezeProfiles(config.profiles, config.workloads, workloads),
+  });
+}
+
+function freezeProfiles(config: ConfigFile['profiles'], workloadConfigs: ConfigFile['workloads'], workloads: readonly Workload[]): ProfileSettings | undefined {
+  if (config?.enabled === false) return undefined;
+  const off = new Set((workloadConfigs ?? []).filter((w) => w.profile === false).map((w) => w.name));
+  const names = workloads.map((w) => w.name).filter((name) => !off.has(name));
+  if (names.length === 0) return undefined;
+  return Object.freeze({
+    maxRequestsPerWorkload: config?.max_requests_per_workload ?? DEFAULTS.profileMaxRequestsPerWorkload,
+    blockTokens: config?.block_tokens ?? DEFAULTS.profileBlockTokens,
+    workloads: Object.freeze(names),
   });
 }
 

@@ -144,6 +144,8 @@ const workload = z.strictObject({
   name: workloadName,
   match: workloadMatch.optional(),
   slo: sloObjectives.optional(),
+  /** false: keep no workload-shape record for this workload (docs/workload-profiles.md). */
+  profile: z.boolean({ error: 'expected true or false' }).optional(),
 });
 
 const workloadList = z
@@ -391,6 +393,21 @@ const limitSettings = z.strictObject({
   log_buffer_bytes: limitCount.optional(),
 });
 
+/** The workload-shape record and its exports (docs/workload-profiles.md). */
+const profileSettings = z.strictObject({
+  /** false: no workload keeps a record, and /profile answers 404. */
+  enabled: z.boolean({ error: 'expected true or false' }).optional(),
+  /** Finished requests each workload's record holds before the oldest are dropped (default 10000). */
+  max_requests_per_workload: limitCount.max(1_000_000, { error: 'expected at most 1000000 requests' }).optional(),
+  /** Tokens per fingerprint block and Mooncake hash id (default 512, the Mooncake traces' and GuideLLM's). */
+  block_tokens: z
+    .number({ error: 'expected a whole number of tokens from 16 to 65536, e.g. 512' })
+    .int({ error: 'expected a whole number of tokens from 16 to 65536, e.g. 512' })
+    .min(16, { error: 'expected at least 16 tokens (the smallest block replay tools use: vLLM timed_trace, Bailian traces)' })
+    .max(65_536, { error: 'expected at most 65536 tokens' })
+    .optional(),
+});
+
 export const configFileSchema = z.strictObject({
   upstream: upstreamUrl.optional(),
   listen: listenAddress.optional(),
@@ -421,6 +438,7 @@ export const configFileSchema = z.strictObject({
   alerts: alertSettings.optional(),
   /** Bounds on what the relay holds per client and in total (docs/limits.md). */
   limits: limitSettings.optional(),
+  profiles: profileSettings.optional(),
   log_level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).optional(),
   metrics: z
     .strictObject({

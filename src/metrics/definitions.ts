@@ -566,3 +566,20 @@ export const MODEL_INFO = {
   description: 'Always 1; base_model is the base model the upstream lists for this model label (itself for a base model, other when the listing cannot say).',
   labels: [ATTR.model, 'base_model'],
 } as const satisfies GpuMetricDefinition;
+
+/** Metrics of the workload-shape record (src/profile/, docs/workload-profiles.md), per workload. */
+export const PROFILE_METRICS = {
+  /**
+   * One per finished request dropped from its workload's record to make room for a newer one
+   * (profiles.max_requests_per_workload, or its block hashes' share): a window longer than the
+   * record reaches is answered over what is held, and says so in its `window.startUnixMs`.
+   */
+  requestsEvicted: {
+    kind: 'counter',
+    otelName: 'tokentap.profile.requests.evicted',
+    promName: 'tokentap_profile_requests_evicted_total',
+    unit: '{request}',
+    description: 'Finished requests dropped from the workload-shape record to make room (profiles.max_requests_per_workload), by workload.',
+    labels: [ATTR.workload],
+  },
+} as const satisfies Record<string, GpuMetricDefinition>;

@@ -18,6 +18,8 @@ import { DEFAULT_TAP_SELECTOR, type TapSelector } from '../taps/select.js';
 import type { Tap, TapContext, TapProblemReason } from '../taps/tap.js';
 import type { NotReusedReason } from './upstream-pool.js';
 import { NULL_SPAN, NULL_TRACER, type RequestSpan, type RequestTracer } from '../tracing/request-span.js';
+import type { PromptBlocks } from '../profile/prompt-fingerprint.js';
+import type { ProfileStore } from '../profile/profile-store.js';
 
 /** What every request's monitor shares: built once at start-up. */
 export interface MonitorDependencies {
@@ -38,6 +40,8 @@ export interface MonitorDependencies {
   readonly inFlight?: InFlightTracker;
   /** Marks a LoRA adapter's first request after idle (model discovery on); none marked when absent. */
   readonly coldStarts?: AdapterColdStarts;
+  /** The workload-shape record (src/profile/); no fingerprint is taken and nothing recorded when absent. */
+  readonly profiles?: ProfileStore;
 }
 
 /**
@@ -84,6 +88,8 @@ export class RequestMonitor implements InterTokenSink, TapContext {
   private requestedModel: string | undefined;
   /** When the upstream read being relayed arrived (arrived()); NaN until the proxy first says so. */
   private arrivedMs = Number.NaN;
+  /** The prompt's keyed block hashes, taken once from the parsed body (requestBody()); never its text. */
+  private promptBlocks: PromptBlocks | undefined;
 
   /** `headers` are the request's, as Node parsed them (names lower-case); read for workload matching. */
   constructor(deps: MonitorDependencies, method: string, url: string, headers: IncomingHttpHeaders) {
@@ -98,13 +104,32 @@ export class RequestMonitor implements InterTokenSink, TapContext {
     this.inFlightBand = deps.inFlight?.started();
   }
 
-  /** The request body has been read; `model` is what it asked for, if it said. Fixes the labels. */
-  requestBody(model: string | undefined): void {
+  /**
+   * The request body has been read; `model` is what it asked for, if it said. Fixes the labels.
+   * `body`, the parsed JSON, gives the workload-shape fingerprint here, once; it is not kept.
+   */
+  requestBody(model: string | undefined, body?: unknown): void {
     this.requestedModel = model;
     try {
       this.labels(model);
+      if (body !== undefined) this.fingerprint(body);
     } catch (error) {
       this.observationFailed('requestBody', error);
+    }
+  }
+
+  /**
+   * The workload-shape fingerprint of the prompt. Should taking it ever fail, the request only goes
+   * without prefix hashes: it is still observed and recorded, and no monitor failure is logged for
+   * what is a property of one client's body.
+   */
+  private fingerprint(body: unknown): void {
+    const profiles = this.deps.profiles;
+    if (profiles === undefined) return;
+    try {
+      this.promptBlocks = profiles.fingerprint((this.workload as Workload).name, body);
+    } catch {
+      this.promptBlocks = undefined;
     }
   }
 
@@ -337,6 +362,10 @@ export class RequestMonitor implements InterTokenSink, TapContext {
     if (this.adapterColdStart && operation === 'generation') this.deps.recorder.adapterColdStartTtft(attributes, summary.ttftMs);
     this.deps.coldStarts?.requestEnded(this.model);
     const workload = this.workload as Workload;
+    if (operation === 'generation') {
+      const shape = { startMs: timeline.startMs, durationMs: summary.e2eMs, inputTokens: summary.inputTokens, outputTokens: summary.outputTokens, outcome, blocks: this.promptBlocks };
+      this.deps.profiles?.record(workload.name, { ...shape, cachedInputTokens: timeline.reportedCachedInputTokens });
+    }
     if (this.inFlightBand !== undefined && operation === 'generation') {
       const sloTtftMs = workload.slo?.ttftOn === 'first_answer' ? timeline.ttftAnswerMs : summary.ttftMs;
       this.deps.recorder.ttftByConcurrency(attributes, this.inFlightBand, sloTtftMs);
