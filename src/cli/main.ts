@@ -102,6 +102,9 @@ export async function main(argv: readonly string[], io: CliIO): Promise<number> 
         return (await import('./check.js')).runCheck(rest, io);
       case 'render':
         return await (await import('./render.js')).runRender(rest, io);
+      case 'profile':
+        if (rest[0] === 'compare') return await (await import('./profile-compare.js')).runProfileCompare(rest.slice(1), io);
+        throw new TokentapError('TOKENTAP_ERR_USAGE', [`unknown profile command "${rest[0] ?? ''}"; profile commands: compare (\`tokentap profile compare --help\`)`]);
       case 'version':
       case '--version':
       case '-v':
@@ -114,7 +117,7 @@ export async function main(argv: readonly string[], io: CliIO): Promise<number> 
         io.stdout.write(USAGE);
         return command === undefined ? 2 : 0;
       default:
-        throw new TokentapError('TOKENTAP_ERR_USAGE', [`unknown command "${command}"; commands: serve, simulate, demo, check, render, help, version`]);
+        throw new TokentapError('TOKENTAP_ERR_USAGE', [`unknown command "${command}"; commands: serve, simulate, demo, check, render, profile, help, version`]);
     }
   } catch (error) {
     io.stderr.write(`tokentap: ${error instanceof Error ? error.message : String(error)}\n`);
