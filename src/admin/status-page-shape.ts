@@ -35,7 +35,7 @@ export const SHAPE_SCRIPT = String.raw`
   var SVG = 'http://www.w3.org/2000/svg';
   /** The export formats of GET /profile/<workload>?format=... and what the button copies. */
   var FORMATS = [
-    { format: 'guidellm', label: 'GuideLLM config' },
+    { format: 'guidellm', label: 'GuideLLM scenario' },
     { format: 'aiperf', label: 'AIPerf flags' },
     { format: 'mooncake', label: 'Mooncake trace' },
   ];
@@ -104,8 +104,13 @@ export const SHAPE_SCRIPT = String.raw`
     if (parts.fallback) { parts.fallback.remove(); parts.fallback = null; }
     fetch('profile/' + encodeURIComponent(parts.name) + '?format=' + f.format, { cache: 'no-store' })
       .then(function (response) {
-        if (!response.ok) throw new Error('HTTP ' + response.status + ' from profile/' + parts.name);
-        return response.text();
+        return response.text().then(function (text) {
+          if (response.ok) return text;
+          // The profile routes refuse with {"error": "..."} (an empty window, a workload not recorded): say it.
+          var reason = 'HTTP ' + response.status;
+          try { reason += ': ' + JSON.parse(text).error; } catch (ignored) { /* not JSON: the status alone */ }
+          throw new Error(reason);
+        });
       })
       .then(function (text) {
         button.setAttribute('data-copied-bytes', String(new Blob([text]).size));

@@ -97,9 +97,19 @@ function getJson(url: URL): Promise<unknown> {
   });
 }
 
-/** An answer body as it may appear in a terminal: control characters dropped, cut at 200 characters. */
+/**
+ * An answer body as it may appear in a terminal: the profile routes' `{"error": "..."}` message
+ * when it is one, control characters dropped, cut at 200 characters.
+ */
 function printable(body: string): string {
-  const text = body.replace(/[\u0000-\u001f\u007f-\u009f]/g, ' ').trim();
+  let message = body;
+  try {
+    const parsed: unknown = JSON.parse(body);
+    if (isObject(parsed) && typeof parsed['error'] === 'string') message = parsed['error'];
+  } catch {
+    // Not JSON: the body as it came.
+  }
+  const text = message.replace(/[\u0000-\u001f\u007f-\u009f]/g, ' ').trim();
   return text.length > 200 ? `${text.slice(0, 200)}...` : text === '' ? '(empty body)' : text;
 }
 

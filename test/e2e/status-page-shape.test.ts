@@ -122,9 +122,11 @@ async function adminApp(withProfiles: boolean): Promise<{ app: FastifyInstance; 
       expect((request.query as Record<string, string>)['format']).toBe('json');
       return reply.header('cache-control', 'no-store').send(PROFILES);
     });
-    app.get<{ Params: { workload: string }; Querystring: { format: string } }>('/profile/:workload', async (request, reply) =>
-      reply.header('content-type', 'text/plain; charset=utf-8').send(exportText(request.params.workload, request.query.format)),
-    );
+    app.get<{ Params: { workload: string }; Querystring: { format: string } }>('/profile/:workload', async (request, reply) => {
+      // As the profile routes refuse an export with nothing in it.
+      if (request.params.workload === 'rag' && request.query.format === 'mooncake') return reply.code(404).send({ error: 'no request of workload "rag" in the window reported both its input and output tokens' });
+      return reply.header('content-type', 'text/plain; charset=utf-8').send(exportText(request.params.workload, request.query.format));
+    });
   }
   const url = await app.listen({ host: '127.0.0.1', port: 0 });
   return { app, url };
@@ -235,13 +237,19 @@ describe('the traffic shape section of the status page, in Chromium', () => {
     const { page, problems } = await open(withProfiles.url, LAPTOP);
     await page.context().grantPermissions(['clipboard-read', 'clipboard-write'], { origin: withProfiles.url });
     const chat = page.locator('section[data-shape="chat"]');
-    for (const [format, label] of [['guidellm', 'GuideLLM config'], ['aiperf', 'AIPerf flags'], ['mooncake', 'Mooncake trace']] as const) {
+    for (const [format, label] of [['guidellm', 'GuideLLM scenario'], ['aiperf', 'AIPerf flags'], ['mooncake', 'Mooncake trace']] as const) {
       await chat.locator(`button[data-format="${format}"]`).click();
       const expected = exportText('chat', format);
       await expect.poll(() => chat.locator('.copy-status').textContent(), { timeout: 5_000 }).toBe(`Copied the ${label} (${Buffer.byteLength(expected)} bytes).`);
       expect(await page.evaluate(() => navigator.clipboard.readText())).toBe(expected);
     }
-    expect(problems).toEqual([]);
+    // A refusal is said with the route's own reason.
+    const rag = page.locator('section[data-shape="rag"]');
+    await rag.locator('button[data-format="mooncake"]').click();
+    await expect
+      .poll(() => rag.locator('.copy-status').textContent(), { timeout: 5_000 })
+      .toBe('Could not fetch the Mooncake trace: HTTP 404: no request of workload "rag" in the window reported both its input and output tokens.');
+    expect(problems.filter((p) => !p.includes('status of 404'))).toEqual([]);
     await page.context().close();
   });
 

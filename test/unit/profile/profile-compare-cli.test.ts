@@ -48,7 +48,8 @@ async function fakeAdmin(): Promise<FakeAdmin> {
       const workloads = [...profiles.keys()].map((name) => ({ name, latency: { ttft: { p50_s: 0.25, p99_s: 0.9 }, itl: { p50_s: 0.02, p99_s: 0.06 }, e2e: {} } }));
       return void response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ schema_version: 1, windows: { rate_s: 60, slo_s: 300 }, workloads }));
     }
-    response.writeHead(404, { 'content-type': 'application/json' }).end('{"message":"Route GET:/profile/x not found","error":"Not Found","statusCode":404}');
+    // As the profile routes refuse a workload they keep no record of.
+    response.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ error: `no workload-shape record for workload "${match?.[1] ?? ''}"; recorded workloads: chat (a workload with profile: false keeps none)` }));
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return {
@@ -112,7 +113,9 @@ describe('tokentap profile compare', () => {
     const console = io();
     const code = await main(['profile', 'compare', '--admin', admin.url, '--workload', 'code', '--result', GUIDELLM_JSON], console.streams);
     expect(code).toBe(2);
-    expect(console.err()).toMatch(/^tokentap profile compare: http:\/\/127\.0\.0\.1:\d+\/profile\/code\?format=json&window=1h: HTTP 404 \(a sidecar without workload profiles, or a workload whose profiling is off\): \{"message"/);
+    expect(console.err()).toMatch(
+      /^tokentap profile compare: http:\/\/127\.0\.0\.1:\d+\/profile\/code\?format=json&window=1h: HTTP 404 \(a sidecar without workload profiles, or a workload whose profiling is off\): no workload-shape record for workload "code"; recorded workloads: chat/,
+    );
     expect(console.out()).toBe('');
   });
 
