@@ -250,9 +250,14 @@ export const SHAPE_SCRIPT = String.raw`
       .then(function (result) { latest = result; })
       .catch(function (error) { latest = { set: null, reason: 'Could not read the traffic shape from profile (' + error.message + '); trying again.' }; })
       .then(function () {
-        document.body.setAttribute('data-shape-at', String(Date.now()));
-        renderAll();
         timer = setTimeout(load, every * 1000);
+        try {
+          renderAll();
+        } catch (error) {
+          latest = { set: null, reason: 'Could not show the traffic shape: profile answered what this page cannot read (' + error.message + ').' };
+          renderAll();
+        }
+        document.body.setAttribute('data-shape-at', String(Date.now()));
       });
   }
 

@@ -44,6 +44,7 @@ export function aiperfRecordsShape(records: readonly Record<string, unknown>[], 
     if (!isObject(metadata) || !isObject(metrics)) throw new Error(`${where}: line ${index + 1}: expected an AIPerf record with "metadata" and "metrics"`);
     // Warm-up requests are not the benchmark's traffic (metadata.benchmark_phase: "warmup" | "profiling").
     if (metadata['benchmark_phase'] === 'warmup') return;
+    // Epoch nanoseconds exceed 2^53: JSON.parse rounds them to 256 ns, nothing next to the gaps between requests.
     if (typeof metadata['request_start_ns'] === 'number') starts.push(metadata['request_start_ns'] / 1e9);
     if (record['error'] !== null && record['error'] !== undefined) return;
     successful++;

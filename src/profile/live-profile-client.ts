@@ -47,17 +47,33 @@ function pairOf(value: unknown): LiveLatency['ttft'] {
   return { p50: at('p50_s'), p99: at('p99_s') };
 }
 
+/**
+ * The answer checked field by field before any of it is used: each figure the comparison reads is
+ * a finite number where the contract (workload-profile.ts) says so, so a wrong or foreign answer
+ * is refused with the field's name instead of failing somewhere in the printing.
+ */
 function asProfile(value: unknown, url: URL, workload: string): WorkloadProfile {
-  const ok =
-    isObject(value) &&
-    value['workload'] === workload &&
-    typeof value['requests'] === 'number' &&
-    isObject(value['inputTokens']) &&
-    isObject(value['outputTokens']) &&
-    isObject(value['arrivals']) &&
-    isObject(value['prefixSharing']) &&
-    isObject(value['window']);
-  if (!ok) throw new Error(`${url.href}: not a workload profile for "${workload}" (expected the JSON of docs/workload-profiles.md: workload, window, requests, inputTokens, ...)`);
+  const problems: string[] = [];
+  const number = (holder: unknown, path: string, optional = false): void => {
+    const key = path.slice(path.lastIndexOf('.') + 1);
+    const field = isObject(holder) ? holder[key] : undefined;
+    if (field === undefined && optional) return;
+    if (typeof field !== 'number' || !Number.isFinite(field)) problems.push(`${path}: expected a number`);
+  };
+  if (!isObject(value)) throw new Error(`${url.href}: not a workload profile (expected a JSON object: docs/workload-profiles.md)`);
+  if (value['workload'] !== workload) problems.push(`workload: expected "${workload}"`);
+  number(value, 'requests');
+  number(value['window'], 'window.seconds');
+  for (const side of ['inputTokens', 'outputTokens']) {
+    number(value[side], `${side}.count`);
+    for (const figure of ['mean', 'stdev', 'p50', 'p99']) number(value[side], `${side}.${figure}`, true);
+  }
+  number(value['arrivals'], 'arrivals.ratePerSecond');
+  number(value['arrivals'], 'arrivals.interArrivalCv', true);
+  number(value['prefixSharing'], 'prefixSharing.blockTokens');
+  number(value['prefixSharing'], 'prefixSharing.sharedPrefixShare');
+  number(value, 'cachedInputShare', true);
+  if (problems.length > 0) throw new Error(`${url.href}: not a workload profile for "${workload}" (docs/workload-profiles.md): ${problems.slice(0, 5).join('; ')}`);
   return value as unknown as WorkloadProfile;
 }
 

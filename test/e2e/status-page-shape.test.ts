@@ -113,14 +113,14 @@ function exportText(workload: string, format: string): string {
   return `# ${format} export of ${workload}\nprompt_tokens=640,prompt_tokens_stdev=1400\n`;
 }
 
-async function adminApp(withProfiles: boolean): Promise<{ app: FastifyInstance; url: string }> {
+async function adminApp(withProfiles: boolean, profileSet: unknown = PROFILES): Promise<{ app: FastifyInstance; url: string }> {
   const app = Fastify({ logger: false });
   const source = { report: async () => REPORT, stop: () => undefined } as unknown as StatusSource;
   registerStatusRoutes(app, source);
   if (withProfiles) {
     app.get('/profile', async (request, reply) => {
       expect((request.query as Record<string, string>)['format']).toBe('json');
-      return reply.header('cache-control', 'no-store').send(PROFILES);
+      return reply.header('cache-control', 'no-store').send(profileSet);
     });
     app.get<{ Params: { workload: string }; Querystring: { format: string } }>('/profile/:workload', async (request, reply) => {
       // As the profile routes refuse an export with nothing in it.
@@ -135,17 +135,21 @@ async function adminApp(withProfiles: boolean): Promise<{ app: FastifyInstance; 
 let browser: Browser;
 let without: { app: FastifyInstance; url: string };
 let withProfiles: { app: FastifyInstance; url: string };
+let broken: { app: FastifyInstance; url: string };
 
 beforeAll(async () => {
   browser = await chromium.launch({ executablePath: requireTool('chromium'), args: CHROMIUM_ARGS });
   without = await adminApp(false);
   withProfiles = await adminApp(true);
+  // Not a ProfileSet: an answer from something that is not tokentap's profile route.
+  broken = await adminApp(true, { workloads: 'none' });
 }, 30_000);
 
 afterAll(async () => {
   await browser?.close();
   await without?.app.close();
   await withProfiles?.app.close();
+  await broken?.app.close();
 });
 
 /** The page, once its shape script has read the profile route and rendered every card's section. */
@@ -200,6 +204,17 @@ describe('the traffic shape section of the status page, in Chromium', () => {
       expect(await section.locator('button:disabled').count()).toBe(3);
     }
     expect(await page.locator('main').textContent()).not.toMatch(/n\/a/i);
+    expect(problems).toEqual([]);
+    await page.context().close();
+  });
+
+  it('says it cannot read an answer that is not a profile set, and keeps refreshing', async () => {
+    const { page, problems } = await open(broken.url, LAPTOP);
+    const empty = page.locator('section[data-shape="chat"] [data-empty]');
+    expect(await empty.getAttribute('data-empty')).toBe('unavailable');
+    expect(await empty.textContent()).toMatch(/^Could not show the traffic shape: profile answered what this page cannot read \(.+\)\.$/);
+    const first = await page.evaluate(() => document.body.dataset['shapeAt']);
+    await page.waitForFunction((at) => document.body.dataset['shapeAt'] !== at, first, { timeout: 15_000 });
     expect(problems).toEqual([]);
     await page.context().close();
   });

@@ -9,14 +9,19 @@ import type { WorkloadProfile } from '../../../src/profile/workload-profile.js';
 export interface FakeAdmin {
   url: string;
   profiles: Map<string, WorkloadProfile>;
+  /** Bodies answered as they are, by path, before anything else: for answers no sidecar would give. */
+  raw: Map<string, string>;
   asked: string[];
   close(): Promise<void>;
 }
 export async function fakeAdmin(): Promise<FakeAdmin> {
   const profiles = new Map<string, WorkloadProfile>();
   const asked: string[] = [];
+  const raw = new Map<string, string>();
   const server = http.createServer((request, response) => {
     asked.push(request.url ?? '');
+    const body = raw.get(new URL(request.url ?? '/', 'http://admin').pathname);
+    if (body !== undefined) return void response.writeHead(200, { 'content-type': 'application/json' }).end(body);
     const url = new URL(request.url ?? '/', 'http://admin');
     const match = /^\/profile\/([^/]+)$/.exec(url.pathname);
     if (match !== null && url.searchParams.get('format') === 'json') {
@@ -34,6 +39,7 @@ export async function fakeAdmin(): Promise<FakeAdmin> {
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     profiles,
+    raw,
     asked,
     close: () => new Promise((resolve) => server.close(() => resolve())),
   };

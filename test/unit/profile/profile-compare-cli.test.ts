@@ -99,6 +99,19 @@ describe('tokentap profile compare', () => {
     expect(console.err()).toContain(`http://127.0.0.1:${port}/profile/chat?format=json&window=1h: ECONNREFUSED`);
   });
 
+  it.each([
+    ['a profile whose figures are not numbers', JSON.stringify({ workload: 'odd', requests: '12', window: { seconds: 3600 }, inputTokens: { count: 1, mean: 'long' }, outputTokens: { count: 1 }, arrivals: {}, prefixSharing: { blockTokens: 512, sharedPrefixShare: 0 } }),
+      /\/profile\/odd\?format=json&window=1h: not a workload profile for "odd" \(docs\/workload-profiles\.md\): requests: expected a number; inputTokens\.mean: expected a number; arrivals\.ratePerSecond: expected a number/],
+    ['an answer larger than 4 MiB', `{"workload": "odd", "pad": "${'x'.repeat(5 * 1024 * 1024)}"}`, /\/profile\/odd\?format=json&window=1h: answer larger than 4194304 bytes/],
+    ['an answer that is not JSON', '<html>proxy login</html>', /\/profile\/odd\?format=json&window=1h: the answer is not JSON: <html>proxy login<\/html>/],
+  ])('exits 2, naming the field or the limit, on %s from the admin listener', async (_name, body, message) => {
+    admin.raw.set('/profile/odd', body);
+    const console = io();
+    expect(await main(['profile', 'compare', '--admin', admin.url, '--workload', 'odd', '--result', GUIDELLM_JSON], console.streams)).toBe(2);
+    expect(console.err()).toMatch(message);
+    expect(console.out()).toBe('');
+  });
+
   it('asks which benchmark of a sweep to compare, listing them, and compares the one chosen', async () => {
     const one = (kind: string, p50: number) => ({ config: { strategy: { type_: kind } }, metrics: { time_to_first_token_ms: { successful: { count: 3, median: p50, percentiles: { p99: p50 * 2 } } } } });
     const sweep = join(dir, 'sweep.json');
