@@ -4,7 +4,7 @@
  * export (docs/status-page.md#traffic-shape, docs/workload-profiles.md). Its own script, beside the
  * page's: it reads `profile?format=json` (a ProfileSet, src/profile/workload-profile.ts) from the
  * same origin (the page's CSP allows connect-src 'self'), adds its section to each card the page
- * script creates, and refreshes as often as the page does, unless the page is paused.
+ * script creates, and asks again every 30 s, unless the page is paused.
  *
  * The histograms are drawn from the profile's own percentiles, not from a fit: four bars, min to
  * p50 (half the requests), p50 to p90 (40 %), p90 to p99 (9 %), p99 to max (1 %), on a logarithmic
@@ -42,7 +42,11 @@ export const SHAPE_SCRIPT = String.raw`
   /** The share of requests in each bar: min-p50, p50-p90, p90-p99, p99-max. */
   var SHARES = [0.5, 0.4, 0.09, 0.01];
   var initial = JSON.parse(document.getElementById('initial-report').textContent);
-  var every = Math.max(5, initial.refresh_s || 5);
+  /**
+   * A profile over minutes changes little in seconds, and fitting it costs the sidecar more than a
+   * status report: asked every 30 s (or the page's refresh, when longer), not every 5 s.
+   */
+  var every = Math.max(30, initial.refresh_s || 0);
   var sections = new Map();
   var latest = null;
   var timer = null;

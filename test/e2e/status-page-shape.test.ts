@@ -133,6 +133,8 @@ async function adminApp(withProfiles: boolean, profileSet: unknown = PROFILES): 
 }
 
 let browser: Browser;
+/** Every GET /profile any page of this file sent. */
+const profileRequests: string[] = [];
 let without: { app: FastifyInstance; url: string };
 let withProfiles: { app: FastifyInstance; url: string };
 let broken: { app: FastifyInstance; url: string };
@@ -153,9 +155,14 @@ afterAll(async () => {
 });
 
 /** The page, once its shape script has read the profile route and rendered every card's section. */
-async function open(url: string, viewport: { width: number; height: number }): Promise<{ page: Page; problems: string[] }> {
+async function open(url: string, viewport: { width: number; height: number }, fakeClock = false): Promise<{ page: Page; problems: string[] }> {
   const context = await browser.newContext({ viewport, deviceScaleFactor: 1 });
   const page = await context.newPage();
+  // The page's timers under the test's control, when asked: refreshes happen when the test says.
+  if (fakeClock) await page.clock.install();
+  page.on('request', (request) => {
+    if (new URL(request.url()).pathname === '/profile') profileRequests.push(request.url());
+  });
   const problems: string[] = [];
   page.on('pageerror', (error) => problems.push(`page error: ${error.message}`));
   page.on('console', (message) => {
@@ -208,13 +215,17 @@ describe('the traffic shape section of the status page, in Chromium', () => {
     await page.context().close();
   });
 
-  it('says it cannot read an answer that is not a profile set, and keeps refreshing', async () => {
-    const { page, problems } = await open(broken.url, LAPTOP);
+  it('says it cannot read an answer that is not a profile set, and asks again 30 s later', async () => {
+    const { page, problems } = await open(broken.url, LAPTOP, true);
     const empty = page.locator('section[data-shape="chat"] [data-empty]');
     expect(await empty.getAttribute('data-empty')).toBe('unavailable');
     expect(await empty.textContent()).toMatch(/^Could not show the traffic shape: profile answered what this page cannot read \(.+\)\.$/);
-    const first = await page.evaluate(() => document.body.dataset['shapeAt']);
-    await page.waitForFunction((at) => document.body.dataset['shapeAt'] !== at, first, { timeout: 15_000 });
+    const asked = (): number => profileRequests.length;
+    const before = asked();
+    await page.clock.runFor(29_000);
+    expect(asked()).toBe(before);
+    await page.clock.runFor(2_000);
+    await expect.poll(asked, { timeout: 5_000 }).toBe(before + 1);
     expect(problems).toEqual([]);
     await page.context().close();
   });
