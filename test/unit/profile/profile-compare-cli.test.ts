@@ -138,12 +138,12 @@ describe('tokentap profile compare', () => {
     expect(console.err()).toContain(message);
   });
 
-  it('prints its usage with --help and names the compare command for an unknown profile command', async () => {
+  it('prints its usage with --help, and refuses an unknown profile command naming it (exit 2)', async () => {
     const help = io();
     expect(await main(['profile', 'compare', '--help'], help.streams)).toBe(0);
     expect(help.out()).toContain('Exit status: 0 comparable');
     const unknown = io();
     expect(await main(['profile', 'frobnicate'], unknown.streams)).toBe(2);
-    expect(unknown.err()).toContain('unknown profile command "frobnicate"; profile commands: compare');
+    expect(unknown.err()).toMatch(/^tokentap: TOKENTAP_ERR_USAGE: command line is invalid\n  - .*frobnicate/);
   });
 });
