@@ -148,6 +148,8 @@ describe('telling result files apart by content', () => {
     ['JSON lines that are not AIPerf records', '{"a": 1}\n{"b": 2}\n', /x\.json: line 1: not an AIPerf record \(no "metadata" and "metrics"\)/],
     ['a broken JSON line', '{"metadata": {}, "metrics": {}}\n{"metadata": \n', /x\.json: line 2: not JSON/],
     ['a GuideLLM report without benchmarks', '{"benchmarks": []}', /x\.json: a GuideLLM report with no benchmark/],
+    ['an AIPerf export of a run without streaming (no TTFT)', '{"request_throughput": {"unit": "requests/sec", "avg": 3}, "request_latency": {"unit": "ms", "avg": 900}}', /x\.json: no "time_to_first_token" in this AIPerf export; was the benchmark run with --streaming\?/],
+    ['a GuideLLM benchmark without TTFT', '{"benchmarks": [{"metrics": {"request_latency": {}}}]}', /x\.json: benchmarks\[0\]\.metrics\.time_to_first_token_ms\.successful: missing/],
     ['an AIPerf latency in an unknown unit', '{"metadata": {"request_start_ns": 1}, "metrics": {"time_to_first_token": {"value": 3, "unit": "fortnights"}}, "error": null}\n{"metadata": {}, "metrics": {}}', /line 1: time_to_first_token: unit "fortnights" is not a time unit \(expected one of ns, us, ms, sec\)/],
   ])('names what it expected for %s', (_name, text, message) => {
     expect(() => parseBenchmarkResult(text, 'x.json')).toThrow(message);
