@@ -77,4 +77,44 @@ describe('comparing a benchmark with production', () => {
     expect(result.flags).toEqual([]);
     expect(result.unknown.map((u) => u.reason)).toEqual(['no production request in the window reported its token usage', 'no production request in the window reported its token usage']);
   });
+
+  it('flags a benchmark whose lengths vary far more than production\'s, and a tail off by more than half', () => {
+    const steady = workloadProfile({ ...PRODUCTION, inputTokens: distribution(3600, 800, 80, 790, 1000) });
+    const { flags } = compareShapes(steady, bench({ inputTokens: { mean: 800, stdev: 640, p50: 600, p99: 3200 } }));
+    expect(flags).toEqual([
+      { dimension: 'input length p99', reason: "benchmark 3200 tokens, production 1000 tokens (+220 %, tolerance ±50 %): the tail is not production's" },
+      { dimension: 'input length spread', reason: "stdev/mean 0.80 in the benchmark, 0.10 in production (tolerance ±0.5): the benchmark's lengths vary far more than production's" },
+    ]);
+    // Within ±50 % on the tail: not flagged.
+    expect(compareShapes(steady, bench({ inputTokens: { mean: 800, stdev: 80, p50: 790, p99: 1490 } })).flags).toEqual([]);
+  });
+
+  it('says evenly spaced for a CV under 0.5, and that production burstiness is unknown with too few arrivals', () => {
+    const even = compareShapes(PRODUCTION, bench({ interArrivalCv: 0.2 })).flags;
+    expect(even).toEqual([{ dimension: 'burstiness', reason: 'inter-arrival CV 0.20 in the benchmark (evenly spaced), 1.30 in production (Poisson-like; tolerance ±0.5)' }]);
+    const few = workloadProfile({ ...PRODUCTION, arrivals: { ratePerSecond: 0.001 } });
+    expect(compareShapes(few, bench()).unknown).toEqual([{ dimension: 'burstiness', reason: 'fewer than 3 production arrivals in the window' }]);
+  });
+
+  it("compares prefix sharing with production's fingerprint share when the server reports no cached tokens", () => {
+    const fingerprinted = workloadProfile({ ...PRODUCTION, prefixSharing: { blockTokens: 512, sharedPrefixShare: 0.7, sharedBlockShare: 0.5 } });
+    expect(compareShapes(fingerprinted, bench({ cachedInputShare: 0.3 })).flags).toEqual([
+      { dimension: 'prefix sharing', reason: '30 % of benchmark requests had cached input tokens, while 70 % of production requests share a leading block with another request (tolerance ±20 points)' },
+    ]);
+    // Production sharing nothing and a result without cached tokens: nothing to say.
+    expect(compareShapes(PRODUCTION, bench()).unknown).toEqual([]);
+  });
+
+  it('says the mean is missing from the result rather than comparing, and reports a production mean of 0 as such', () => {
+    expect(compareShapes(PRODUCTION, bench({ outputTokens: { p50: 160 } })).unknown).toEqual([{ dimension: 'output length', reason: 'the result file has no mean for it' }]);
+    const empty = workloadProfile({ ...PRODUCTION, outputTokens: { count: 10, mean: 0, stdev: 0, p50: 0, p99: 0 } });
+    const flag = compareShapes(empty, bench()).flags.find((f) => f.dimension === 'output length mean');
+    expect(flag?.reason).toBe('benchmark 200 tokens, production 0 tokens (production is 0, tolerance ±20 %)');
+    expect(compareShapes(empty, bench({ outputTokens: { mean: 0, stdev: 0, p50: 0, p99: 0 } })).flags).toEqual([]);
+  });
+
+  it('flags exactly past the tolerance, not at it', () => {
+    const at = compareShapes(PRODUCTION, bench({ inputTokens: { mean: 820 * 1.2, stdev: 0.85 * 820 * 1.2, p50: 600, p99: 3000 } }));
+    expect(at.flags.map((f) => f.dimension)).not.toContain('input length mean');
+  });
 });
