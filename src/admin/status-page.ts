@@ -1,4 +1,5 @@
 import { STATUS_PAGE_SCRIPT } from './status-page-script.js';
+import { SHAPE_SCRIPT, SHAPE_STYLE } from './status-page-shape.js';
 import type { StatusReport } from './status-report.js';
 
 /**
@@ -122,7 +123,7 @@ export function statusPageHtml(report: StatusReport): string {
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>tokentap status</title>
 <link rel="icon" href="data:,">
-<style>${STYLE}</style>
+<style>${STYLE}${SHAPE_STYLE}</style>
 </head>
 <body>
 <header class="top">
@@ -154,6 +155,7 @@ export function statusPageHtml(report: StatusReport): string {
 <footer>Raw numbers: <a href="metrics">/metrics</a> (Prometheus) and <a href="status.json">/status.json</a> (this page's data). Readiness: <a href="readyz">/readyz</a>.</footer>
 <script id="initial-report" type="application/json">${jsonForScript(report)}</script>
 <script>${STATUS_PAGE_SCRIPT}</script>
+<script>${SHAPE_SCRIPT}</script>
 </body>
 </html>
 `;

@@ -103,6 +103,7 @@ export async function main(argv: readonly string[], io: CliIO): Promise<number> 
       case 'render':
         return await (await import('./render.js')).runRender(rest, io);
       case 'profile': {
+        if (rest[0] === 'compare') return await (await import('./profile-compare.js')).runProfileCompare(rest.slice(1), io);
         const profile = await import('./profile.js');
         if (wantsHelp(rest)) {
           io.stdout.write(profile.PROFILE_USAGE);

@@ -14,6 +14,7 @@ import { histogram, scrape, sumValues, type MetricFamily } from '../helpers/prom
 import { startServeProcess } from '../helpers/serve-process.js';
 import { eventually } from '../helpers/sidecar.js';
 import { requireTool } from '../helpers/required-tools.js';
+import { profileRouteAbsent } from '../helpers/status-page-console.js';
 
 /**
  * The status page in a real browser (Debian's Chromium, headless, driven by playwright-core) against
@@ -82,6 +83,7 @@ async function openPage(viewport: { width: number; height: number }): Promise<{ 
   const problems: string[] = [];
   page.on('pageerror', (error) => problems.push(`page error: ${error.message}`));
   page.on('console', (message) => {
+    if (profileRouteAbsent(message)) return;
     if (message.type() === 'error' || message.type() === 'warning') problems.push(`console ${message.type()}: ${message.text()}`);
   });
   // Any request leaving the admin listener would be an external asset.
