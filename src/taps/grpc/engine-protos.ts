@@ -69,9 +69,12 @@ const CHUNK: View = { token_ids: true, prompt_tokens: true, completion_tokens: t
 const COMPLETE: View = { finish_reason: true, prompt_tokens: true, completion_tokens: true, cached_tokens: true };
 const GENERATE_RESPONSE: View = { chunk: CHUNK, complete: COMPLETE };
 
-/** What the taps read of a Generate response (vLLM, SGLang and TensorRT-LLM name these fields alike). */
+/**
+ * What the taps read of a Generate response (vLLM, SGLang and TensorRT-LLM name these fields alike).
+ * protobufjs gives an absent repeated field as an empty array and an absent scalar as its default.
+ */
 export interface GenerateResponseView {
-  chunk?: { token_ids?: number[]; prompt_tokens?: number; completion_tokens?: number; cached_tokens?: number } | null;
+  chunk?: { token_ids: number[]; prompt_tokens?: number; completion_tokens?: number; cached_tokens?: number } | null;
   complete?: { finish_reason?: string; prompt_tokens?: number; completion_tokens?: number; cached_tokens?: number } | null;
 }
 

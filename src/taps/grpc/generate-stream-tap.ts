@@ -34,7 +34,7 @@ export class GenerateStreamTap extends GrpcMessageTap {
     const timeline = context.timeline;
     const chunk = response.chunk;
     if (chunk != null) {
-      const tokens = chunk.token_ids?.length ?? 0;
+      const tokens = chunk.token_ids.length;
       if (tokens > 0) timeline.content(this.nowMs, eventTokens(tokens, 1, context));
       timeline.usage(tokenCount(chunk.prompt_tokens, context), undefined);
       this.cached(chunk.cached_tokens);

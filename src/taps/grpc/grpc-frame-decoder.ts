@@ -32,11 +32,9 @@ export class GrpcFrameDecoder {
   private prefixFilled = 0;
   /** Bytes of the current message still to come; 0 while reading a prefix. */
   private remaining = 0;
-  /** The current message's bytes being gathered; undefined when it is skipped (compressed, oversized) or whole in one chunk. */
+  /** The current message's bytes being gathered; undefined while one is skipped (compressed, oversized). */
   private gathered: Buffer | undefined;
   private gatheredLength = 0;
-  /** The current message is skipped, not delivered. */
-  private skipping = false;
   /** Inside a message (its prefix was read and it has bytes to come). */
   private inMessage = false;
 
@@ -89,12 +87,9 @@ export class GrpcFrameDecoder {
       // Flag 1 is a compressed message; any other value is not gRPC framing but is skipped alike,
       // as the prefix still says how long the message is.
       this.handlers.onCompressed();
-      this.skipping = true;
     } else if (messageLength > this.maxMessageBytes) {
       this.handlers.onOversized();
-      this.skipping = true;
     } else {
-      this.skipping = false;
       if (chunk.length - offset >= messageLength) {
         this.handlers.onMessage(chunk.subarray(offset, offset + messageLength));
         return offset + messageLength;
@@ -112,6 +107,6 @@ export class GrpcFrameDecoder {
     this.inMessage = false;
     const gathered = this.gathered;
     this.gathered = undefined;
-    if (!this.skipping && gathered !== undefined) this.handlers.onMessage(gathered);
+    if (gathered !== undefined) this.handlers.onMessage(gathered);
   }
 }

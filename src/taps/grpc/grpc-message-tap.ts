@@ -2,7 +2,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type protobuf from 'protobufjs';
 import type { Tap, TapContext } from '../tap.js';
 import { GrpcFrameDecoder } from './grpc-frame-decoder.js';
-import { GRPC_STATUS_OK, grpcStatusOf, outcomeOfGrpcStatus } from './grpc-status.js';
+import { grpcStatusOf, outcomeOfGrpcStatus } from './grpc-status.js';
 
 /**
  * The call's end from its `grpc-status` (grpc-status.ts): a status other than OK names the
@@ -19,9 +19,11 @@ export function readGrpcStatus(trailers: IncomingHttpHeaders, context: TapContex
   if (Number.isNaN(code)) {
     context.problem('malformed_event');
     timeline.statusOutcome = 'upstream_error';
-  } else if (code !== GRPC_STATUS_OK) {
-    timeline.statusOutcome = outcomeOfGrpcStatus(code);
+    return;
   }
+  const outcome = outcomeOfGrpcStatus(code);
+  // Success leaves the outcome to the stream (an error it reported in a message still counts).
+  if (outcome !== 'completed') timeline.statusOutcome = outcome;
 }
 
 /**

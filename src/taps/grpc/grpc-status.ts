@@ -38,8 +38,6 @@ const OUTCOME_BY_CODE: readonly Outcome[] = [
   'client_error', // 16 UNAUTHENTICATED
 ];
 
-export const GRPC_STATUS_OK = 0;
-
 /** The outcome of a call that ended with status `code`. */
 export function outcomeOfGrpcStatus(code: number): Outcome {
   return OUTCOME_BY_CODE[code] ?? 'upstream_error';

@@ -65,6 +65,17 @@ describe.each(ENGINES)('$name tap', ({ create, response, logprobs }) => {
     expect(run.timeline.outputTokens).toBe(7);
   });
 
+  it('ignores a response that is neither a chunk nor a final message', () => {
+    const run = runGrpcTap(create, [grpcFrame(Buffer.alloc(0)), chunk([1], 1)], OK);
+    expect(measurements(run)).toMatchObject({ events: 1, counted: 1, problems: [] });
+  });
+
+  it('keeps the output total within 10^7 tokens when final messages would sum beyond it', () => {
+    const run = runGrpcTap(create, [complete(6_000_000), complete(6_000_000)], OK);
+    expect(run.problems).toEqual(['implausible_value']);
+    expect(run.timeline.outputTokens).toBe(6_000_000);
+  });
+
   it('leaves a stream ended without grpc-status unterminated', () => {
     expect(runGrpcTap(create, stream, undefined).timeline.terminal).toBe(false);
     expect(runGrpcTap(create, stream, { 'content-type': 'application/grpc' }).timeline.terminal).toBe(false);
@@ -122,7 +133,7 @@ describe.each(ENGINES)('$name tap', ({ create, response, logprobs }) => {
     });
 
     it('makes a grpc-status that is not a code an upstream error, counted as malformed', () => {
-      for (const status of ['abc', '', '-1', '12345678901', ['0', '0']]) {
+      for (const status of ['abc', '', '-1', '12345678901', ['0', '0'], ['13']]) {
         const run = runGrpcTap(create, stream, { 'grpc-status': status as string });
         expect(run.problems, String(status)).toEqual(['malformed_event']);
         expect(run.timeline.statusOutcome).toBe('upstream_error');

@@ -71,6 +71,12 @@ describe('gRPC message framing', () => {
     expect(decode([Buffer.concat([frame, frame.subarray(0, 1)])])).toEqual(['message ' + bytes(20, 9).toString('hex'), 'truncated']);
   });
 
+  it('reports nothing for an empty body, and no cut for skipped empty messages at its end', () => {
+    expect(decode([])).toEqual([]);
+    expect(decode([Buffer.concat([grpcFrame(Buffer.alloc(0), true)])])).toEqual(['compressed']);
+    expect(decode([grpcFrame(bytes(3, 1))], 2)).toEqual(['oversized']);
+  });
+
   it('skips a message whose flag is neither 0 nor 1 as it skips a compressed one', () => {
     const odd = grpcFrame(bytes(3, 1));
     odd[0] = 0x80;
