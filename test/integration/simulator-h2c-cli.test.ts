@@ -16,6 +16,7 @@ function h2cUrlOf(child: ChildProcess): Promise<string> {
   return new Promise((resolve, reject) => {
     let output = '';
     const timer = setTimeout(() => reject(new Error(`no h2c line in 20 s: ${output}`)), 20_000);
+    child.once('exit', (code) => reject(new Error(`simulate exited with ${code} before listening: ${output}`)));
     child.stdout!.on('data', (part: Buffer) => {
       output += part.toString();
       const url = /h2c .* listening on (http:\/\/\S+)/.exec(output)?.[1];
