@@ -189,6 +189,20 @@ export class RequestMonitor implements InterTokenSink, TapContext {
     }
   }
 
+  /**
+   * The response's HTTP/2 trailers: a gRPC tap reads `grpc-status` from them for the outcome
+   * (taps/grpc/grpc-status.ts). Call it before bodyEnd(). A trailers-only response (one HEADERS
+   * frame with END_STREAM, `grpc-status` among the headers, no body) calls response() and then
+   * trailers() with the same headers object, then bodyEnd().
+   */
+  trailers(trailers: IncomingHttpHeaders): void {
+    try {
+      this.tap?.trailers?.(trailers, this.deps.clock.nowMs());
+    } catch (error) {
+      this.observationFailed('trailers', error);
+    }
+  }
+
   /** The upstream body ended cleanly; the outcome is settled, but e2e waits for the last byte to the client. */
   bodyEnd(): void {
     try {
@@ -204,7 +218,10 @@ export class RequestMonitor implements InterTokenSink, TapContext {
     }
     const timeline = this.timeline;
     if (isClientErrorStatus(this.status)) this.endedOutcome = 'client_error';
-    else if (this.status < 200 || this.status >= 300 || timeline.errorEvent) this.endedOutcome = 'upstream_error';
+    else if (this.status < 200 || this.status >= 300) this.endedOutcome = 'upstream_error';
+    // A non-OK grpc-status names the outcome itself (a 200 whose trailers say DEADLINE_EXCEEDED is a timeout).
+    else if (timeline.statusOutcome !== undefined) this.endedOutcome = timeline.statusOutcome;
+    else if (timeline.errorEvent) this.endedOutcome = 'upstream_error';
     else if (this.streaming && !timeline.terminal) this.endedOutcome = 'truncated';
     else this.endedOutcome = 'completed';
   }
@@ -403,6 +420,7 @@ export class RequestMonitor implements InterTokenSink, TapContext {
         tpot_ms: round(summary.tpotMs),
         e2e_ms: round(summary.e2eMs),
         input_tokens: Number.isNaN(summary.inputTokens) ? null : summary.inputTokens,
+        ...(Number.isNaN(timeline.reportedCachedInputTokens) ? {} : { cached_tokens: timeline.reportedCachedInputTokens }),
         output_tokens: summary.outputTokens,
         token_source: summary.tokenSource,
         content_events: timeline.contentEvents,

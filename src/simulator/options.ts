@@ -14,6 +14,11 @@ export type UsageMode = 'auto' | 'always' | 'never';
 export interface SimulatorOptions {
   host?: string;
   port?: number;
+  /**
+   * A second listener on `host` speaking HTTP/2 cleartext with prior knowledge (h2c): the gRPC
+   * services (grpc-services.ts) and every HTTP API; 0 picks a free port; unset, none.
+   */
+  h2cPort?: number;
   /** Delay from the request body received to the first content token. */
   ttftMs?: number;
   /** Delay between content chunks. */
@@ -128,6 +133,7 @@ export interface LoraAdapter {
 export interface SimulatorSettings {
   readonly host: string;
   readonly port: number;
+  readonly h2cPort: number | undefined;
   readonly model: string;
   readonly loras: readonly LoraAdapter[];
   readonly loraLoadMs: number;
@@ -159,6 +165,7 @@ export const SIM_HEADER = Object.freeze({
 const DEFAULT_SETTINGS: SimulatorSettings = Object.freeze({
   host: '127.0.0.1',
   port: 8000,
+  h2cPort: undefined,
   model: 'sim-model',
   loras: Object.freeze([]),
   // A 7B model's rank-16 adapter is tens of MB, loaded from host memory or disk in a fraction of a second.
@@ -331,6 +338,11 @@ const BEHAVIOUR_SETTINGS: { readonly [K in keyof Behaviour]: Setting<Behaviour[K
 const SERVER_SETTINGS = {
   host: { type: nameType, flag: '--host', help: 'listen address' },
   port: { type: numberType(0, 65535, true), flag: '--port', help: 'listen port; 0 picks a free one' },
+  h2cPort: {
+    type: numberType(0, 65535, true),
+    flag: '--h2c-port',
+    help: 'also listen here for HTTP/2 cleartext (prior knowledge): the vLLM and Triton gRPC services and every HTTP API; 0 picks a free one',
+  },
   model: { type: nameType, flag: '--model', help: 'served model name, used when a request names none' },
   loraLoadMs: { type: millisecondsType, flag: '--lora-load-ms', help: 'ms added to the TTFT of a request to an adapter that is not loaded' },
   loraUnloadAfterMs: { type: millisecondsType, flag: '--lora-unload-after-ms', help: 'an adapter idle this long is unloaded' },
@@ -368,6 +380,7 @@ export function resolveSimulatorOptions(options: SimulatorOptions): SimulatorSet
   const settings: SimulatorSettings = Object.freeze({
     host: pick('host', SERVER_SETTINGS.host, DEFAULT_SETTINGS.host),
     port: pick('port', SERVER_SETTINGS.port, DEFAULT_SETTINGS.port),
+    h2cPort: pick<number | undefined>('h2cPort', SERVER_SETTINGS.h2cPort, DEFAULT_SETTINGS.h2cPort),
     model,
     loras: lorasOf(given[LORAS_KEY], model, problems),
     loraLoadMs: pick('loraLoadMs', SERVER_SETTINGS.loraLoadMs, DEFAULT_SETTINGS.loraLoadMs),
@@ -468,7 +481,7 @@ export function simulatorFlagsHelp(): string {
     const name =
       isSwitch(setting.type) ? `${setting.flag}, --no-${setting.flag.slice(2)}` : `${setting.flag} <value>`;
     const header = headers[key] === undefined ? '' : `; per request: ${headers[key]}`;
-    return `  ${name.padEnd(36)}${setting.help} (default ${String(defaults[key])}${header})`;
+    return `  ${name.padEnd(36)}${setting.help} (default ${defaults[key] === undefined ? 'none' : String(defaults[key])}${header})`;
   });
   return [
     ...rows,
