@@ -79,6 +79,7 @@ export async function startSidecar(
   limitCounters.addSource('log_buffer_bytes', () => droppedLogLines(logger));
   limitCounters.register(telemetry.meter);
   const heldBytes = new HeldBytesBudget(limits.heldBodyBytes);
+  const inFlight = new InFlightTracker();
   const proxy = createProxyServer({
     upstream: settings.upstream,
     upstreamIdleTimeoutMs: settings.upstreamIdleTimeoutMs,
@@ -88,7 +89,7 @@ export async function startSidecar(
     counters: limitCounters,
     heldBytes,
     usageInjection: settings.injectUsage ? new UsageInjector(routes, { maxBytes: limits.rewrittenBodyBytes, budget: heldBytes, counters: limitCounters }) : undefined,
-    monitor: { clock, recorder, models, logger, workloads: new WorkloadMatcher(settings.workloads), tracer: otlp.tracer, drain, taps: new TapSelector(routes), gpuMemory: gpus, inFlight: new InFlightTracker() },
+    monitor: { clock, recorder, models, logger, workloads: new WorkloadMatcher(settings.workloads), tracer: otlp.tracer, drain, taps: new TapSelector(routes), gpuMemory: gpus, inFlight },
   });
   const admin = createAdminServer({
     telemetry,
@@ -103,6 +104,7 @@ export async function startSidecar(
       probe: () => probeUpstream(new URL(settings.upstreamHealthPath, settings.upstream)),
       drain,
       notice: extras.statusNotice,
+      inFlight,
     }),
   });
 

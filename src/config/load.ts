@@ -350,6 +350,11 @@ function freezeNative(native: NonNullable<ConfigFile['metrics']>['native']): Nat
   });
 }
 
+/** The capacity settings of a configuration without a `capacity:` section. */
+export function defaultCapacitySettings(): CapacitySettings {
+  return freezeCapacity(undefined);
+}
+
 function freezeCapacity(config: ConfigFile['capacity']): CapacitySettings {
   return Object.freeze({
     minSamplesPerBand: config?.min_samples_per_band ?? DEFAULTS.capacityMinSamplesPerBand,
