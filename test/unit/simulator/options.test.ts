@@ -73,7 +73,7 @@ describe('parseSimulatorFlags', () => {
   it('documents every flag it accepts and every header, with defaults', () => {
     const help = simulatorFlagsHelp();
     const flags = [...help.matchAll(/^ {2}(--[a-z-]+)/gm)].map((match) => match[1]);
-    expect(flags).toEqual(['--host', '--port', '--model', '--ttft-ms', '--itl-ms', '--jitter-ms', '--output-tokens', '--tokens-per-chunk', '--role-prelude', '--usage', '--stamp', '--keep-alive-ms', '--close-after-stream', '--terminator-delay-ms', '--per-request-metrics', '--engine-queue-ms', '--engine-prefill-ms', '--engine-load-ms']);
+    expect(flags).toEqual(['--host', '--port', '--model', '--ttft-ms', '--itl-ms', '--jitter-ms', '--output-tokens', '--tokens-per-chunk', '--role-prelude', '--usage', '--stamp', '--keep-alive-ms', '--close-after-stream', '--terminator-delay-ms', '--per-request-metrics', '--engine-queue-ms', '--engine-prefill-ms', '--engine-load-ms', '--knee-in-flight', '--past-knee-ttft-ms']);
     for (const header of Object.values(SIM_HEADER)) expect(help).toContain(header);
     expect(help).toMatch(/--ttft-ms <value> +.*\(default 50; per request: x-sim-ttft-ms\)/);
     expect(help).toContain('--no-role-prelude');
