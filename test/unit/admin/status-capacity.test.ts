@@ -131,4 +131,22 @@ describe('capacity at SLO of this pod', () => {
     expect(broken.mix.capacity_in_flight).toBeNull();
     expect(broken.mix.absent.capacity_in_flight).toBe('chat: the SLO fails with a single request in flight (band 1 broke): that is latency, not capacity');
   });
+
+  it('calls the mix "at least" only while every workload at its least capacity is: a tie with a measured knee is measured', () => {
+    const tied = new Map([
+      ['chat', chat()],
+      ['batch', (() => {
+        // Held up to 16, too few above: "at least 16", the same capacity as chat's measured 16.
+        const counts = emptyWorkloadCounts();
+        counts.bands.set('9-16', { ttft: buckets(ttftBounds, 2, 200, 0), itl: [] });
+        counts.histograms.e2e = [10];
+        counts.e2eSumS = 10;
+        return counts;
+      })()],
+    ]);
+    const mix = capacityStatus({ settings, counts: (name) => tied.get(name) ?? emptyWorkloadCounts(), peakInFlight: 4, trend: new Map() }).mix;
+    expect(mix).toMatchObject({ capacity_in_flight: 16, at_least: false, knee_band: '17-32', peak_rps: null, pods_needed_observed: null, headroom: 0.75 });
+    // Capacity is there, the peak is not: pods needed says it is the peak that is missing.
+    expect(mix.absent).toEqual({ peak_rps: 'no 5-minute rate yet: the first trend point is taken a minute after start', pods_needed_observed: 'no 5-minute rate yet: the first trend point is taken a minute after start' });
+  });
 });
