@@ -89,6 +89,7 @@ export async function startSidecar(
   const heldBytes = new HeldBytesBudget(limits.heldBodyBytes);
   const profiles = settings.profiles === undefined || !settings.observe ? undefined : new ProfileStore(settings.profiles, clock, { key: extras.profileKey });
   profiles?.register(telemetry.meter);
+  const inFlight = new InFlightTracker();
   const proxy = createProxyServer({
     upstream: settings.upstream,
     upstreamIdleTimeoutMs: settings.upstreamIdleTimeoutMs,
@@ -98,7 +99,7 @@ export async function startSidecar(
     counters: limitCounters,
     heldBytes,
     usageInjection: settings.injectUsage ? new UsageInjector(routes, { maxBytes: limits.rewrittenBodyBytes, budget: heldBytes, counters: limitCounters }) : undefined,
-    monitor: { clock, recorder, models, logger, workloads: new WorkloadMatcher(settings.workloads), tracer: otlp.tracer, drain, taps: new TapSelector(routes), gpuMemory: gpus, inFlight: new InFlightTracker(), coldStarts, profiles },
+    monitor: { clock, recorder, models, logger, workloads: new WorkloadMatcher(settings.workloads), tracer: otlp.tracer, drain, taps: new TapSelector(routes), gpuMemory: gpus, inFlight, coldStarts, profiles },
   });
   const admin = createAdminServer({
     telemetry,
@@ -113,6 +114,7 @@ export async function startSidecar(
       probe: () => probeUpstream(new URL(settings.upstreamHealthPath, settings.upstream)),
       drain,
       notice: extras.statusNotice,
+      inFlight,
     }),
     profiles,
   });

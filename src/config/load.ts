@@ -83,6 +83,8 @@ export interface Settings {
   readonly alerts: AlertSettings;
   /** What the relay may hold per client and in total (`limits:`, src/proxy/relay-limits.ts). */
   readonly limits: RelayLimits;
+  /** Capacity at SLO and pods needed (`capacity:`, docs/capacity-and-cost.md). */
+  readonly capacity: CapacitySettings;
   /** The file the settings were read from, if any. */
   readonly configFile: string | undefined;
   /** Asking the upstream for its model names (src/discovery/); undefined when `model_discovery.enabled` is false. */
@@ -114,6 +116,19 @@ export interface AlertSettings {
   readonly scrapeSelector: string;
   /** Namespaces whose sidecar metrics must be present (TokentapMetricsAbsent); empty: anywhere at all. */
   readonly expectedNamespaces: readonly string[];
+}
+
+export interface CapacitySettings {
+  /** Requests with a first token an in-flight band needs before its verdict counts. */
+  readonly minSamplesPerBand: number;
+  /** The window the fleet's capacity rules read the in-flight bands over. */
+  readonly windowMs: number;
+  /** The window of the observed peak (in flight, requests per second). */
+  readonly peakWindowMs: number;
+  /** The operator's planned fleet peak, requests per second; undefined when not stated. */
+  readonly plannedPeakRps: number | undefined;
+  /** The headroom share under which TokentapCapacityHeadroomLow opens a ticket. */
+  readonly headroomTicketRatio: number;
 }
 
 /** Alert levels: a page wakes someone up, a ticket waits for working hours. */
@@ -197,6 +212,20 @@ export const DEFAULTS = {
   modelDiscoveryTimeout: '2s',
   /** Ollama's default keep_alive, the one idle-time unload among the engines (docs/model-discovery.md#lora-adapters). */
   adapterIdleAfter: '5m',
+  /**
+   * A band's verdict at a 0.99 objective needs 100 samples: with fewer, one slow request is more than
+   * 1 % of them and breaks it alone (the same reasoning as p99TtftMinRequests).
+   */
+  capacityMinSamplesPerBand: 100,
+  /**
+   * A week: a knee found on one busy day stays known while later days are compared with it (a window
+   * as short as the peak's would only know a knee on the days the pods were already past it).
+   */
+  capacityWindow: '168h',
+  /** One daily cycle: the day's peak hours are always inside it. */
+  capacityPeakWindow: '24h',
+  /** A ticket while a fifth of capacity is left: time to add pods in working hours, before the peak grows past it. */
+  capacityHeadroomTicketRatio: 0.2,
 } as const;
 
 /** Which configured bucket list feeds which histogram. */
@@ -311,6 +340,7 @@ function freezeSettings(config: ConfigFile, configFile: string | undefined, env:
     observe: observeFromEnv(env),
     alerts: freezeAlerts(config.alerts),
     limits: freezeLimits(config.limits),
+    capacity: freezeCapacity(config.capacity),
     configFile,
     modelDiscovery: freezeModelDiscovery(config.model_discovery, env),
     commit: commitOf(env),
@@ -338,6 +368,21 @@ function freezeNative(native: NonNullable<ConfigFile['metrics']>['native']): Nat
     maxBuckets: native?.max_buckets ?? NATIVE_DEFAULTS.maxBuckets,
     zeroThreshold,
     maxZeroThreshold: native?.max_zero_threshold ?? zeroThreshold,
+  });
+}
+
+/** The capacity settings of a configuration without a `capacity:` section. */
+export function defaultCapacitySettings(): CapacitySettings {
+  return freezeCapacity(undefined);
+}
+
+function freezeCapacity(config: ConfigFile['capacity']): CapacitySettings {
+  return Object.freeze({
+    minSamplesPerBand: config?.min_samples_per_band ?? DEFAULTS.capacityMinSamplesPerBand,
+    windowMs: parseDurationMs(config?.window ?? DEFAULTS.capacityWindow) as number,
+    peakWindowMs: parseDurationMs(config?.peak_window ?? DEFAULTS.capacityPeakWindow) as number,
+    plannedPeakRps: config?.planned_peak_rps,
+    headroomTicketRatio: config?.headroom_ticket_ratio ?? DEFAULTS.capacityHeadroomTicketRatio,
   });
 }
 

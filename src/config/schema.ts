@@ -408,6 +408,23 @@ const profileSettings = z.strictObject({
     .optional(),
 });
 
+/**
+ * Capacity at SLO (docs/capacity-and-cost.md): how many samples make an in-flight band count, the
+ * window the fleet's recording rules read, the operator's planned peak and the headroom ticket.
+ */
+const capacitySettings = z.strictObject({
+  /** Requests with a first token an in-flight band needs before its SLO verdict counts (default 100). */
+  min_samples_per_band: z.number({ error: 'expected a whole number of requests, e.g. 100' }).int({ error: 'expected a whole number of requests, e.g. 100' }).min(1, { error: 'expected a whole number of requests, at least 1' }).optional(),
+  /** The window the fleet's capacity rules read the in-flight bands over (default 168h, a week). */
+  window: duration.optional(),
+  /** The window of the observed peak, in flight and requests per second (default 24h: one daily cycle). */
+  peak_window: duration.optional(),
+  /** The peak the operator plans for, requests per second across the fleet: pods needed is also given for it. */
+  planned_peak_rps: z.number({ error: 'expected requests per second, e.g. 250' }).positive({ error: 'expected requests per second above 0, e.g. 250' }).finite({ error: 'expected a finite number of requests per second' }).optional(),
+  /** TokentapCapacityHeadroomLow opens a ticket when the headroom falls below this share of capacity (default 0.2). */
+  headroom_ticket_ratio: z.number({ error: 'expected a ratio between 0 and 1, e.g. 0.2' }).gt(0, { error: 'expected a ratio above 0 and below 1, e.g. 0.2' }).lt(1, { error: 'expected a ratio above 0 and below 1, e.g. 0.2' }).optional(),
+});
+
 export const configFileSchema = z.strictObject({
   upstream: upstreamUrl.optional(),
   listen: listenAddress.optional(),
@@ -439,6 +456,8 @@ export const configFileSchema = z.strictObject({
   /** Bounds on what the relay holds per client and in total (docs/limits.md). */
   limits: limitSettings.optional(),
   profiles: profileSettings.optional(),
+  /** Capacity at SLO and pods needed (docs/capacity-and-cost.md). */
+  capacity: capacitySettings.optional(),
   log_level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).optional(),
   metrics: z
     .strictObject({

@@ -78,6 +78,14 @@ export interface SimulatorOptions {
   enginePrefillMs?: EngineDuration;
   /** The model load Ollama reports (`load_duration`), or `measured` (the time to open the response). */
   engineLoadMs?: EngineDuration;
+  /**
+   * A known knee for capacity tests (docs/capacity-and-cost.md): when more than this many requests
+   * are in flight in the simulator (the new one included), the first token takes `pastKneeTtftMs`
+   * instead of `ttftMs`. 0: no knee.
+   */
+  kneeInFlight?: number;
+  /** The TTFT past the knee. */
+  pastKneeTtftMs?: number;
 }
 
 /** A duration the simulated engine reports: fixed, or `measured` from its own clock. */
@@ -100,6 +108,8 @@ export interface Behaviour {
   readonly engineQueueMs: number;
   readonly enginePrefillMs: EngineDuration;
   readonly engineLoadMs: EngineDuration;
+  readonly kneeInFlight: number;
+  readonly pastKneeTtftMs: number;
 }
 
 /**
@@ -158,6 +168,8 @@ export const SIM_HEADER = Object.freeze({
   engineQueueMs: 'x-sim-engine-queue-ms',
   enginePrefillMs: 'x-sim-engine-prefill-ms',
   engineLoadMs: 'x-sim-engine-load-ms',
+  kneeInFlight: 'x-sim-knee-in-flight',
+  pastKneeTtftMs: 'x-sim-past-knee-ttft-ms',
   fault: 'x-sim-fault',
   seed: 'x-sim-seed',
 });
@@ -189,6 +201,8 @@ const DEFAULT_SETTINGS: SimulatorSettings = Object.freeze({
     engineQueueMs: 0,
     enginePrefillMs: 'measured',
     engineLoadMs: 'measured',
+    kneeInFlight: 0,
+    pastKneeTtftMs: 1000,
   }),
 });
 
@@ -333,6 +347,12 @@ const BEHAVIOUR_SETTINGS: { readonly [K in keyof Behaviour]: Setting<Behaviour[K
     help: 'prefill the engine reports (vLLM time_to_first_token_ms, llama.cpp prompt_ms, Ollama prompt_eval_duration), or measured',
   },
   engineLoadMs: { type: engineDurationType, flag: '--engine-load-ms', help: 'model load Ollama reports (load_duration), or measured' },
+  kneeInFlight: {
+    type: numberType(0, MAX_TOKENS, true),
+    flag: '--knee-in-flight',
+    help: 'past this many requests in flight (the new one included), TTFT is --past-knee-ttft-ms: a known knee for capacity tests; 0: none',
+  },
+  pastKneeTtftMs: { type: millisecondsType, flag: '--past-knee-ttft-ms', help: 'ms to the first token past the knee' },
 };
 
 const SERVER_SETTINGS = {

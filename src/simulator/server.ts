@@ -190,18 +190,20 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Ru
       },
       params,
     );
+    // A known knee (capacity tests): past it, every new request waits longer for its first token.
+    const ttftMs = behaviour.kneeInFlight > 0 && inFlight > behaviour.kneeInFlight ? behaviour.pastKneeTtftMs : behaviour.ttftMs;
     const plan = planGeneration({
       outputTokens: behaviour.outputTokens,
       maxTokens: request.maxTokens,
       tokensPerChunk: behaviour.tokensPerChunk,
-      ttftMs: behaviour.ttftMs,
+      ttftMs,
       itlMs: behaviour.itlMs,
       jitterMs: behaviour.jitterMs,
       fault: behaviour.fault,
       seed: behaviour.seed ?? nextSeed++,
     });
     engineMetrics.started(request.promptTokens);
-    const reportedPrefillMs = behaviour.enginePrefillMs === 'measured' ? Math.max(0, behaviour.ttftMs - behaviour.engineQueueMs) : behaviour.enginePrefillMs;
+    const reportedPrefillMs = behaviour.enginePrefillMs === 'measured' ? Math.max(0, ttftMs - behaviour.engineQueueMs) : behaviour.enginePrefillMs;
     runGeneration(
       res,
       plan,

@@ -3,9 +3,12 @@
 import Fastify, { type FastifyInstance } from 'fastify';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { capacityStatus } from '../../src/admin/status-capacity.js';
+import { emptyWorkloadCounts } from '../../src/admin/status-counts.js';
 import { registerStatusRoutes } from '../../src/admin/status-routes.js';
 import type { LatencyStatus, StatusReport, WorkloadStatus } from '../../src/admin/status-report.js';
 import type { StatusSource } from '../../src/admin/status-source.js';
+import { loadSettings } from '../../src/config/load.js';
 import type { Distribution, ProfileSet, WorkloadProfile } from '../../src/profile/workload-profile.js';
 import { requireTool } from '../helpers/required-tools.js';
 import { profileRouteAbsent } from '../helpers/status-page-console.js';
@@ -58,6 +61,13 @@ const REPORT: StatusReport = {
   trend_every_s: 60,
   workloads: WORKLOADS.map(workloadStatus),
   gpus: null,
+  // This section is not under test here: the capacity of a pod that has served nothing.
+  capacity: capacityStatus({
+    settings: loadSettings({ flags: {}, env: {}, readFile: () => '' }),
+    counts: () => emptyWorkloadCounts(),
+    peakInFlight: 0,
+    trend: new Map(),
+  }),
 };
 
 function lengths(count: number, min: number, p50: number, p90: number, p99: number, max: number, mean: number, stdev: number): Distribution {

@@ -73,7 +73,7 @@ describe('parseSimulatorFlags', () => {
   it('documents every flag it accepts and every header, with defaults', () => {
     const help = simulatorFlagsHelp();
     const flags = [...help.matchAll(/^ {2}(--[a-z0-9-]+)/gm)].map((match) => match[1]);
-    expect(flags).toEqual(['--host', '--port', '--h2c-port', '--model', '--lora-load-ms', '--lora-unload-after-ms', '--ttft-ms', '--itl-ms', '--jitter-ms', '--output-tokens', '--tokens-per-chunk', '--role-prelude', '--usage', '--stamp', '--keep-alive-ms', '--close-after-stream', '--terminator-delay-ms', '--per-request-metrics', '--engine-queue-ms', '--engine-prefill-ms', '--engine-load-ms', '--lora']);
+    expect(flags).toEqual(['--host', '--port', '--h2c-port', '--model', '--lora-load-ms', '--lora-unload-after-ms', '--ttft-ms', '--itl-ms', '--jitter-ms', '--output-tokens', '--tokens-per-chunk', '--role-prelude', '--usage', '--stamp', '--keep-alive-ms', '--close-after-stream', '--terminator-delay-ms', '--per-request-metrics', '--engine-queue-ms', '--engine-prefill-ms', '--engine-load-ms', '--knee-in-flight', '--past-knee-ttft-ms', '--lora']);
     for (const header of Object.values(SIM_HEADER)) expect(help).toContain(header);
     expect(help).toMatch(/--ttft-ms <value> +.*\(default 50; per request: x-sim-ttft-ms\)/);
     expect(help).toContain('--no-role-prelude');
