@@ -1,6 +1,7 @@
 import type { Settings } from '../config/load.js';
 import { absentMetricsAlerts } from './absent-metrics-alert.js';
 import { burnRateAlerts } from './burn-rate-alerts.js';
+import { costRecordingRules } from './cost-rules.js';
 import { p99TtftAlerts } from './p99-ttft-alert.js';
 import { nativeLatencyRecordingRules, nativeSliRecordingRules } from './native-recording-rules.js';
 import { latencyRecordingRules, sliRecordingRules, trafficRecordingRules } from './recording-rules.js';
@@ -24,6 +25,8 @@ export function renderPrometheusRules(settings: Settings, options: RenderOptions
       { name: 'tokentap-slo', rules: [...sli, ...burnRateAlerts(settings, options)] },
       { name: 'tokentap-latency', rules: [...latency, ...p99TtftAlerts(settings, options)] },
       { name: 'tokentap-traffic', rules: trafficRecordingRules(options) },
+      // Only with `cost:` configured (cost-rules.ts says why).
+      ...(settings.cost === undefined ? [] : [{ name: 'tokentap-cost', rules: costRecordingRules(settings, options) }]),
       { name: 'tokentap-meta', rules: [watchdogAlert(settings), targetDownAlert(settings, options), ...absentMetricsAlerts(settings, options)] },
     ],
   };
