@@ -17,6 +17,7 @@ describe('cost recording rules', () => {
       COST_RECORD.cost,
       COST_RECORD.cost,
       COST_RECORD.costPerRequest,
+      COST_RECORD.costPerMillionTokens,
       COST_RECORD.costPerMillionInputTokens,
       COST_RECORD.costPerMillionOutputTokens,
       COST_RECORD.costPerGoodRequest,
