@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { loadSettings } from '../../../src/config/load.js';
 import { problemsOf } from '../../helpers/problems.js';
@@ -46,5 +47,14 @@ describe('cost: settings', () => {
 
   it('refuses unknown keys in the section', () => {
     expect(problemsOf(() => withFile('cost: { accelerator_price_per_hour: 2, gpus: 4 }\n')).join('\n')).toMatch(/cost.*gpus/);
+  });
+});
+
+describe('the cost: section as docs/capacity-and-cost.md shows it', () => {
+  it('loads exactly as written on the page', () => {
+    const page = readFileSync(new URL('../../../docs/capacity-and-cost.md', import.meta.url), 'utf8');
+    const snippet = /```yaml\n(cost:[\s\S]*?)```/.exec(page)?.[1];
+    expect(snippet).toBeDefined();
+    expect(withFile(snippet as string).cost).toEqual({ pricePerHour: 2.5, accelerators: 1, currency: 'USD' });
   });
 });
