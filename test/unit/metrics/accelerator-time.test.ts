@@ -123,10 +123,17 @@ function sidecarParts(config: string) {
   const telemetry = new Telemetry();
   telemetries.push(telemetry);
   const settings = loadSettings({ flags: { config: 't.yaml' }, env: {}, readFile: () => config });
-  const logger = createLogger('silent', new Writable({ write: (_c, _e, cb) => cb() }));
+  const logs: Array<Record<string, unknown>> = [];
+  const sink = new Writable({
+    write(chunk: Buffer, _encoding, callback) {
+      for (const line of chunk.toString('utf8').split('\n')) if (line) logs.push(JSON.parse(line) as Record<string, unknown>);
+      callback();
+    },
+  });
+  const logger = createLogger('info', sink);
   const podTime = createPodTime(telemetry.meter, clock, settings.cost, undefined);
   const deps = { clock, recorder: new Recorder(telemetry.meter, settings.buckets), models: new ModelLabels(8), logger, workloads: new WorkloadMatcher(settings.workloads), podTime };
-  return { clock, telemetry, deps };
+  return { clock, telemetry, deps, logs };
 }
 
 describe('accelerator time through the request monitor and /metrics', () => {
@@ -178,22 +185,23 @@ describe('accelerator time through the request monitor and /metrics', () => {
     expect(m.get('tokentap_accelerator_price_per_hour')?.metrics).toEqual([expect.objectContaining({ labels: { currency: 'EUR' }, value: '3.6' })]);
   });
 
-  it('counts a request with no first token (a JSON answer) as prefill only', async () => {
-    const { clock, telemetry, deps } = sidecarParts(CONFIG);
+  it('counts a request with no first token (a JSON answer) as prefill only, and logs its accelerator-seconds and cached input', async () => {
+    const { clock, telemetry, deps, logs } = sidecarParts(CONFIG);
     const monitor = new RequestMonitor(deps, 'POST', '/v1/chat/completions', {});
     monitor.requestBody('m');
     monitor.response(200, 'application/json');
     clock.advance(250);
-    monitor.body(Buffer.from(JSON.stringify({ choices: [{ message: { content: 'hi' } }], usage: { prompt_tokens: 3, completion_tokens: 1 } })));
+    monitor.body(Buffer.from(JSON.stringify({ choices: [{ message: { content: 'hi' } }], usage: { prompt_tokens: 3, completion_tokens: 1, prompt_tokens_details: { cached_tokens: 2 } } })));
     monitor.bodyEnd();
     monitor.delivered();
     const m = parsePrometheusText(await telemetry.scrape());
     expect(sumValues(m, 'tokentap_accelerator_seconds_total', { workload: 'batch', phase: 'prefill' })).toBe(0.5);
     expect(sumValues(m, 'tokentap_accelerator_seconds_total', { workload: 'batch', phase: 'decode' })).toBe(0);
+    expect(logs.find((l) => l.msg === 'request')).toMatchObject({ accelerator_seconds: 0.5, cached_input_tokens: 2 });
   });
 
   it('exports busy and idle time but no accelerator-seconds, count or price without cost:', async () => {
-    const { clock, telemetry, deps } = sidecarParts('workloads: [{ name: chat }]\n');
+    const { clock, telemetry, deps, logs } = sidecarParts('workloads: [{ name: chat }]\n');
     const monitor = new RequestMonitor(deps, 'POST', '/v1/chat/completions', {});
     monitor.requestBody('m');
     monitor.response(200, 'text/event-stream');
@@ -208,5 +216,6 @@ describe('accelerator time through the request monitor and /metrics', () => {
     for (const name of ['tokentap_accelerator_seconds_total', 'tokentap_request_accelerator_seconds', 'tokentap_accelerators', 'tokentap_accelerator_price_per_hour']) {
       expect(m.get(name)?.metrics ?? [], name).toEqual([]);
     }
+    expect(logs.find((l) => l.msg === 'request')).not.toHaveProperty('accelerator_seconds');
   });
 });
