@@ -40,14 +40,14 @@ export class ProcessorSharing {
     return this.shareMs;
   }
 
-  /** A request ended at `nowMs`: the virtual clock then. */
+  /** A request started with started() ended at `nowMs` (once: the request monitor finishes once): the virtual clock then. */
   finished(nowMs: number): number {
     this.advance(nowMs);
-    if (this.inFlight > 0) this.inFlight--;
+    this.inFlight--;
     return this.shareMs;
   }
 
-  /** Milliseconds with at least one request in flight, up to `nowMs`. */
+  /** Milliseconds with at least one request in flight, up to `nowMs`; a time before the last event reads as that event's, so the counter never goes down. */
   busyUntil(nowMs: number): number {
     return this.inFlight > 0 && nowMs > this.lastMs ? this.busyMs + (nowMs - this.lastMs) : this.busyMs;
   }

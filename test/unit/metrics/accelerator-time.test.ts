@@ -79,6 +79,14 @@ describe('processor sharing of the pod time', () => {
     expect([sharing.busyUntil(130), sharing.idleUntil(130)]).toEqual([50, 80]);
   });
 
+  it('never lowers busy or idle time when read for a time before the last event', () => {
+    const sharing = new ProcessorSharing(0);
+    sharing.started(100);
+    expect([sharing.busyUntil(50), sharing.idleUntil(50)]).toEqual([0, 100]);
+    sharing.finished(300);
+    expect([sharing.busyUntil(250), sharing.idleUntil(250)]).toEqual([200, 100]);
+  });
+
   it('never moves the virtual clock back for a time before the last event', () => {
     const sharing = new ProcessorSharing(0);
     sharing.started(0);
