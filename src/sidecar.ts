@@ -15,6 +15,8 @@ import { createPodTime } from './metrics/pod-time.js';
 import { drainProxy, type DrainReport } from './lifecycle/drain-proxy.js';
 import { settleWithin } from './lifecycle/settle-within.js';
 import { registerBuildInfo } from './metrics/build-info.js';
+import { AdapterColdStarts } from './metrics/adapter-cold-starts.js';
+import { registerModelInfo } from './metrics/model-info.js';
 import { droppedLogLines } from './log/logger.js';
 import { LimitCounters } from './metrics/limit-counters.js';
 import { ModelLabels } from './metrics/model-labels.js';
@@ -72,6 +74,8 @@ export async function startSidecar(
   attachExportFailureCounter(telemetry.meter, otlp.exportHealth);
   registerBuildInfo(telemetry.meter, { version: VERSION, nodeVersion: process.versions.node, commit: settings.commit });
   const models = new ModelLabels(settings.maxModels);
+  registerModelInfo(telemetry.meter, models);
+  const coldStarts = settings.modelDiscovery === undefined ? undefined : new AdapterColdStarts(clock, settings.modelDiscovery.adapterIdleAfterMs);
   const recorder = new Recorder(telemetry.meter, settings.buckets);
   const routes = new RouteTable(settings.routes);
   const gpus = settings.dcgm === undefined ? undefined : createGpuMonitor(settings.dcgm, telemetry.meter, logger);
@@ -90,7 +94,7 @@ export async function startSidecar(
     counters: limitCounters,
     heldBytes,
     usageInjection: settings.injectUsage ? new UsageInjector(routes, { maxBytes: limits.rewrittenBodyBytes, budget: heldBytes, counters: limitCounters }) : undefined,
-    monitor: { clock, recorder, models, logger, workloads: new WorkloadMatcher(settings.workloads), tracer: otlp.tracer, drain, taps: new TapSelector(routes), gpuMemory: gpus, inFlight: new InFlightTracker(), podTime },
+    monitor: { clock, recorder, models, logger, workloads: new WorkloadMatcher(settings.workloads), tracer: otlp.tracer, drain, taps: new TapSelector(routes), gpuMemory: gpus, inFlight: new InFlightTracker(), coldStarts, podTime },
   });
   const admin = createAdminServer({
     telemetry,
@@ -118,7 +122,7 @@ export async function startSidecar(
   const adminAddress = admin.server.address() as AddressInfo;
   // Started once both listeners are up, so a failed start leaves no scrape timer behind.
   gpus?.start();
-  const discovery = settings.modelDiscovery === undefined ? undefined : new ModelDiscovery(settings.upstream, settings.modelDiscovery, models, logger);
+  const discovery = settings.modelDiscovery === undefined ? undefined : new ModelDiscovery(settings.upstream, settings.modelDiscovery, models, logger, coldStarts);
   discovery?.start();
 
   return {

@@ -204,6 +204,8 @@ export const DEFAULTS = {
   /** Before the first answer: vLLM loads a 7B model in one to three minutes, so this finds it soon after. */
   modelDiscoveryRetry: '15s',
   modelDiscoveryTimeout: '2s',
+  /** Ollama's default keep_alive, the one idle-time unload among the engines (docs/model-discovery.md#lora-adapters). */
+  adapterIdleAfter: '5m',
 } as const;
 
 /** Which configured bucket list feeds which histogram; undefined: its default buckets only. */
@@ -219,6 +221,7 @@ const BUCKET_KEYS: Record<HistogramKey, keyof NonNullable<NonNullable<ConfigFile
   itlToken: 'itl',
   itlChunk: 'itl',
   ttftByConcurrency: 'ttft',
+  adapterColdStartTtft: 'ttft',
   itlByConcurrency: 'itl',
   tpot: 'tpot',
   e2e: 'e2e',
@@ -278,7 +281,7 @@ export function loadSettings({ flags, env, readFile = (p) => readFileSync(p, 'ut
  * counts exactly the good events (DESIGN.md section 3).
  */
 const THRESHOLD_BUCKETS: Record<SloKind, readonly HistogramKey[]> = {
-  ttft: ['ttft', 'ttftAnswer', 'ttftByConcurrency'],
+  ttft: ['ttft', 'ttftAnswer', 'ttftByConcurrency', 'adapterColdStartTtft'],
   itl: ['itlToken', 'itlChunk', 'itlByConcurrency'],
   e2e: ['e2e'],
 };
@@ -387,6 +390,7 @@ function freezeModelDiscovery(config: ConfigFile['model_discovery'], env: LoadOp
     intervalMs,
     retryMs: Math.min(intervalMs, parseDurationMs(DEFAULTS.modelDiscoveryRetry) as number),
     timeoutMs: parseDurationMs(config?.timeout ?? DEFAULTS.modelDiscoveryTimeout) as number,
+    adapterIdleAfterMs: parseDurationMs(config?.adapter_idle_after ?? DEFAULTS.adapterIdleAfter) as number,
   });
 }
 

@@ -383,6 +383,8 @@ const modelDiscoverySettings = z.strictObject({
   interval: duration.optional(),
   /** Each listing request is abandoned after this long (default 2s). */
   timeout: duration.optional(),
+  /** A request to a LoRA adapter idle for longer than this counts as a cold start (default 5m). */
+  adapter_idle_after: duration.optional(),
 });
 
 /** A count or size limit: a whole number of at least 1. */

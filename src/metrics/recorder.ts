@@ -75,6 +75,7 @@ export class Recorder {
   private readonly goodputCounter: SumSink;
   private readonly acceleratorSecondsCounter: SumSink;
   private readonly requestsWithCachedInput: SumSink;
+  private readonly adapterColdStarts: SumSink;
   /** The inter-token histograms outside the SDK (direct-metrics.ts), when the meter's Telemetry has them. */
   private readonly itlChunkSeries: HistogramSeriesSet | undefined;
   private readonly itlTokenSeries: HistogramSeriesSet | undefined;
@@ -114,6 +115,7 @@ export class Recorder {
       engineQueue: histogram('engineQueue'),
       enginePrefill: histogram('enginePrefill'),
       ttftByConcurrency: histogram('ttftByConcurrency'),
+      adapterColdStartTtft: histogram('adapterColdStartTtft'),
       tpot: histogram('tpot'),
       e2e: histogram('e2e'),
       tokenUsage: histogram('tokenUsage'),
@@ -132,6 +134,7 @@ export class Recorder {
     this.goodputCounter = counter(METRICS.goodput);
     this.acceleratorSecondsCounter = counter(METRICS.acceleratorSeconds);
     this.requestsWithCachedInput = counter(METRICS.requestsWithCachedInput);
+    this.adapterColdStarts = counter(METRICS.adapterColdStarts);
   }
 
   /** The base attributes of every series of one request: one object per (workload, model), shared. */
@@ -221,6 +224,16 @@ export class Recorder {
     this.acceleratorSecondsCounter.add(prefillS, v.of(attributes, ATTR.phase, 'prefill'));
     this.acceleratorSecondsCounter.add(decodeS, v.of(attributes, ATTR.phase, 'decode'));
     this.histograms.requestAcceleratorSeconds.record(prefillS + decodeS, attributes);
+  }
+
+  /** A request to a LoRA adapter after idle (metrics/adapter-cold-starts.ts), at its start. */
+  adapterColdStart(attributes: Attributes): void {
+    this.adapterColdStarts.add(1, attributes);
+  }
+
+  /** That request's TTFT, beside its sample in the TTFT histogram; nothing when it had no first token. */
+  adapterColdStartTtft(attributes: Attributes, ttftMs: number): void {
+    recordIfKnown(this.histograms.adapterColdStartTtft, ttftMs, attributes);
   }
 
   upstreamRetry(attributes: Attributes): void {

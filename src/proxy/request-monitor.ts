@@ -8,6 +8,7 @@ import { TokenTimeline, type InterTokenSink } from '../clock/token-timeline.js';
 import { engineSplit } from '../clock/engine-timings.js';
 import type { Operation } from '../metrics/definitions.js';
 import type { InFlightTracker } from '../metrics/in-flight-band.js';
+import type { AdapterColdStarts } from '../metrics/adapter-cold-starts.js';
 import type { ModelLabels } from '../metrics/model-labels.js';
 import type { PodTime } from '../metrics/pod-time.js';
 import type { InterTokenSeries, Outcome, Recorder, RequestSummary } from '../metrics/recorder.js';
@@ -36,6 +37,8 @@ export interface MonitorDependencies {
   readonly gpuMemory?: { memoryUsedBytes(): number | undefined };
   /** Counts the sidecar's requests in flight for the capacity histograms (`in_flight` band); none recorded when absent. */
   readonly inFlight?: InFlightTracker;
+  /** Marks a LoRA adapter's first request after idle (model discovery on); none marked when absent. */
+  readonly coldStarts?: AdapterColdStarts;
   /** Shares the pod's time among requests (accelerator time, docs/capacity-and-cost.md); none recorded when absent. */
   readonly podTime?: PodTime;
 }
@@ -67,6 +70,8 @@ export class RequestMonitor implements InterTokenSink, TapContext {
   private readonly inFlightBand: string | undefined;
   private itlBandSeries: InterTokenSeries | undefined;
   private model = '';
+  /** The first request to its adapter after idle (AdapterColdStarts), decided once with the labels. */
+  private adapterColdStart = false;
   private tap: Tap | undefined;
   private streaming = false;
   private status = 0;
@@ -283,6 +288,8 @@ export class RequestMonitor implements InterTokenSink, TapContext {
       this.itlSeries = this.deps.recorder.interTokenSeries(this.attributes);
       if (this.inFlightBand !== undefined) this.itlBandSeries = this.deps.recorder.interTokenBandSeries(this.attributes, this.inFlightBand);
       this.deps.recorder.started(this.attributes);
+      this.adapterColdStart = this.deps.coldStarts?.requestStarted(this.model) ?? false;
+      if (this.adapterColdStart) this.deps.recorder.adapterColdStart(this.attributes);
     }
     return this.attributes;
   }
@@ -359,6 +366,8 @@ export class RequestMonitor implements InterTokenSink, TapContext {
       cachedInputRatio: timeline.cachedInputRatio,
     };
     this.deps.recorder.finished(attributes, summary);
+    if (this.adapterColdStart && operation === 'generation') this.deps.recorder.adapterColdStartTtft(attributes, summary.ttftMs);
+    this.deps.coldStarts?.requestEnded(this.model);
     const acceleratorSeconds = operation === 'generation' ? this.recordAcceleratorTime(attributes, sharedAtEndMs) : Number.NaN;
     const workload = this.workload as Workload;
     if (this.inFlightBand !== undefined && operation === 'generation') {

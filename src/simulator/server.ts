@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { TokentapError } from '../errors.js';
 import { planGeneration } from './generation-plan.js';
 import { runGeneration, type GenerationEnd } from './generation-runner.js';
+import { LoraAdapters } from './lora-adapters.js';
 import { VllmServerMetrics } from './vllm-metrics.js';
 import { randomHex } from './openai-protocol.js';
 import { JSON_CONTENT_TYPE, detailBody, modelList } from './openai-wire.js';
@@ -119,6 +120,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Ru
   let nextSeed = 1;
   let closing = false;
   const engineMetrics = new VllmServerMetrics(settings.model);
+  const loras = new LoraAdapters(settings.loras, settings.loraLoadMs, settings.loraUnloadAfterMs, performance.now());
 
   const finished = (path: string, how: RequestEnd, tokensSent: number): void => {
     const end = how === 'client-closed' && closing ? 'server-closed' : how;
@@ -158,8 +160,10 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Ru
       return;
     }
 
-    const { behaviour } = resolved;
     const { request } = parsed;
+    const loadMs = loras.loadDelayMs(request.model ?? settings.model, startMs);
+    // An unloaded adapter's weights load before its prefill: the first token comes that much later.
+    const behaviour = loadMs === 0 ? resolved.behaviour : { ...resolved.behaviour, ttftMs: resolved.behaviour.ttftMs + loadMs };
     requests += 1;
     inFlight += 1;
     if (behaviour.fault.kind === 'status') {
@@ -242,7 +246,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Ru
       return;
     }
     const created = Math.floor(Date.now() / 1000);
-    sendJson(res, 200, modelList(settings.model, created, `modelperm-${randomHex()}`, MAX_MODEL_LEN));
+    sendJson(res, 200, modelList(settings.model, settings.loras, created, () => `modelperm-${randomHex()}`, MAX_MODEL_LEN));
   };
 
   const server = createServer(
