@@ -11,6 +11,7 @@ import { ModelDiscovery } from './discovery/model-discovery.js';
 import { TokentapError } from './errors.js';
 import { DrainState } from './lifecycle/drain-state.js';
 import { InFlightTracker } from './metrics/in-flight-band.js';
+import { createPodTime } from './metrics/pod-time.js';
 import { drainProxy, type DrainReport } from './lifecycle/drain-proxy.js';
 import { settleWithin } from './lifecycle/settle-within.js';
 import { registerBuildInfo } from './metrics/build-info.js';
@@ -82,6 +83,7 @@ export async function startSidecar(
   const recorder = new Recorder(telemetry.meter, settings.buckets);
   const routes = new RouteTable(settings.routes);
   const gpus = settings.dcgm === undefined ? undefined : createGpuMonitor(settings.dcgm, telemetry.meter, logger);
+  const podTime = createPodTime(telemetry.meter, clock, settings.cost, gpus);
   const limits = settings.limits;
   const limitCounters = new LimitCounters();
   limitCounters.addSource('log_buffer_bytes', () => droppedLogLines(logger));
@@ -99,7 +101,7 @@ export async function startSidecar(
     counters: limitCounters,
     heldBytes,
     usageInjection: settings.injectUsage ? new UsageInjector(routes, { maxBytes: limits.rewrittenBodyBytes, budget: heldBytes, counters: limitCounters }) : undefined,
-    monitor: { clock, recorder, models, logger, workloads: new WorkloadMatcher(settings.workloads), tracer: otlp.tracer, drain, taps: new TapSelector(routes), gpuMemory: gpus, inFlight, coldStarts, profiles },
+    monitor: { clock, recorder, models, logger, workloads: new WorkloadMatcher(settings.workloads), tracer: otlp.tracer, drain, taps: new TapSelector(routes), gpuMemory: gpus, inFlight, coldStarts, profiles, podTime },
   });
   const admin = createAdminServer({
     telemetry,

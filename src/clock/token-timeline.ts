@@ -12,6 +12,8 @@ export interface InterTokenSink {
    * per-chunk sample of `gapMs`, and `tokens` per-token samples of `gapMs / tokens`.
    */
   interToken(gapMs: number, tokens: number): void;
+  /** The first content event arrived: once per request (accelerator time splits prefill from decode there). */
+  firstToken?(nowMs: number): void;
 }
 
 import type { Outcome } from '../metrics/recorder.js';
@@ -87,6 +89,7 @@ export class TokenTimeline {
     if (!reasoning && Number.isNaN(this.firstAnswerMs)) this.firstAnswerMs = nowMs;
     if (this.contentEvents === 0) {
       this.firstTokenMs = nowMs;
+      this.sink.firstToken?.(nowMs);
     } else {
       this.sink.interToken(nowMs - this.lastTokenMs, tokens);
     }
@@ -104,9 +107,21 @@ export class TokenTimeline {
   }
 
   /** Cumulative usage as reported by the server; later reports replace earlier ones. */
-  usage(inputTokens: number | undefined, outputTokens: number | undefined): void {
+  usage(inputTokens: number | undefined, outputTokens: number | undefined, cachedInputTokens?: number): void {
     if (inputTokens !== undefined) this.reportedInputTokens = inputTokens;
     if (outputTokens !== undefined) this.reportedOutputTokens = outputTokens;
+    if (cachedInputTokens !== undefined) this.reportedCachedInputTokens = cachedInputTokens;
+  }
+
+  /**
+   * The cached share of the input, cached / input: NaN unless the server reported both, the input
+   * above zero and the cached part within it (a report from separate events can disagree; a share
+   * above 1 is no hit rate).
+   */
+  get cachedInputRatio(): number {
+    const input = this.reportedInputTokens;
+    const cached = this.reportedCachedInputTokens;
+    return input > 0 && cached <= input ? cached / input : Number.NaN;
   }
 
   get ttfbMs(): number {

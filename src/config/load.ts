@@ -73,6 +73,8 @@ export interface Settings {
   readonly workloads: readonly Workload[];
   /** The node-local DCGM exporter to read this pod's GPU gauges from; undefined when not configured. */
   readonly dcgm: DcgmSettings | undefined;
+  /** The price of the pod's accelerators (`cost:`, docs/capacity-and-cost.md); undefined when not configured. */
+  readonly cost: CostSettings | undefined;
   /** Configured path-to-protocol routes, tried before the built-in ones (src/taps/route-table.ts). */
   readonly routes: readonly Route[];
   /** Add `stream_options.include_usage` to OpenAI streaming requests (src/proxy/usage-injection.ts). */
@@ -134,6 +136,15 @@ export interface CapacitySettings {
 /** Alert levels: a page wakes someone up, a ticket waits for working hours. */
 export type AlertLevel = 'page' | 'ticket';
 
+export interface CostSettings {
+  /** Price of one accelerator for one hour, in `currency`. */
+  readonly pricePerHour: number;
+  /** Accelerators of the pod, or `dcgm`: as many as the DCGM exporter reports for this pod (src/dcgm/). */
+  readonly accelerators: number | 'dcgm';
+  /** ISO 4217 code, the `currency` label of tokentap_accelerator_price_per_hour. */
+  readonly currency: string;
+}
+
 export interface DcgmSettings {
   readonly url: URL;
   readonly intervalMs: number;
@@ -188,6 +199,9 @@ export const DEFAULTS = {
   workload: 'default',
   dcgmInterval: '15s',
   dcgmTimeout: '5s',
+  /** One accelerator unless `cost.accelerators` says otherwise. */
+  accelerators: 1,
+  currency: 'USD',
   severityNames: { page: 'critical', ticket: 'warning' },
   p99TtftFor: '15m',
   /** A ticket: the burn-rate page is the page; a P99 over budget alone is a 1 % tail, worth a look in working hours. */
@@ -228,8 +242,8 @@ export const DEFAULTS = {
   capacityHeadroomTicketRatio: 0.2,
 } as const;
 
-/** Which configured bucket list feeds which histogram. */
-const BUCKET_KEYS: Record<HistogramKey, keyof NonNullable<NonNullable<ConfigFile['metrics']>['buckets']>> = {
+/** Which configured bucket list feeds which histogram; undefined: its default buckets only. */
+const BUCKET_KEYS: Record<HistogramKey, keyof NonNullable<NonNullable<ConfigFile['metrics']>['buckets']> | undefined> = {
   ttfb: 'ttfb',
   ttft: 'ttft',
   ttftAnswer: 'ttft',
@@ -246,6 +260,8 @@ const BUCKET_KEYS: Record<HistogramKey, keyof NonNullable<NonNullable<ConfigFile
   tpot: 'tpot',
   e2e: 'e2e',
   tokenUsage: 'tokens',
+  requestAcceleratorSeconds: undefined,
+  cachedInputRatio: undefined,
 };
 
 export interface LoadOptions {
@@ -308,7 +324,8 @@ function freezeSettings(config: ConfigFile, configFile: string | undefined, env:
   const workloads = Object.freeze((config.workloads ?? [{ name: DEFAULTS.workload }]).map(freezeWorkload));
   const buckets = {} as Record<HistogramKey, readonly number[]>;
   for (const key of Object.keys(BUCKET_KEYS) as HistogramKey[]) {
-    const configured = config.metrics?.buckets?.[BUCKET_KEYS[key]];
+    const list = BUCKET_KEYS[key];
+    const configured = list === undefined ? undefined : config.metrics?.buckets?.[list];
     buckets[key] = [...(configured ?? METRICS[key].defaultBuckets)];
   }
   for (const workload of workloads) {
@@ -335,6 +352,7 @@ function freezeSettings(config: ConfigFile, configFile: string | undefined, env:
     otlpHistograms: config.metrics?.otlp_histograms ?? (config.metrics?.histograms === 'classic' ? 'explicit' : 'exponential'),
     workloads,
     dcgm: freezeDcgm(config.dcgm, env),
+    cost: freezeCost(config.cost),
     routes: Object.freeze((config.routes ?? []).map((r) => Object.freeze({ path: r.path, protocol: r.protocol, method: r.method?.toUpperCase() }))),
     injectUsage: config.inject_usage ?? false,
     observe: observeFromEnv(env),
@@ -456,6 +474,11 @@ function freezeLimits(config: ConfigFile['limits']): RelayLimits {
     interimResponseBytes: config?.interim_response_bytes ?? LIMIT_DEFAULTS.interimResponseBytes,
     logBufferBytes: config?.log_buffer_bytes ?? LIMIT_DEFAULTS.logBufferBytes,
   });
+}
+
+function freezeCost(config: ConfigFile['cost']): CostSettings | undefined {
+  if (config === undefined) return undefined;
+  return Object.freeze({ pricePerHour: config.accelerator_price_per_hour, accelerators: config.accelerators ?? DEFAULTS.accelerators, currency: config.currency ?? DEFAULTS.currency });
 }
 
 function freezeDcgm(config: ConfigFile['dcgm'], env: LoadOptions['env']): DcgmSettings | undefined {

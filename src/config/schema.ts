@@ -195,6 +195,33 @@ const dcgmSettings = z
   });
 
 /**
+ * What the pod's accelerators cost (docs/capacity-and-cost.md): the price of one accelerator for one
+ * hour and how many the pod holds, a whole number or `dcgm` (the GPUs and MIG instances the DCGM
+ * exporter reports for this pod, src/dcgm/). With it, each request's share of the pod's time is
+ * exported as accelerator-seconds and `tokentap render` adds the cost recording rules.
+ */
+const ACCELERATORS_EXPECTED = 'expected the number of accelerators of the pod, a whole number from 1 to 1024, or "dcgm" to read it from the DCGM exporter';
+
+const accelerators = z.number().int({ error: ACCELERATORS_EXPECTED }).min(1, { error: ACCELERATORS_EXPECTED }).max(1024, { error: ACCELERATORS_EXPECTED });
+
+const costSettings = z.strictObject({
+  accelerator_price_per_hour: z
+    .number({
+      error: (issue) =>
+        issue.input === undefined ? 'required: the price of one accelerator for one hour, e.g. 2.5' : 'expected the price of one accelerator for one hour, a number such as 2.5',
+    })
+    .positive({ error: 'expected a price above 0, e.g. 2.5' })
+    .max(1e6, { error: 'expected a price per accelerator-hour of at most 1000000' }),
+  accelerators: z
+    .union([accelerators, z.literal('dcgm')], { error: ACCELERATORS_EXPECTED })
+    .optional(),
+  currency: z
+    .string({ error: 'expected a currency code such as USD or EUR' })
+    .regex(/^[A-Z]{3}$/, { error: 'expected a currency code of three capital letters (ISO 4217) such as USD or EUR' })
+    .optional(),
+});
+
+/**
  * Which protocol a path speaks, for servers mounted under other paths than the built-in defaults
  * (src/taps/route-table.ts); tried in order before the defaults, first match wins.
  */
@@ -449,6 +476,8 @@ export const configFileSchema = z.strictObject({
   inject_usage: z.boolean({ error: 'expected true or false' }).optional(),
   /** Read GPU memory and utilisation of this pod from the node's DCGM exporter. */
   dcgm: dcgmSettings.optional(),
+  /** The price of the pod's accelerators, for cost per request (docs/capacity-and-cost.md). */
+  cost: costSettings.optional(),
   /** Learn the served model names from the upstream; see modelDiscoverySettings. */
   model_discovery: modelDiscoverySettings.optional(),
   /** Alerting rules rendered by `tokentap render`. */
@@ -488,6 +517,15 @@ export const configFileSchema = z.strictObject({
         .optional(),
     })
     .optional(),
+}).superRefine((config, ctx) => {
+  // The count comes from the exporter only when there is one to read.
+  if (config.cost?.accelerators === 'dcgm' && config.dcgm === undefined) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['cost', 'accelerators'],
+      message: '"dcgm" reads the GPU count from the DCGM exporter, but none is configured: set dcgm.url (or TOKENTAP_DCGM_URL), or give the count as a number',
+    });
+  }
 });
 
 export type ConfigFile = z.infer<typeof configFileSchema>;

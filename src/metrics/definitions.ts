@@ -26,6 +26,8 @@ export const ATTR = {
   limit: 'limit',
   operation: 'operation',
   inFlight: 'in_flight',
+  phase: 'phase',
+  currency: 'currency',
 } as const;
 
 /**
@@ -89,6 +91,21 @@ const E2E_BUCKETS = [
 const TOKEN_BUCKETS = [
   1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864,
 ] as const;
+
+/**
+ * Accelerator-seconds of one request (docs/capacity-and-cost.md): its processor-sharing share of the
+ * pod's time times the accelerator count. A 1-accelerator pod's request lives between a few
+ * milliseconds alone and minutes shared by hundreds (a 30 s stream shared by 64 is 0.47 s), and an
+ * 8-GPU pod multiplies that by 8: about five per decade (1, 2, 2.5, 5 steps) from 1 ms to 10 min,
+ * so p50 and p99 read within a factor of 1.25 to 2 of the truth wherever they fall.
+ */
+const ACCELERATOR_SECONDS_BUCKETS = [
+  0.001, 0.002, 0.005, 0.01, 0.02, 0.025, 0.05, 0.1, 0.2, 0.25, 0.5, 1, 2, 2.5, 5, 10, 20, 25, 50, 100,
+  200, 250, 600,
+] as const;
+
+/** A share of input from 0 to 1 by tenths; `le="0"` counts the requests with no cached input at all. */
+const RATIO_BUCKETS = [0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1] as const;
 
 export const METRICS = {
   /** TTFB: request received by the proxy -> first response body byte. One sample per request with a body. */
@@ -307,6 +324,54 @@ export const METRICS = {
     extraLabels: [ATTR.tokenType],
     defaultBuckets: TOKEN_BUCKETS,
   },
+  /**
+   * Accelerator time per request (docs/capacity-and-cost.md): between two events (a request starts
+   * or ends) the pod's time is divided equally among the requests in flight
+   * (metrics/processor-sharing.ts), and the request's share times the pod's accelerators is added
+   * once, at its end: `phase="prefill"` up to its first content event (all of it when it had none),
+   * `phase="decode"` the rest. Only with `cost:` configured; generation requests only.
+   */
+  acceleratorSeconds: {
+    kind: 'counter',
+    otelName: 'tokentap.accelerator.time',
+    promName: 'tokentap_accelerator_seconds_total',
+    unit: 's',
+    description: "Accelerator-seconds attributed to requests: each request's equal share of the pod's busy time among the requests in flight, times the accelerator count, by phase (prefill up to the first token, decode after it).",
+    extraLabels: [ATTR.phase],
+  },
+  /** The same accelerator-seconds, one sample per request (both phases): times the price / 3600, its cost. */
+  requestAcceleratorSeconds: {
+    kind: 'histogram',
+    otelName: 'tokentap.request.accelerator_time',
+    promName: 'tokentap_request_accelerator_seconds',
+    unit: 's',
+    description: "Accelerator-seconds attributed to each request (its processor-sharing share of the pod's time times the accelerator count); times the price per accelerator-hour / 3600, its cost.",
+    extraLabels: [],
+    defaultBuckets: ACCELERATOR_SECONDS_BUCKETS,
+  },
+  /**
+   * Prefix-cache hits per request: cached input tokens / input tokens, from the server's usage report
+   * (`prompt_tokens_details.cached_tokens`, Anthropic `cache_read_input_tokens`, llama.cpp
+   * `timings.cache_n`). One sample per request that reported both, with input > 0.
+   */
+  cachedInputRatio: {
+    kind: 'histogram',
+    otelName: 'tokentap.request.cached_input_ratio',
+    promName: 'tokentap_request_cached_input_ratio',
+    unit: '1',
+    description: "Share of each request's input tokens the server served from its prefix cache, as its usage report says; requests that reported both counts.",
+    extraLabels: [],
+    defaultBuckets: RATIO_BUCKETS,
+  },
+  /** One per request that reported at least one cached input token. */
+  requestsWithCachedInput: {
+    kind: 'counter',
+    otelName: 'tokentap.requests.with_cached_input',
+    promName: 'tokentap_requests_with_cached_input_total',
+    unit: '{request}',
+    description: 'Requests whose usage report says at least one input token came from the prefix cache.',
+    extraLabels: [],
+  },
   /** Token totals; `rate()` of it is tokens per second. `token_source` says usage or counted. */
   tokens: {
     kind: 'counter',
@@ -486,6 +551,49 @@ export const GPU_METRICS = {
     unit: '{error}',
     description: 'DCGM exporter scrapes that failed (unreachable, timeout, http_status, bad_text, no_match) or found a blank value (sentinel).',
     labels: [ATTR.reason],
+  },
+} as const satisfies Record<string, GpuMetricDefinition>;
+
+/**
+ * The pod's time and price (docs/capacity-and-cost.md). Like GPU_METRICS they carry no workload or
+ * model: they are the pod's, and the recording rules spread them over the workloads.
+ */
+export const POD_METRICS = {
+  /** Wall time with at least one request in flight: the sum of every request's share (processor-sharing.ts). Current at each scrape. */
+  busy: {
+    kind: 'counter',
+    otelName: 'tokentap.pod.busy_time',
+    promName: 'tokentap_pod_busy_seconds_total',
+    unit: 's',
+    description: 'Wall time the sidecar had at least one request in flight (the time shared among requests as accelerator time).',
+    labels: [],
+  },
+  /** Wall time with no request in flight; busy + idle is the sidecar's uptime. */
+  idle: {
+    kind: 'counter',
+    otelName: 'tokentap.pod.idle_time',
+    promName: 'tokentap_pod_idle_seconds_total',
+    unit: 's',
+    description: 'Wall time the sidecar had no request in flight; busy + idle is its uptime.',
+    labels: [],
+  },
+  /** `cost.accelerators`, or the GPUs and MIG instances DCGM reports for this pod; only with `cost:`, absent while DCGM has not answered. */
+  accelerators: {
+    kind: 'gauge',
+    otelName: 'tokentap.accelerators',
+    promName: 'tokentap_accelerators',
+    unit: '{accelerator}',
+    description: "The pod's accelerators as the cost configuration counts them (a number, or DCGM's GPUs of this pod).",
+    labels: [],
+  },
+  /** `cost.accelerator_price_per_hour`, labelled with `cost.currency`; only with `cost:`. */
+  pricePerHour: {
+    kind: 'gauge',
+    otelName: 'tokentap.accelerator.price_per_hour',
+    promName: 'tokentap_accelerator_price_per_hour',
+    unit: '{currency}/h',
+    description: 'Configured price of one accelerator for one hour, in the currency of the label.',
+    labels: [ATTR.currency],
   },
 } as const satisfies Record<string, GpuMetricDefinition>;
 

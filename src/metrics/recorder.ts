@@ -39,6 +39,8 @@ export interface RequestSummary {
   readonly outsideEngineTtftMs?: number;
   /** Wire TTFT - engine TTFT for an engine that reports no queue time (the queue is in it); NaN or absent otherwise. */
   readonly queueOrOutsideEngineTtftMs?: number;
+  /** Cached input tokens / input tokens as the usage reported them (TokenTimeline.cachedInputRatio); NaN or absent when not both. */
+  readonly cachedInputRatio?: number;
 }
 
 const MS_PER_S = 1000;
@@ -71,6 +73,8 @@ export class Recorder {
   private readonly upstreamRetries: SumSink;
   private readonly upstreamNotReused: SumSink;
   private readonly goodputCounter: SumSink;
+  private readonly acceleratorSecondsCounter: SumSink;
+  private readonly requestsWithCachedInput: SumSink;
   private readonly adapterColdStarts: SumSink;
   /** The inter-token histograms outside the SDK (direct-metrics.ts), when the meter's Telemetry has them. */
   private readonly itlChunkSeries: HistogramSeriesSet | undefined;
@@ -115,6 +119,8 @@ export class Recorder {
       tpot: histogram('tpot'),
       e2e: histogram('e2e'),
       tokenUsage: histogram('tokenUsage'),
+      requestAcceleratorSeconds: histogram('requestAcceleratorSeconds'),
+      cachedInputRatio: histogram('cachedInputRatio'),
     };
     const { requests, tokens, inFlight, tapErrors, tokenCountMismatches, sloEvents } = METRICS;
     this.requests = counter(requests);
@@ -126,6 +132,8 @@ export class Recorder {
     this.upstreamRetries = counter(METRICS.upstreamRetries);
     this.upstreamNotReused = counter(METRICS.upstreamNotReused);
     this.goodputCounter = counter(METRICS.goodput);
+    this.acceleratorSecondsCounter = counter(METRICS.acceleratorSeconds);
+    this.requestsWithCachedInput = counter(METRICS.requestsWithCachedInput);
     this.adapterColdStarts = counter(METRICS.adapterColdStarts);
   }
 
@@ -199,6 +207,23 @@ export class Recorder {
       this.tokens.add(summary.outputTokens, v.of(attributes, ATTR.tokenType, 'output', ATTR.tokenSource, summary.tokenSource));
     }
     if (summary.tokenCountMismatch) this.tokenCountMismatches.add(1, attributes);
+    const cachedRatio = summary.cachedInputRatio;
+    if (cachedRatio !== undefined && !Number.isNaN(cachedRatio)) {
+      h.cachedInputRatio.record(cachedRatio, attributes);
+      // Zero included, so the counter exists from the first request that reported its cache.
+      this.requestsWithCachedInput.add(cachedRatio > 0 ? 1 : 0, attributes);
+    }
+  }
+
+  /**
+   * One finished generation's accelerator-seconds (metrics/processor-sharing.ts), by phase. Both
+   * phases are added, zero included, so a workload's decode series exists from its first request.
+   */
+  acceleratorTime(attributes: Attributes, prefillS: number, decodeS: number): void {
+    const v = this.variants;
+    this.acceleratorSecondsCounter.add(prefillS, v.of(attributes, ATTR.phase, 'prefill'));
+    this.acceleratorSecondsCounter.add(decodeS, v.of(attributes, ATTR.phase, 'decode'));
+    this.histograms.requestAcceleratorSeconds.record(prefillS + decodeS, attributes);
   }
 
   /** A request to a LoRA adapter after idle (metrics/adapter-cold-starts.ts), at its start. */

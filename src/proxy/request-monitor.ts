@@ -10,6 +10,7 @@ import type { Operation } from '../metrics/definitions.js';
 import type { InFlightTracker } from '../metrics/in-flight-band.js';
 import type { AdapterColdStarts } from '../metrics/adapter-cold-starts.js';
 import type { ModelLabels } from '../metrics/model-labels.js';
+import type { PodTime } from '../metrics/pod-time.js';
 import type { InterTokenSeries, Outcome, Recorder, RequestSummary } from '../metrics/recorder.js';
 import { metEverySlo } from '../slo/goodput.js';
 import { interTokenIsBad, isClientErrorStatus, recordSloEvents } from '../slo/slo-events.js';
@@ -42,6 +43,8 @@ export interface MonitorDependencies {
   readonly coldStarts?: AdapterColdStarts;
   /** The workload-shape record (src/profile/); no fingerprint is taken and nothing recorded when absent. */
   readonly profiles?: ProfileStore;
+  /** Shares the pod's time among requests (accelerator time, docs/capacity-and-cost.md); none recorded when absent. */
+  readonly podTime?: PodTime;
 }
 
 /**
@@ -90,6 +93,9 @@ export class RequestMonitor implements InterTokenSink, TapContext {
   private arrivedMs = Number.NaN;
   /** The prompt's keyed block hashes, taken once from the parsed body (requestBody()); never its text. */
   private promptBlocks: PromptBlocks | undefined;
+  /** The pod's processor-sharing clock (metrics/processor-sharing.ts) at this request's start and first token; NaN until then. */
+  private readonly sharedAtStartMs: number;
+  private sharedAtFirstTokenMs = Number.NaN;
 
   /** `headers` are the request's, as Node parsed them (names lower-case); read for workload matching. */
   constructor(deps: MonitorDependencies, method: string, url: string, headers: IncomingHttpHeaders) {
@@ -102,6 +108,7 @@ export class RequestMonitor implements InterTokenSink, TapContext {
     this.timeline = new TokenTimeline(deps.clock.nowMs(), this);
     deps.drain?.requestStarted();
     this.inFlightBand = deps.inFlight?.started();
+    this.sharedAtStartMs = deps.podTime === undefined ? Number.NaN : deps.podTime.sharing.started(this.timeline.startMs);
   }
 
   /**
@@ -280,6 +287,10 @@ export class RequestMonitor implements InterTokenSink, TapContext {
     }
   }
 
+  firstToken(nowMs: number): void {
+    if (this.deps.podTime !== undefined) this.sharedAtFirstTokenMs = this.deps.podTime.sharing.read(nowMs);
+  }
+
   // TapContext
   problem(reason: TapProblemReason): void {
     this.deps.recorder.tapProblem(this.labels(undefined), reason);
@@ -339,8 +350,13 @@ export class RequestMonitor implements InterTokenSink, TapContext {
   private finish(outcome: Outcome): void {
     if (this.done) return;
     this.done = true;
+    let endMs = Number.NaN;
+    let sharedAtEndMs = Number.NaN;
     try {
-      this.record(outcome);
+      endMs = this.deps.clock.nowMs();
+      // Before anything that may throw: the pod's count in flight must drop whatever happens next.
+      if (this.deps.podTime !== undefined) sharedAtEndMs = this.deps.podTime.sharing.finished(endMs);
+      this.record(outcome, endMs, sharedAtEndMs);
     } catch (error) {
       this.observationFailed('finish', error);
     } finally {
@@ -349,8 +365,23 @@ export class RequestMonitor implements InterTokenSink, TapContext {
     }
   }
 
+  /**
+   * The request's accelerator-seconds, recorded by phase: its share of the pod's time (the sharing
+   * clock's advance from its start to its end) times the accelerators, prefill up to its first token
+   * (all of it without one). NaN, and nothing recorded, without `cost:` or an accelerator count.
+   */
+  private recordAcceleratorTime(attributes: Attributes, sharedAtEndMs: number): number {
+    const accelerators = this.deps.podTime?.accelerators();
+    if (accelerators === undefined || Number.isNaN(sharedAtEndMs)) return Number.NaN;
+    const firstTokenMs = Number.isNaN(this.sharedAtFirstTokenMs) ? sharedAtEndMs : this.sharedAtFirstTokenMs;
+    const prefillS = ((firstTokenMs - this.sharedAtStartMs) / MS_PER_S) * accelerators;
+    const decodeS = ((sharedAtEndMs - firstTokenMs) / MS_PER_S) * accelerators;
+    this.deps.recorder.acceleratorTime(attributes, prefillS, decodeS);
+    return prefillS + decodeS;
+  }
+
   /** Records, traces and logs the finished request: once, from finish(). */
-  private record(outcome: Outcome): void {
+  private record(outcome: Outcome, endMs: number, sharedAtEndMs: number): void {
     const attributes = this.labels(undefined);
     const timeline = this.timeline;
     const operation = this.operation();
@@ -363,7 +394,7 @@ export class RequestMonitor implements InterTokenSink, TapContext {
       ttfbMs: timeline.ttfbMs,
       ttftMs: timeline.ttftMs,
       tpotMs: timeline.tpotMs,
-      e2eMs: this.deps.clock.nowMs() - timeline.startMs,
+      e2eMs: endMs - timeline.startMs,
       inputTokens: timeline.reportedInputTokens,
       outputTokens: timeline.outputTokens,
       tokenSource: timeline.outputTokenSource,
@@ -374,10 +405,12 @@ export class RequestMonitor implements InterTokenSink, TapContext {
       enginePrefillMs: split.prefillMs,
       outsideEngineTtftMs: split.outsideEngineTtftMs,
       queueOrOutsideEngineTtftMs: split.queueOrOutsideEngineTtftMs,
+      cachedInputRatio: timeline.cachedInputRatio,
     };
     this.deps.recorder.finished(attributes, summary);
     if (this.adapterColdStart && operation === 'generation') this.deps.recorder.adapterColdStartTtft(attributes, summary.ttftMs);
     this.deps.coldStarts?.requestEnded(this.model);
+    const acceleratorSeconds = operation === 'generation' ? this.recordAcceleratorTime(attributes, sharedAtEndMs) : Number.NaN;
     const workload = this.workload as Workload;
     if (operation === 'generation') {
       const shape = { startMs: timeline.startMs, durationMs: summary.e2eMs, inputTokens: summary.inputTokens, outputTokens: summary.outputTokens, outcome, blocks: this.promptBlocks };
@@ -420,12 +453,13 @@ export class RequestMonitor implements InterTokenSink, TapContext {
         tpot_ms: round(summary.tpotMs),
         e2e_ms: round(summary.e2eMs),
         input_tokens: Number.isNaN(summary.inputTokens) ? null : summary.inputTokens,
-        ...(Number.isNaN(timeline.reportedCachedInputTokens) ? {} : { cached_tokens: timeline.reportedCachedInputTokens }),
+        ...(Number.isNaN(timeline.reportedCachedInputTokens) ? {} : { cached_input_tokens: timeline.reportedCachedInputTokens }),
         output_tokens: summary.outputTokens,
         token_source: summary.tokenSource,
         content_events: timeline.contentEvents,
         counted_tokens: timeline.countedTokens,
         server_timings: timeline.serverTimings ?? null,
+        ...(Number.isNaN(acceleratorSeconds) ? {} : { accelerator_seconds: acceleratorSeconds }),
         ...(this.failureDetail === undefined ? {} : { error: this.failureDetail }),
         ...(this.wasRetried ? { retried: true } : {}),
         ...(operation === 'other' ? { operation } : {}),
@@ -436,6 +470,8 @@ export class RequestMonitor implements InterTokenSink, TapContext {
     );
   }
 }
+
+const MS_PER_S = 1000;
 
 function round(ms: number): number | null {
   return Number.isNaN(ms) ? null : Math.round(ms * 1000) / 1000;

@@ -31,21 +31,6 @@ const SELECTED = `${IN_NS}, ${LABEL.workload}=~"$workload"`;
 const NO_RULES = 'No data: are the sidecars scraped and the capacity recording rules of tokentap render loaded (a band counts from capacity.min_samples_per_band requests)?';
 const NO_COST = 'No data: are the sidecars scraped, with cost: configured (accelerator price and count)?';
 
-/**
- * The accelerator-time series the cost panels read, as the sidecar's cost accounting exports them
- * (issue 25 items 2 and 3, docs/capacity-and-cost.md).
- */
-export const COST_SERIES = [
-  'tokentap_accelerator_seconds_total',
-  'tokentap_pod_busy_seconds_total',
-  'tokentap_pod_idle_seconds_total',
-  'tokentap_accelerators',
-  'tokentap_accelerator_price_per_hour',
-  'tokentap_request_accelerator_seconds_bucket',
-  'tokentap_request_cached_input_ratio_sum',
-  'tokentap_request_cached_input_ratio_count',
-  'tokentap_requests_with_cached_input_total',
-] as const;
 const RATE = '$__rate_interval';
 
 /** Per pod price joined to a per-pod series, then summed by `by`: each pod at its own price. */

@@ -4,6 +4,7 @@ import { burnRateAlerts } from './burn-rate-alerts.js';
 import { capacityHeadroomAlert } from './capacity-alert.js';
 import { CAPACITY_GROUP_INTERVAL_MS, capacityRecordingRules } from './capacity-rules.js';
 import { formatPromDuration } from './prometheus-duration.js';
+import { costRecordingRules } from './cost-rules.js';
 import { p99TtftAlerts } from './p99-ttft-alert.js';
 import { nativeLatencyRecordingRules, nativeSliRecordingRules } from './native-recording-rules.js';
 import { latencyRecordingRules, sliRecordingRules, trafficRecordingRules } from './recording-rules.js';
@@ -32,6 +33,8 @@ export function renderPrometheusRules(settings: Settings, options: RenderOptions
         interval: formatPromDuration(scaledMs(CAPACITY_GROUP_INTERVAL_MS, options)),
         rules: [...capacityRecordingRules(settings, options), capacityHeadroomAlert(settings, options)],
       },
+      // Only with `cost:` configured (cost-rules.ts says why).
+      ...(settings.cost === undefined ? [] : [{ name: 'tokentap-cost', rules: costRecordingRules(settings, options) }]),
       { name: 'tokentap-meta', rules: [watchdogAlert(settings), targetDownAlert(settings, options), ...absentMetricsAlerts(settings, options)] },
     ],
   };

@@ -2,7 +2,7 @@ import type { EventSourceMessage } from 'eventsource-parser';
 import { nonEmptyString, parseEventObject } from './event-json.js';
 import { SseEventTap } from './sse-event-tap.js';
 import type { Tap, TapContext } from './tap.js';
-import { tokenCount } from './upstream-numbers.js';
+import { cachedTokenCount, tokenCount } from './upstream-numbers.js';
 
 /**
  * Anthropic Messages streams (`POST /v1/messages` with `stream: true`), as Anthropic, vLLM and
@@ -18,6 +18,7 @@ import { tokenCount } from './upstream-numbers.js';
  * creation tokens, which Anthropic reports apart: together they are the prompt the server
  * processed); output tokens from `message_delta.usage.output_tokens`, cumulative, whose last value
  * is the total. `message_start`'s own `output_tokens` (1 or so) is a placeholder and is ignored.
+ * Prefix-cache hits: `cache_read_input_tokens` (tokens written to the cache were processed, not hit).
  * Terminal: `message_stop`. An `error` event (e.g. `overloaded_error`) is an upstream error.
  */
 
@@ -53,12 +54,18 @@ class AnthropicSseTap extends SseEventTap {
         return;
       case 'message_start': {
         const usage = event.message?.usage;
-        if (usage != null && typeof usage === 'object') timeline.usage(anthropicInputTokens(usage, this.context), undefined);
+        if (usage != null && typeof usage === 'object') {
+          const input = anthropicInputTokens(usage, this.context);
+          timeline.usage(input, undefined, cachedTokenCount(usage.cache_read_input_tokens, input, this.context));
+        }
         return;
       }
       case 'message_delta': {
         const usage = event.usage;
-        if (usage != null && typeof usage === 'object') timeline.usage(anthropicInputTokens(usage, this.context), tokenCount(usage.output_tokens, this.context));
+        if (usage != null && typeof usage === 'object') {
+          const input = anthropicInputTokens(usage, this.context);
+          timeline.usage(input, tokenCount(usage.output_tokens, this.context), cachedTokenCount(usage.cache_read_input_tokens, input, this.context));
+        }
         return;
       }
       case 'message_stop':

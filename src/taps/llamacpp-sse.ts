@@ -2,7 +2,7 @@ import type { EventSourceMessage } from 'eventsource-parser';
 import { nonEmptyString, parseEventObject } from './event-json.js';
 import { SseEventTap } from './sse-event-tap.js';
 import type { Tap, TapContext } from './tap.js';
-import { llamaCppTimings } from './server-timings.js';
+import { llamaCppCacheHits, llamaCppTimings } from './server-timings.js';
 import { eventTokens, tokenCount } from './upstream-numbers.js';
 
 /**
@@ -15,7 +15,8 @@ import { eventTokens, tokenCount } from './upstream-numbers.js';
  * because tokens per event come from the cumulative `tokens_predicted` (the next event carries 2).
  * Without `tokens_predicted`, one token per content event.
  * Terminal: `stop: true`, whose `tokens_predicted` and `tokens_evaluated` are the usage and whose
- * `timings` (`prompt_ms`, `predicted_ms`) become the server timings. `{"error": ...}` is an upstream
+ * `timings` (`prompt_ms`, `predicted_ms`) become the server timings and whose `timings.cache_n` the
+ * prefix-cache hits. `{"error": ...}` is an upstream
  * error.
  */
 
@@ -24,7 +25,7 @@ interface LlamaCppEvent {
   stop?: unknown;
   tokens_predicted?: unknown;
   tokens_evaluated?: unknown;
-  timings?: { prompt_ms?: unknown; predicted_ms?: unknown } | null;
+  timings?: { prompt_ms?: unknown; predicted_ms?: unknown; cache_n?: unknown } | null;
   error?: unknown;
 }
 
@@ -54,7 +55,8 @@ class LlamaCppSseTap extends SseEventTap {
     if (event.stop === true) {
       timeline.terminal = true;
       this.ended = true;
-      timeline.usage(tokenCount(event.tokens_evaluated, this.context), predicted);
+      const input = tokenCount(event.tokens_evaluated, this.context);
+      timeline.usage(input, predicted, llamaCppCacheHits(event.timings, input, this.context));
       const timings = llamaCppTimings(event.timings, this.context);
       if (timings !== undefined) timeline.serverTimings = timings;
     }

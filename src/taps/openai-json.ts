@@ -1,8 +1,8 @@
 import { anthropicInputTokens } from './anthropic-sse.js';
 import { BoundedBody } from './bounded-body.js';
-import { llamaCppTimings, ollamaTimings, vllmMetrics } from './server-timings.js';
+import { llamaCppCacheHits, llamaCppTimings, ollamaTimings, vllmMetrics } from './server-timings.js';
 import type { Tap, TapContext } from './tap.js';
-import { tokenCount } from './upstream-numbers.js';
+import { cachedTokenCount, detailsCachedTokens, tokenCount } from './upstream-numbers.js';
 
 /**
  * Non-streaming responses: the whole JSON body carries the usage, which is all there is to measure
@@ -10,7 +10,9 @@ import { tokenCount } from './upstream-numbers.js';
  * completions `usage` {prompt_tokens, completion_tokens}, the Responses API's and Anthropic's
  * `usage` {input_tokens, output_tokens} (Anthropic's cache reads and writes added to the input, as in
  * anthropic-sse.ts), Ollama's top-level `prompt_eval_count`/`eval_count` and llama.cpp native
- * `/completion`'s `tokens_evaluated`/`tokens_predicted`.
+ * `/completion`'s `tokens_evaluated`/`tokens_predicted`. Prefix-cache hits as the streams carry them:
+ * `prompt_tokens_details.cached_tokens` (else llama.cpp `timings.cache_n`), the Responses API's
+ * `input_tokens_details.cached_tokens`, Anthropic's `cache_read_input_tokens`.
  *
  * Engine timings, as the streams carry them on their final event (server-timings.ts): vLLM's
  * per-request `metrics`, llama.cpp's `timings` (OpenAI-compatible routes and `/completion`) and
@@ -26,6 +28,8 @@ interface Completion {
     output_tokens?: unknown;
     cache_creation_input_tokens?: unknown;
     cache_read_input_tokens?: unknown;
+    prompt_tokens_details?: unknown;
+    input_tokens_details?: unknown;
   } | null;
   prompt_eval_count?: unknown;
   eval_count?: unknown;
@@ -55,10 +59,17 @@ export function createOpenAIJsonTap(context: TapContext): Tap {
       const timeline = context.timeline;
       const usage = completion.usage;
       if (usage != null && typeof usage === 'object') {
-        const input = usage.prompt_tokens != null ? tokenCount(usage.prompt_tokens, context) : anthropicInputTokens(usage, context);
-        timeline.usage(input, tokenCount(usage.completion_tokens ?? usage.output_tokens, context));
+        const openAI = usage.prompt_tokens != null;
+        const input = openAI ? tokenCount(usage.prompt_tokens, context) : anthropicInputTokens(usage, context);
+        const cached = openAI
+          ? (detailsCachedTokens(usage.prompt_tokens_details, input, context) ?? llamaCppCacheHits(completion.timings, input, context))
+          : usage.input_tokens_details != null
+            ? detailsCachedTokens(usage.input_tokens_details, input, context)
+            : cachedTokenCount(usage.cache_read_input_tokens, input, context);
+        timeline.usage(input, tokenCount(usage.completion_tokens ?? usage.output_tokens, context), cached);
       } else if (completion.tokens_predicted !== undefined) {
-        timeline.usage(tokenCount(completion.tokens_evaluated, context), tokenCount(completion.tokens_predicted, context));
+        const input = tokenCount(completion.tokens_evaluated, context);
+        timeline.usage(input, tokenCount(completion.tokens_predicted, context), llamaCppCacheHits(completion.timings, input, context));
       } else {
         timeline.usage(tokenCount(completion.prompt_eval_count, context), tokenCount(completion.eval_count, context));
       }

@@ -2,7 +2,7 @@ import type { EventSourceMessage } from 'eventsource-parser';
 import { nonEmptyString, parseEventObject } from './event-json.js';
 import { SseEventTap } from './sse-event-tap.js';
 import type { Tap, TapContext } from './tap.js';
-import { tokenCount } from './upstream-numbers.js';
+import { detailsCachedTokens, tokenCount } from './upstream-numbers.js';
 
 /**
  * OpenAI Responses API streams (`POST /v1/responses` with `stream: true`), as OpenAI and vLLM send
@@ -18,7 +18,7 @@ import { tokenCount } from './upstream-numbers.js';
  * other delta (text, refusal, tool arguments) is the answer.
  *
  * Terminal: `response.completed` (and `response.incomplete`, a normal end at max_output_tokens),
- * both carrying `response.usage` {input_tokens, output_tokens}. `response.failed` and `error` are
+ * both carrying `response.usage` {input_tokens, output_tokens, input_tokens_details.cached_tokens (prefix-cache hits)}. `response.failed` and `error` are
  * upstream errors.
  *
  * Events the tap does not need (the `*.done` events repeat the whole text) are skipped by their
@@ -28,7 +28,7 @@ import { tokenCount } from './upstream-numbers.js';
 interface ResponsesEvent {
   type?: unknown;
   delta?: unknown;
-  response?: { usage?: { input_tokens?: unknown; output_tokens?: unknown } | null } | null;
+  response?: { usage?: { input_tokens?: unknown; output_tokens?: unknown; input_tokens_details?: unknown } | null } | null;
 }
 
 export function createOpenAIResponsesSseTap(context: TapContext): Tap {
@@ -52,7 +52,10 @@ class OpenAIResponsesSseTap extends SseEventTap {
       case 'response.incomplete': {
         timeline.terminal = true;
         const usage = event.response?.usage;
-        if (usage != null && typeof usage === 'object') timeline.usage(tokenCount(usage.input_tokens, this.context), tokenCount(usage.output_tokens, this.context));
+        if (usage != null && typeof usage === 'object') {
+          const input = tokenCount(usage.input_tokens, this.context);
+          timeline.usage(input, tokenCount(usage.output_tokens, this.context), detailsCachedTokens(usage.input_tokens_details, input, this.context));
+        }
         return;
       }
       case 'response.failed':

@@ -2,9 +2,9 @@ import type { EventSourceMessage } from 'eventsource-parser';
 import { nonEmptyString } from './event-json.js';
 import { isPlainContentChunk } from './plain-content-event.js';
 import { SseEventTap } from './sse-event-tap.js';
-import { llamaCppTimings, vllmMetrics } from './server-timings.js';
+import { llamaCppCacheHits, llamaCppTimings, vllmMetrics } from './server-timings.js';
 import type { Tap, TapContext } from './tap.js';
-import { eventTokens, MAX_TOKENS_PER_EVENT, tokenCount } from './upstream-numbers.js';
+import { detailsCachedTokens, eventTokens, MAX_TOKENS_PER_EVENT, tokenCount } from './upstream-numbers.js';
 
 /**
  * OpenAI-compatible SSE (chat completions and completions), as vLLM, llama.cpp, SGLang and TGI's
@@ -33,6 +33,10 @@ import { eventTokens, MAX_TOKENS_PER_EVENT, tokenCount } from './upstream-number
  * (with `timings_per_token` every chunk has a cumulative one; the final one is the whole request's).
  * Every count and duration is bounded on the way in (upstream-numbers.ts).
  *
+ * Prefix-cache hits: `usage.prompt_tokens_details.cached_tokens` (vLLM with
+ * `--enable-prompt-tokens-details`, SGLang with `--enable-cache-report`, llama.cpp), else llama.cpp's
+ * `timings.cache_n` on the final chunk; never more than the `prompt_tokens` of the same usage.
+ *
  * Framing, split chunks and the event size cap: see sse-decoder.ts.
  */
 
@@ -52,8 +56,8 @@ interface Choice {
 
 interface Chunk {
   choices?: Choice[] | null;
-  usage?: { prompt_tokens?: unknown; completion_tokens?: unknown } | null;
-  timings?: { predicted_n?: unknown; prompt_ms?: unknown; predicted_ms?: unknown } | null;
+  usage?: { prompt_tokens?: unknown; completion_tokens?: unknown; prompt_tokens_details?: unknown } | null;
+  timings?: { predicted_n?: unknown; prompt_ms?: unknown; predicted_ms?: unknown; cache_n?: unknown } | null;
   metrics?: { queue_time_ms?: unknown; time_to_first_token_ms?: unknown; generation_time_ms?: unknown } | null;
   error?: unknown;
   object?: unknown;
@@ -154,8 +158,15 @@ class OpenAISseTap extends SseEventTap {
     }
     if (contentChoices > 0) timeline.content(this.nowMs, tokens, answerChoices === 0);
 
-    if (hasUsage) timeline.usage(tokenCount(usage.prompt_tokens, this.context), usageOutput);
-    const timings = vllmMetrics(chunk.metrics, this.context) ?? (finished || hasUsage ? llamaCppTimings(chunk.timings, this.context) : undefined);
+    const final = finished || hasUsage;
+    if (hasUsage) {
+      const input = tokenCount(usage.prompt_tokens, this.context);
+      timeline.usage(input, usageOutput, detailsCachedTokens(usage.prompt_tokens_details, input, this.context) ?? llamaCppCacheHits(chunk.timings, input, this.context));
+    } else if (finished) {
+      // llama.cpp without a usage chunk: its final timings still say how much of the prompt was cached.
+      timeline.usage(undefined, undefined, llamaCppCacheHits(chunk.timings, undefined, this.context));
+    }
+    const timings = vllmMetrics(chunk.metrics, this.context) ?? (final ? llamaCppTimings(chunk.timings, this.context) : undefined);
     if (timings !== undefined) timeline.serverTimings = timings;
   }
 }

@@ -1,6 +1,6 @@
 import type { ServerTimings } from '../clock/token-timeline.js';
 import type { TapContext } from './tap.js';
-import { durationMs } from './upstream-numbers.js';
+import { cachedTokenCount, durationMs } from './upstream-numbers.js';
 
 /**
  * The per-request timings each engine reports, read the same way whether the answer was streamed
@@ -39,4 +39,14 @@ export function ollamaTimings(answer: { load_duration?: unknown; prompt_eval_dur
     generationMs: durationMs(answer.eval_duration, NS_TO_MS, context),
     totalMs: durationMs(answer.total_duration, NS_TO_MS, context),
   };
+}
+
+/**
+ * llama.cpp's prefix-cache hits: `timings.cache_n`, the prompt tokens it reused from the slot's KV
+ * cache (`result_timings::to_json` in ggml-org/llama.cpp tools/server/server-task.cpp; its
+ * OpenAI-compatible usage repeats it as `prompt_tokens_details.cached_tokens`, which is read first).
+ */
+export function llamaCppCacheHits(timings: unknown, inputTokens: number | undefined, context: TapContext): number | undefined {
+  if (timings === null || typeof timings !== 'object') return undefined;
+  return cachedTokenCount((timings as { cache_n?: unknown }).cache_n, inputTokens, context);
 }

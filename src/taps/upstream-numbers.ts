@@ -16,6 +16,7 @@ import type { TapContext } from './tap.js';
  * | kind | accepted | why this bound |
  * |---|---|---|
  * | token count (usage, cumulative per-chunk counts) | integer, 0 ≤ n ≤ 10^7 | the largest context windows served today are 10^7 tokens (prompt and output together) |
+ * | cached input tokens (prefix-cache hits) | a token count, and at most the input tokens of the same report | the cache serves part of the prompt, never more than all of it |
  * | duration (queue, load, prefill, decode, total) | finite, 0 ≤ d ≤ 1 day | a request that waited or ran a day is not a latency sample but a broken clock; 1 day is 8.64·10^7 ms |
  * | tokens in one content event (growth of a cumulative count, or content choices of one event) | 1 ≤ n ≤ 1024 | speculative decoding and stream intervals put a few to a few dozen tokens in one chunk; each token is one per-token ITL sample, so without this bound one 100-byte event could cost 10^7 histogram samples (seconds of CPU through the OTel SDK) |
  *
@@ -57,4 +58,22 @@ export function durationMs(value: unknown, unitMs: number, context: TapContext):
   if (ms >= 0 && ms <= MAX_DURATION_MS) return ms;
   context.problem('implausible_value');
   return undefined;
+}
+
+/**
+ * Prompt tokens served from the prefix cache, as a token count no larger than `inputTokens` (the
+ * prompt of the same report, when it gave one): more than the whole prompt is no hit count but a
+ * broken report, dropped and counted like any implausible number.
+ */
+export function cachedTokenCount(value: unknown, inputTokens: number | undefined, context: TapContext): number | undefined {
+  const cached = tokenCount(value, context);
+  if (cached === undefined || inputTokens === undefined || cached <= inputTokens) return cached;
+  context.problem('implausible_value');
+  return undefined;
+}
+
+/** `details.cached_tokens` of an OpenAI-format `prompt_tokens_details` or `input_tokens_details`, bounded as cachedTokenCount. */
+export function detailsCachedTokens(details: unknown, inputTokens: number | undefined, context: TapContext): number | undefined {
+  if (details === null || typeof details !== 'object') return undefined;
+  return cachedTokenCount((details as { cached_tokens?: unknown }).cached_tokens, inputTokens, context);
 }

@@ -52,10 +52,12 @@ function cpuNsPerSample(values: Float64Array, withNative: boolean, rounds: numbe
 function seriesPerWorkloadModel(buckets: Readonly<Record<HistogramKey, readonly number[]>>): Record<string, number> {
   // e2e carries `outcome` (count the usual two: completed, client_cancelled); token usage input and output;
   // the two by-concurrency histograms one series per `in_flight` band in use (count one; at most ten);
-  // the adapter cold-start TTFT none (only a LoRA adapter that had a cold start has one).
+  // the adapter cold-start TTFT none (only a LoRA adapter that had a cold start has one); accelerator-seconds
+  // (with `cost:`) and the cached input ratio one each.
   const variants: Record<HistogramKey, number> = {
     ttfb: 1, ttft: 1, ttftAnswer: 1, engineTtft: 1, outsideEngineTtft: 1, queueOrOutsideEngineTtft: 1, engineQueue: 1, enginePrefill: 1,
     itlToken: 1, itlChunk: 1, tpot: 1, e2e: 2, tokenUsage: 2, ttftByConcurrency: 1, itlByConcurrency: 1, adapterColdStartTtft: 0,
+    requestAcceleratorSeconds: 1, cachedInputRatio: 1,
   };
   let classic = 0;
   let native = 0;

@@ -47,6 +47,7 @@ export const moduleTests = {
   'src/taps/openai-sse.ts': ['test/unit/taps/*.test.ts'],
   'src/slo/slo-events.ts': ['test/unit/slo/*.test.ts'],
   'src/clock/token-timeline.ts': ['test/unit/taps/*.test.ts', 'test/unit/clock/*.test.ts'],
+  'src/metrics/processor-sharing.ts': ['test/unit/metrics/accelerator-time.test.ts'],
   // The rule renderers, without the committed-files comparison (committed-artefacts.test.ts): it fails
   // on any change to the rendered text but passes again once the files are re-rendered, so the score
   // shows what the rules' own tests pin (and dashboards.test.ts, which is about the dashboards).

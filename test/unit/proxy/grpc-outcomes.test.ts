@@ -94,7 +94,7 @@ describe('gRPC calls through the request monitor', () => {
     expect(histogram(m, 'gen_ai_client_token_usage', { gen_ai_token_type: 'output' }).sum).toBe(5);
     expect(histogram(m, 'gen_ai_client_token_usage', { gen_ai_token_type: 'input' }).sum).toBe(9);
     expect(await outcomes(telemetry)).toEqual({ completed: 1 });
-    expect(lines.find((line) => line.msg === 'request')).toMatchObject({ path: GENERATE, outcome: 'completed', input_tokens: 9, output_tokens: 5, cached_tokens: 3, token_source: 'usage' });
+    expect(lines.find((line) => line.msg === 'request')).toMatchObject({ path: GENERATE, outcome: 'completed', input_tokens: 9, output_tokens: 5, cached_input_tokens: 3, token_source: 'usage' });
   });
 
   // docs/protocols.md#grpc-status, read from the page: each code's row, then the row for any other code.

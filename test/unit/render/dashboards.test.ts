@@ -3,8 +3,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { loadSettings, SLO_KINDS, type Settings } from '../../../src/config/load.js';
-import { GPU_METRICS, METRICS, MODEL_INFO } from '../../../src/metrics/definitions.js';
-import { COST_SERIES } from '../../../src/render/capacity-panels.js';
+import { GPU_METRICS, METRICS, MODEL_INFO, POD_METRICS } from '../../../src/metrics/definitions.js';
 import { dashboardFileText, renderDashboards } from '../../../src/render/dashboards.js';
 import { runbookUrl } from '../../../src/render/alert-links.js';
 import { allPanels, expandRows, substituteVariables, variableReferences, type DashboardJson } from '../../helpers/dashboard-json.js';
@@ -119,10 +118,8 @@ describe('rendered dashboards pass the checks Grafana applies on import', () => 
           emitted.add(def.promName);
           if (def.kind === 'histogram') for (const suffix of ['_bucket', '_sum', '_count']) emitted.add(`${def.promName}${suffix}`);
         }
-        for (const def of Object.values(GPU_METRICS)) emitted.add(def.promName);
+        for (const def of [...Object.values(GPU_METRICS), ...Object.values(POD_METRICS)]) emitted.add(def.promName);
         emitted.add(MODEL_INFO.promName);
-        // The cost accounting's series (issue 25 items 2-3), read by the Capacity and cost row.
-        for (const name of COST_SERIES) emitted.add(name);
         const exprs = allPanels(json).flatMap((p) => (p.targets ?? []).map((t) => t.expr));
         for (const expr of exprs) {
           for (const [name] of expr.matchAll(/\b(?:tokentap|gen_ai)_[a-z_]+\b(?=\s*[{[(])/g)) expect(emitted.has(name), `${name} in ${expr}`).toBe(true);
