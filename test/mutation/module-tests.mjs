@@ -21,6 +21,16 @@ const OPENAI_SSE_TAP_TESTS = [
   'test/unit/taps/vllm-captures.test.ts',
 ];
 
+/** The tests that run the other protocols' taps on a body (the engine-timings tests through RequestMonitor). */
+const PROTOCOL_TAP_TESTS = [
+  'test/unit/taps/hostile-events.test.ts',
+  'test/unit/taps/protocol-fixtures.test.ts',
+  'test/unit/taps/first-token.test.ts',
+  'test/unit/taps/first-answer-token.test.ts',
+  'test/unit/taps/openai-json.test.ts',
+  'test/unit/proxy/engine-timings.test.ts',
+];
+
 /** @type {Record<string, string[]>} */
 export const moduleTests = {
   'src/proxy/http1/chunked-body.ts': [
@@ -60,6 +70,12 @@ export const moduleTests = {
   'src/taps/triton-grpc.ts': ['test/unit/taps/grpc/*.test.ts'],
   'src/taps/grpc/request-model.ts': ['test/unit/taps/grpc/triton-grpc.test.ts'],
   'src/taps/openai-sse.ts': OPENAI_SSE_TAP_TESTS,
+  ...Object.fromEntries(
+    ['anthropic-sse', 'openai-responses-sse', 'tgi-sse', 'llamacpp-sse', 'triton-sse', 'ollama-ndjson', 'openai-json'].map((name) => [
+      `src/taps/${name}.ts`,
+      PROTOCOL_TAP_TESTS,
+    ]),
+  ),
   'src/slo/slo-events.ts': ['test/unit/slo/*.test.ts'],
   'src/clock/token-timeline.ts': [
     'test/unit/clock/*.test.ts',

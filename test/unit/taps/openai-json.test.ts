@@ -8,7 +8,13 @@ function usageOf(body: object | string) {
   // Split in two to show the body is read whole at the end, not per chunk.
   const bytes = Buffer.from(text);
   const run = runTap(createOpenAIJsonTap, [bytes.subarray(0, 7), bytes.subarray(7)]);
-  return { input: run.timeline.reportedInputTokens, output: run.timeline.reportedOutputTokens, problems: run.problems, contentEvents: run.timeline.contentEvents };
+  return {
+    input: run.timeline.reportedInputTokens,
+    output: run.timeline.reportedOutputTokens,
+    problems: run.problems,
+    contentEvents: run.timeline.contentEvents,
+    serverTimings: run.timeline.serverTimings,
+  };
 }
 
 describe('the JSON (non-streamed) tap', () => {
@@ -36,4 +42,32 @@ describe('the JSON (non-streamed) tap', () => {
     const html = usageOf('<html>not json</html>');
     expect(Number.isNaN(html.input) && Number.isNaN(html.output) && html.problems.length === 0).toBe(true);
   });
+
+  it('reads nothing, without failing, from a JSON body that is null, a number or a string', () => {
+    for (const body of ['null', '5', '"text"']) {
+      const read = usageOf(body);
+      expect(Number.isNaN(read.input) && Number.isNaN(read.output), body).toBe(true);
+      expect(read.problems, body).toEqual([]);
+    }
+  });
+
+  it("reads llama.cpp's or Ollama's counts when usage is null or not an object, without failing", () => {
+    for (const usage of [null, 5, 'x']) {
+      expect(usageOf({ usage, tokens_evaluated: 3, tokens_predicted: 2 }), JSON.stringify(usage)).toMatchObject({ input: 3, output: 2, problems: [] });
+      expect(usageOf({ usage, done: true, prompt_eval_count: 4, eval_count: 6 }), JSON.stringify(usage)).toMatchObject({ input: 4, output: 6, problems: [] });
+    }
+  });
+
+  it('records no server timings for an answer that reports none (an OpenAI chat answer is not an Ollama one with its durations missing)', () => {
+    expect(usageOf({ object: 'chat.completion', choices: [], usage: { prompt_tokens: 1, completion_tokens: 1 } }).serverTimings).toBeUndefined();
+    expect(usageOf({ model: 'm', done: true, total_duration: 2_000_000 }).serverTimings).toMatchObject({ totalMs: 2 });
+  });
 });
+
+/*
+ * Mutants of src/taps/openai-json.ts that change no behaviour (npm run mutate, each also applied by hand):
+ * - the `typeof completion !== 'object'` half of the body guard made false: a number or a string
+ *   read as an object has none of the fields, so nothing is read, as for a body that is not one;
+ * - `timings !== undefined` made true: the tap is the only writer of serverTimings, once, at the end,
+ *   so writing undefined leaves it as it was.
+ */
