@@ -76,6 +76,13 @@ export const moduleTests = {
       PROTOCOL_TAP_TESTS,
     ]),
   ),
+  // Shared by the taps: the tests of every tap.
+  ...Object.fromEntries(
+    ['sse-event-tap', 'event-json', 'bounded-body', 'server-timings', 'upstream-numbers', 'plain-content-event'].map((name) => [
+      `src/taps/${name}.ts`,
+      [...new Set([...OPENAI_SSE_TAP_TESTS, ...PROTOCOL_TAP_TESTS])],
+    ]),
+  ),
   'src/slo/slo-events.ts': ['test/unit/slo/*.test.ts'],
   'src/clock/token-timeline.ts': [
     'test/unit/clock/*.test.ts',

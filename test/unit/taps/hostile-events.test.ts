@@ -2,8 +2,10 @@ import { describe, expect, it } from 'vitest';
 import { createAnthropicSseTap } from '../../../src/taps/anthropic-sse.js';
 import { createLlamaCppSseTap } from '../../../src/taps/llamacpp-sse.js';
 import { createOllamaNdjsonTap } from '../../../src/taps/ollama-ndjson.js';
+import { createOpenAIJsonTap } from '../../../src/taps/openai-json.js';
 import { createOpenAIResponsesSseTap } from '../../../src/taps/openai-responses-sse.js';
 import { createTgiSseTap } from '../../../src/taps/tgi-sse.js';
+import { createTritonSseTap } from '../../../src/taps/triton-sse.js';
 import { runTap, sse } from '../../helpers/tap-harness.js';
 
 /**
@@ -175,6 +177,58 @@ describe('Ollama NDJSON tap: a broken or hostile upstream', () => {
   });
 });
 
+describe('every tap that reads event objects: a broken or hostile upstream', () => {
+  const sseTaps = [
+    ['Anthropic', createAnthropicSseTap],
+    ['Responses', createOpenAIResponsesSseTap],
+    ['TGI', createTgiSseTap],
+    ['llama.cpp', createLlamaCppSseTap],
+    ['Triton', createTritonSseTap],
+  ] as const;
+
+  it('counts an event that is JSON but not an object (null, a number, a string, a list) as malformed, and goes on', () => {
+    for (const [name, tap] of sseTaps) {
+      const run = runTap(tap, sse('null', '5', '"x"', '[]'));
+      expect(run.problems, name).toEqual(['malformed_event', 'malformed_event', 'malformed_event', 'malformed_event']);
+    }
+    const lines = ['null', '5', '"x"', '[]'].map((line) => Buffer.from(`${line}\n`));
+    expect(runTap(createOllamaNdjsonTap, lines).problems).toEqual(['malformed_event', 'malformed_event', 'malformed_event', 'malformed_event']);
+  });
+
+  it('counts an SSE event longer than the 1 Mi-character cap as an oversized event, and reads the next one', () => {
+    const big = Buffer.from(`data: {"token":{"text":"${'x'.repeat(1 << 20)}"}}\n\n`);
+    const run = runTap(createTgiSseTap, [big, ...sse({ token: { text: 'a', special: false } })]);
+    expect(run.problems).toEqual(['oversized_event']);
+    expect(run.timeline.contentEvents).toBe(1);
+  });
+
+  it('counts an unterminated SSE event as oversized when the replacement for a truncated last character at the body\'s end takes it past the buffer cap', () => {
+    // The decoder's buffer holds 2 Mi + 1024 characters for the default 1 Mi cap; the line fills it exactly.
+    const line = Buffer.from(`data: ${'y'.repeat(2 * (1 << 20) + 1024 - 6)}`);
+    const run = runTap(createTgiSseTap, [line, Buffer.from('☕').subarray(0, 1)]);
+    expect(run.problems).toEqual(['oversized_event']);
+  });
+
+  it('reads a null llama.cpp timings or vLLM metrics as no server timings, without failing', () => {
+    const stop = runTap(createLlamaCppSseTap, sse({ content: 'a', stop: false }, { content: '', stop: true, timings: null }));
+    expect(stop.timeline.terminal).toBe(true);
+    expect(stop.timeline.serverTimings).toBeUndefined();
+    for (const answer of [{ timings: null }, { metrics: null }, { metrics: null, timings: { prompt_ms: 5, predicted_ms: 9 } }]) {
+      const run = runTap(createOpenAIJsonTap, [Buffer.from(JSON.stringify({ object: 'chat.completion', choices: [], ...answer }))]);
+      expect(run.problems, JSON.stringify(answer)).toEqual([]);
+      expect(run.timeline.serverTimings, JSON.stringify(answer)).toEqual(answer.timings ? { promptMs: 5, generationMs: 9 } : undefined);
+    }
+  });
+
+  it('keeps reported durations from 0 ms (an already loaded Ollama model) to an hour-long generation, none counted implausible', () => {
+    const ns = (ms: number) => ms * 1e6;
+    const answer = { model: 'm', done: true, load_duration: 0, prompt_eval_duration: ns(150), eval_duration: ns(3_600_000), total_duration: ns(3_600_150) };
+    const run = runTap(createOpenAIJsonTap, [Buffer.from(JSON.stringify(answer))]);
+    expect(run.problems).toEqual([]);
+    expect(run.timeline.serverTimings).toEqual({ loadMs: 0, promptMs: 150, generationMs: 3_600_000, totalMs: 3_600_150 });
+  });
+});
+
 /*
  * Mutants of these taps that change no behaviour (npm run mutate, each also applied by hand with these
  * tests passing):
@@ -187,4 +241,6 @@ describe('Ollama NDJSON tap: a broken or hostile upstream', () => {
  * - llamacpp-sse.ts: `predicted !== undefined` made true before `predicted > this.predicted`
  *   (undefined > n is false, the same one token); `timings !== undefined` made true (the stop event,
  *   once, is the only place serverTimings is written, so writing undefined leaves it as it was).
+ * - event-json.ts: the JSON.parse `catch` emptied: the value stays undefined, which the next check
+ *   counts as the same one malformed_event.
  */

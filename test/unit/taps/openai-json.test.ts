@@ -43,6 +43,16 @@ describe('the JSON (non-streamed) tap', () => {
     expect(Number.isNaN(html.input) && Number.isNaN(html.output) && html.problems.length === 0).toBe(true);
   });
 
+  it('reads a body of exactly the size cap, and refuses one a byte longer', () => {
+    const sized = (bytes: number) => {
+      const tail = '","usage":{"prompt_tokens":1,"completion_tokens":2}}';
+      return `{"pad":"${'x'.repeat(bytes - tail.length - 8)}${tail}`;
+    };
+    expect(Buffer.byteLength(sized(MAX_JSON_BODY_BYTES))).toBe(MAX_JSON_BODY_BYTES);
+    expect(usageOf(sized(MAX_JSON_BODY_BYTES))).toMatchObject({ input: 1, output: 2, problems: [] });
+    expect(usageOf(sized(MAX_JSON_BODY_BYTES + 1))).toMatchObject({ problems: ['oversized_body'] });
+  });
+
   it('reads nothing, without failing, from a JSON body that is null, a number or a string', () => {
     for (const body of ['null', '5', '"text"']) {
       const read = usageOf(body);
@@ -70,4 +80,11 @@ describe('the JSON (non-streamed) tap', () => {
  *   read as an object has none of the fields, so nothing is read, as for a body that is not one;
  * - `timings !== undefined` made true: the tap is the only writer of serverTimings, once, at the end,
  *   so writing undefined leaves it as it was.
+ * Of src/taps/bounded-body.ts (the body this tap keeps):
+ * - push()'s `if (this.oversized) return` made false: the size only grows, so the chunk is dropped
+ *   by the cap check instead;
+ * - json()'s `oversized || size === 0` test made false, or `&&`: what is left is no bytes, which
+ *   JSON.parse refuses, giving the same undefined (and end() checks `oversized` first);
+ * - json()'s `catch` emptied: it then returns undefined anyway; its `finally` emptied: the chunks
+ *   are then released with the tap, dropped with its request just after end() reads them once.
  */
