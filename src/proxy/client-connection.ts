@@ -7,6 +7,8 @@ import { hasTransferEncoding, offersOnlyH2c, withoutH2cOffer } from './http1/upg
 import { simpleResponse } from './http1/wire.js';
 import { recordRefusal } from './refused-request.js';
 import { UNUSED_BEFORE_DISPLACED_MS } from './connection-shares.js';
+import type { Http2ClientSession } from './h2/client-session.js';
+import { detectProtocol } from './h2/preface.js';
 
 /** Idle time after which a keep-alive client connection is closed by default: node:http's keepAliveTimeout. */
 export const KEEP_ALIVE_TIMEOUT_MS = 5_000;
@@ -101,6 +103,8 @@ export class ClientConnection implements ExchangeClient {
   private bodyBytes = 0;
   bodyCheckedActivity = 0;
   bodyActiveSinceMs = -1;
+  /** Set when the connection opened with the HTTP/2 preface and `upstream_protocol: h2c`: node:http2 serves it from then on. */
+  private h2: Http2ClientSession | undefined;
 
   constructor(context: ExchangeContext, socket: net.Socket, forget: (connection: ClientConnection) => void) {
     this.context = context;
@@ -140,7 +144,7 @@ export class ClientConnection implements ExchangeClient {
       }
       exchange?.requestEnd();
     };
-    socket.on('data', (data: Buffer) => {
+    const http1 = (data: Buffer): void => {
       // Refused: nothing after the refused bytes is parsed, let alone forwarded. Still read, so a
       // client that leaves is noticed.
       if (this.discarding || this.refusal !== undefined) return;
@@ -170,8 +174,18 @@ export class ClientConnection implements ExchangeClient {
         return;
       }
       if (isParseError(result)) this.malformed(result);
+    };
+    // With an HTTP/2 upstream, the first bytes tell an HTTP/2 client (prior knowledge) from an
+    // HTTP/1.1 one, once; without one, the HTTP/2 preface reaches llhttp and is refused (spokeHttp2).
+    const http2 = context.http2;
+    if (http2 === undefined) socket.on('data', http1);
+    else
+      detectProtocol(socket, http1, (held) => {
+        this.h2 = http2.adopt(socket, held, this);
+      });
+    socket.on('end', () => {
+      if (this.h2 === undefined) this.clientFinished();
     });
-    socket.on('end', () => this.clientFinished());
     socket.on('error', () => {
       // Followed by 'close', which ends what is in flight.
     });
@@ -190,6 +204,7 @@ export class ClientConnection implements ExchangeClient {
     this.wasCut = true;
     this.forget(this);
     this.parser.close();
+    if (this.h2 !== undefined) return this.h2.cut();
     let cut = 0;
     const current = this.current;
     this.current = undefined;
@@ -239,7 +254,7 @@ export class ClientConnection implements ExchangeClient {
    * max_connections (connection-shares.ts), losing no request and no answer.
    */
   get unused(): boolean {
-    if (this.headsRead !== 0 || this.current !== undefined || this.socket.writableLength !== 0) return false;
+    if (this.headsRead !== 0 || this.h2 !== undefined || this.current !== undefined || this.socket.writableLength !== 0) return false;
     const since = this.headStartedMs === -1 ? this.idleSinceMs : this.headStartedMs;
     return performance.now() - since >= UNUSED_BEFORE_DISPLACED_MS;
   }
@@ -251,6 +266,7 @@ export class ClientConnection implements ExchangeClient {
 
   /** Between requests: nothing in flight and no request head begun. */
   get idle(): boolean {
+    if (this.h2 !== undefined) return this.h2.idle;
     return this.current === undefined && this.receiving === undefined && this.headStartedMs === -1;
   }
 
@@ -462,8 +478,15 @@ export class ClientConnection implements ExchangeClient {
    * with no complete request (idle, or half a head) is closed at once: it must not hold the drain
    * until its head timeout.
    */
+  /** Closes a connection found idle: an HTTP/2 session with GOAWAY (a stream opened meanwhile still finishes), else at once. */
+  closeIdle(): void {
+    if (this.h2 !== undefined) this.h2.closeWhenIdle();
+    else this.socket.destroy();
+  }
+
   closeWhenIdle(): void {
-    if (this.current === undefined) this.socket.destroy();
+    if (this.h2 !== undefined) this.h2.closeWhenIdle();
+    else if (this.current === undefined) this.socket.destroy();
     else this.closing = true;
   }
 

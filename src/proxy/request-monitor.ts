@@ -159,6 +159,18 @@ export class RequestMonitor implements InterTokenSink, TapContext {
     }
   }
 
+  /**
+   * The response's trailers (HTTP/2), or the fields of a response that ended with its head (gRPC's
+   * trailers-only answer): handed to the tap if it reads them (gRPC's status is there).
+   */
+  trailers(trailers: IncomingHttpHeaders): void {
+    try {
+      this.tap?.trailers?.(trailers, this.deps.clock.nowMs());
+    } catch (error) {
+      this.observationFailed('trailers', error);
+    }
+  }
+
   /** The upstream body ended cleanly; the outcome is settled, but e2e waits for the last byte to the client. */
   bodyEnd(): void {
     try {

@@ -1,3 +1,4 @@
+import type { IncomingHttpHeaders } from 'node:http';
 import type { TokenTimeline } from '../clock/token-timeline.js';
 
 /**
@@ -11,6 +12,8 @@ export interface Tap {
   write(chunk: Buffer, nowMs: number): void;
   /** The body ended cleanly. */
   end(nowMs: number): void;
+  /** The response's trailers (HTTP/2, before end), or the fields of a response that ended with its head: for taps whose outcome is there (gRPC's `grpc-status`). */
+  trailers?(trailers: IncomingHttpHeaders, nowMs: number): void;
 }
 
 /**
