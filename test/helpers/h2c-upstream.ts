@@ -9,9 +9,8 @@ export interface H2Script {
   /** Pause before each chunk (ms). */
   gapMs?: number;
   trailers?: Record<string, string>;
-  /** How the response ends: END_STREAM (with trailers if any), a RST_STREAM with `resetCode`, or never. */
+  /** How the response ends: END_STREAM (with trailers if any), RST_STREAM(INTERNAL_ERROR), or never. */
   ending?: 'clean' | 'reset' | 'hang';
-  resetCode?: number;
   /** The answer is the head alone, with END_STREAM (gRPC's trailers-only response). */
   headOnly?: boolean;
 }
@@ -43,7 +42,7 @@ export async function startH2cReplayUpstream(script: (request: H2SeenRequest) =>
     session.on('close', () => sessions.delete(session));
     session.on('error', () => {});
   });
-  server.on('stream', (stream, headers, _flags, rawHeaders) => {
+  server.on('stream', (stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders, _flags: number, rawHeaders: string[]) => {
     streams++;
     const request: H2SeenRequest = { headers, rawHeaders, body: Buffer.alloc(0), written: 0 };
     const parts: Buffer[] = [];
@@ -76,7 +75,8 @@ export async function startH2cReplayUpstream(script: (request: H2SeenRequest) =>
       }
       if (s.ending === 'reset') {
         await new Promise((r) => setTimeout(r, 5));
-        stream.close(s.resetCode ?? http2.constants.NGHTTP2_INTERNAL_ERROR);
+        // destroy() with an error resets the stream INTERNAL_ERROR at once; close(code) would first end it cleanly.
+        stream.destroy(new Error('scripted reset'));
       } else if (s.ending !== 'hang') {
         stream.end();
       }

@@ -65,6 +65,11 @@ export class Http2Listener {
   /** Serves `socket` as HTTP/2 from `held` (the bytes already read, preface first). */
   adopt(socket: net.Socket, held: Buffer, idleClock: IdleClock): Http2ClientSession {
     socket.unshift(held);
+    // The listener allows half-open connections for HTTP/1.1 (a client may send FIN after its
+    // request, RFC 9112 section 9.6); HTTP/2 has no such state: a client's FIN ends its session,
+    // and with it every stream (cancelled upstream). Left on, node:http2 never noticed the FIN and
+    // a dropped client's streams ran to their end upstream (measured: all 50 chunks written).
+    socket.allowHalfOpen = false;
     let adopted: ServerHttp2Session | undefined;
     const take = (session: ServerHttp2Session): void => {
       adopted = session;

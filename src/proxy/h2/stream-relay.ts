@@ -12,6 +12,18 @@ import type { UpstreamSessions } from './upstream-sessions.js';
 
 const { NGHTTP2_NO_ERROR, NGHTTP2_CANCEL, NGHTTP2_INTERNAL_ERROR, NGHTTP2_REFUSED_STREAM, NGHTTP2_FLAG_END_STREAM } = http2.constants;
 
+/**
+ * Resets `stream`. node:http2's close(code) first ends the stream's writable side (an empty DATA
+ * frame with END_STREAM) and only then sends RST_STREAM: a response cut mid-body would reach the
+ * client as complete, and a request cut mid-upload would reach the upstream as a whole one. While
+ * the writable side is open, destroy() resets without ending (INTERNAL_ERROR, the one code it sends).
+ */
+function reset(stream: ServerHttp2Stream | ClientHttp2Stream, code: number, why: string): void {
+  if (stream.destroyed) return;
+  if (stream.writableEnded) stream.close(code);
+  else stream.destroy(new Error(why));
+}
+
 /** What every HTTP/2 stream of one proxy listener shares: built once. */
 export interface StreamRelayContext {
   readonly upstream: UpstreamSessions;
@@ -117,9 +129,9 @@ export class StreamRelay implements IdleWatched {
   upstreamTimeout(): void {
     if (this.settled) return;
     const detail = `upstream ${this.context.upstreamAddress} sent nothing for upstream_idle_timeout`;
-    this.upstream?.close(NGHTTP2_CANCEL);
+    if (this.upstream !== undefined) reset(this.upstream, NGHTTP2_CANCEL, detail);
     if (!this.responseStarted) this.answer(504, 'timeout', detail);
-    else this.failMidBody('timeout', NGHTTP2_INTERNAL_ERROR, detail);
+    else this.failMidBody('timeout', detail);
   }
 
   private open(): void {
@@ -192,8 +204,8 @@ export class StreamRelay implements IdleWatched {
     if (waitForTrailers) {
       this.client.once('wantTrailers', () => {
         const trailers = this.upstreamTrailers;
-        // The upstream ended without trailers: the client's stream ends with RST_STREAM(NO_ERROR).
-        if (trailers === undefined) this.client.close(NGHTTP2_NO_ERROR);
+        // The upstream ended without trailers: an empty trailer section ends the client's stream (END_STREAM).
+        if (trailers === undefined) this.client.sendTrailers({});
         else this.client.sendTrailers(fieldObject(endToEndFields(flatFields(trailers))));
       });
     }
@@ -238,7 +250,7 @@ export class StreamRelay implements IdleWatched {
     }
     const detail = `upstream ${this.context.upstreamAddress} failed (${why})`;
     if (!this.responseStarted) this.answer(502, 'upstream_error', detail);
-    else this.failMidBody('upstream_error', code === NGHTTP2_NO_ERROR ? NGHTTP2_INTERNAL_ERROR : code, detail);
+    else this.failMidBody('upstream_error', detail);
   }
 
   /** The upstream provably did not process the request: sent once more on a fresh stream if its body is held, else 502. */
@@ -262,8 +274,9 @@ export class StreamRelay implements IdleWatched {
     }
     this.finish();
     // The client reset its stream or went away before the answer was complete: the upstream
-    // stream is cancelled at once (RST_STREAM CANCEL), so the engine stops generating.
-    this.upstream?.close(NGHTTP2_CANCEL);
+    // stream is cancelled at once (RST_STREAM CANCEL, or INTERNAL_ERROR mid-upload: see reset()),
+    // so the engine stops generating.
+    if (this.upstream !== undefined) reset(this.upstream, NGHTTP2_CANCEL, 'the client left');
     if (this.monitor.terminalSeen) {
       this.monitor.bodyEnd();
       this.monitor.delivered();
@@ -277,18 +290,18 @@ export class StreamRelay implements IdleWatched {
   private answer(status: 501 | 502 | 504, outcome: 'upstream_error' | 'timeout', detail: string): void {
     this.finish();
     this.monitor.fail(outcome, status, detail);
-    this.upstream?.close(NGHTTP2_CANCEL);
+    if (this.upstream !== undefined) reset(this.upstream, NGHTTP2_CANCEL, detail);
     const client = this.client;
     if (client.destroyed || client.headersSent) return;
     client.respond({ ':status': status, 'content-type': 'application/json' });
     client.end(upstreamErrorBody(status === 501 ? 502 : status, detail));
   }
 
-  /** After the response head: the client's stream is reset, never ended cleanly (a clean end would pass for a complete answer). */
-  private failMidBody(outcome: 'upstream_error' | 'timeout', code: number, detail: string): void {
+  /** After the response head: the client's stream is reset (INTERNAL_ERROR), never ended cleanly: a clean end would pass for a complete answer. */
+  private failMidBody(outcome: 'upstream_error' | 'timeout', detail: string): void {
     this.finish();
     this.monitor.fail(outcome, undefined, detail);
-    this.client.close(code);
+    reset(this.client, NGHTTP2_INTERNAL_ERROR, detail);
   }
 
   private finish(): void {
