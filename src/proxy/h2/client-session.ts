@@ -25,6 +25,7 @@ export class Http2ClientSession implements StreamOwner {
   private readonly maxResetsPerSecond: number;
   private resetsWindowStartMs = 0;
   private resets = 0;
+  private closing = false;
 
   constructor(session: ServerHttp2Session, idleClock: IdleClock, counters: LimitCounters, maxResetsPerSecond: number) {
     this.session = session;
@@ -69,10 +70,17 @@ export class Http2ClientSession implements StreamOwner {
       this.resetsWindowStartMs = now;
       this.resets = 0;
     }
-    if (++this.resets <= this.maxResetsPerSecond) return;
+    if (++this.resets <= this.maxResetsPerSecond || this.closing) return;
+    this.closing = true;
     this.counters.tripped('h2_client_resets_per_second');
     // GOAWAY(ENHANCE_YOUR_CALM), then the connection closes; its other streams are cut with it.
-    for (const relay of [...this.relays]) relay.cut();
-    this.session.destroy(undefined, NGHTTP2_ENHANCE_YOUR_CALM);
+    // (destroy()'s own code argument reached the client as NO_ERROR on Node 20 and 24.) Deferred
+    // out of the stream's close event, inside node:http2's handling of the frames.
+    setImmediate(() => {
+      for (const relay of [...this.relays]) relay.cut();
+      if (this.session.destroyed) return;
+      this.session.goaway(NGHTTP2_ENHANCE_YOUR_CALM);
+      this.session.destroy();
+    });
   }
 }

@@ -6,6 +6,8 @@ import type { RelayLimits } from '../relay-limits.js';
 import { Http2ClientSession, type IdleClock } from './client-session.js';
 import { StreamRelay, type StreamRelayContext } from './stream-relay.js';
 
+const { NGHTTP2_REFUSED_STREAM } = http2.constants;
+
 /**
  * Bounds that node:http2 (nghttp2) enforces with fixed values tokentap does not expose: its
  * defaults, named here so docs/limits.md and the tests cite one place.
@@ -54,8 +56,17 @@ export class Http2Listener {
     });
     this.server.on('stream', (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, _flags: number, rawHeaders: string[]) => {
       const owner = this.sessions.get(stream.session as ServerHttp2Session);
+      stream.on('error', () => {});
       if (owner === undefined) {
-        stream.close(http2.constants.NGHTTP2_REFUSED_STREAM);
+        stream.close(NGHTTP2_REFUSED_STREAM);
+        return;
+      }
+      // nghttp2 refuses streams past SETTINGS_MAX_CONCURRENT_STREAMS itself (REFUSED_STREAM), even
+      // before the client acknowledged the SETTINGS (measured), but applies SETTINGS_MAX_HEADER_LIST_SIZE
+      // only after (RFC 9113 section 6.5.3), which an attacker need never send: checked here, once per stream.
+      if (headerListBytes(rawHeaders) > this.limits.h2MaxHeaderListBytes) {
+        this.counters.tripped('h2_max_header_list_bytes');
+        if (!stream.destroyed) stream.respond({ ':status': 431 }, { endStream: true });
         return;
       }
       owner.started(new StreamRelay(this.context, stream, headers, rawHeaders, owner));
@@ -87,6 +98,13 @@ export class Http2Listener {
     });
     return owner;
   }
+}
+
+/** A header list's size as SETTINGS_MAX_HEADER_LIST_SIZE counts it (RFC 9113 section 6.5.2): each field's name and value octets plus 32. */
+function headerListBytes(rawHeaders: readonly string[]): number {
+  let bytes = 0;
+  for (const field of rawHeaders) bytes += Buffer.byteLength(field, 'latin1');
+  return bytes + 16 * rawHeaders.length;
 }
 
 /**
