@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startCaptureUpstream } from '../helpers/capture-upstream.js';
@@ -10,6 +11,9 @@ import { eventually, startTestSidecar } from '../helpers/sidecar.js';
  * One listener, two protocols (issue 24 item 1): with `upstream_protocol: h2c`, the first bytes of
  * a connection tell HTTP/2 prior knowledge from HTTP/1.1, once, however they are split.
  */
+
+/** The setting as docs/forwarding.md shows it (docs are tested as written). */
+const H2C_CONFIG = /## HTTP\/2 \(h2c\)[\s\S]*?```yaml\n([\s\S]*?)```/.exec(readFileSync('docs/forwarding.md', 'utf8'))?.[1] as string;
 
 const cleanups: Array<() => Promise<void> | void> = [];
 afterEach(async () => {
@@ -42,10 +46,11 @@ describe('telling HTTP/2 from HTTP/1.1 by the first bytes', () => {
     expect(answers[1]?.split('\r\n')[0]).toBe(answers[0]?.split('\r\n')[0]);
   });
 
-  it('serves a prior-knowledge client whose preface arrives one byte per read', async () => {
+  it('serves a prior-knowledge client whose preface arrives one byte per read, with the setting as docs/forwarding.md shows it', async () => {
+    expect(H2C_CONFIG).toMatch(/^upstream_protocol: h2c/);
     const upstream = await startH2cReplayUpstream(() => ({ chunks: [Buffer.from('ok')] }));
     cleanups.push(() => upstream.close());
-    const sidecar = await startTestSidecar(upstream.url, 'upstream_protocol: h2c\n');
+    const sidecar = await startTestSidecar(upstream.url, H2C_CONFIG);
     cleanups.push(() => sidecar.close());
     const { port } = new URL(sidecar.proxyUrl);
     const socket = net.connect(Number(port), '127.0.0.1');
