@@ -1,7 +1,6 @@
 import type net from 'node:net';
 import { Exchange, type ExchangeClient, type ExchangeContext } from './exchange.js';
 import { HTTPParser, isParseError, METHODS, parserResource, STOP_AFTER_HEAD, type NativeHttpParser, type ParseError } from './http1/node-http-parser.js';
-import { HTTP2_PREFACE_ERROR, HTTP2_REFUSAL } from './http1/http2-preface.js';
 import { checkRequestHead, targetPath } from './http1/request-rules.js';
 import { hasTransferEncoding, offersOnlyH2c, withoutH2cOffer } from './http1/upgrade-offer.js';
 import { simpleResponse } from './http1/wire.js';
@@ -28,13 +27,6 @@ export const MAX_QUEUED_BODY_BYTES = 1 << 20;
  */
 export const HALF_CLOSE_PROBE_MS = 100;
 const PROBE = 'HTTP/1.1 100 Continue\r\n\r\n';
-
-/**
- * How long a connection that spoke HTTP/2 is still read (and dropped) after the GOAWAY and the FIN:
- * closing with its frames unread would send a reset, which can discard the GOAWAY before the client
- * reads it (the lingering close of nginx and Apache). A client closes at once on GOAWAY.
- */
-export const HTTP2_LINGER_MS = 1_000;
 
 /** Chunks of a request body before their average size is checked: a small body may come in a few tiny chunks. */
 export const MIN_CHUNKS_CHECKED = 1024;
@@ -81,7 +73,7 @@ export class ClientConnection implements ExchangeClient {
   /** Reading stopped because the queued requests hold MAX_QUEUED_BODY_BYTES of body. */
   private pausedForQueue = false;
   private wasCut = false;
-  /** Request heads read on this connection: the HTTP/2 preface is answered in HTTP/2 only as the first. */
+  /** Request heads read on this connection. */
   private headsRead = 0;
   /**
    * An h2c offer was declined on the request being read: llhttp stops after that message (it
@@ -103,7 +95,7 @@ export class ClientConnection implements ExchangeClient {
   private bodyBytes = 0;
   bodyCheckedActivity = 0;
   bodyActiveSinceMs = -1;
-  /** Set when the connection opened with the HTTP/2 preface and `upstream_protocol: h2c`: node:http2 serves it from then on. */
+  /** Set when the connection opened with the HTTP/2 preface: node:http2 serves it from then on (h2/). */
   private h2: Http2ClientSession | undefined;
 
   constructor(context: ExchangeContext, socket: net.Socket, forget: (connection: ClientConnection) => void) {
@@ -175,14 +167,11 @@ export class ClientConnection implements ExchangeClient {
       }
       if (isParseError(result)) this.malformed(result);
     };
-    // With an HTTP/2 upstream, the first bytes tell an HTTP/2 client (prior knowledge) from an
-    // HTTP/1.1 one, once; without one, the HTTP/2 preface reaches llhttp and is refused (spokeHttp2).
-    const http2 = context.http2;
-    if (http2 === undefined) socket.on('data', http1);
-    else
-      detectProtocol(socket, http1, (held) => {
-        this.h2 = http2.adopt(socket, held, this);
-      });
+    // The first bytes tell an HTTP/2 client (prior knowledge) from an HTTP/1.1 one, once per
+    // connection; later reads go straight to the parser (preface.ts).
+    detectProtocol(socket, http1, (held) => {
+      this.h2 = context.http2.adopt(socket, held, this);
+    });
     socket.on('end', () => {
       if (this.h2 === undefined) this.clientFinished();
     });
@@ -517,10 +506,6 @@ export class ClientConnection implements ExchangeClient {
    * counted `timeout` (issue 13).
    */
   private malformed(error: ParseError): void {
-    if (error.code === HTTP2_PREFACE_ERROR && this.headsRead === 0) {
-      this.spokeHttp2();
-      return;
-    }
     const tooLarge = error.code === 'HPE_HEADER_OVERFLOW';
     const problem = `malformed request (${error.code}: ${error.reason ?? error.message})`;
     const status = tooLarge ? 431 : 400;
@@ -535,21 +520,6 @@ export class ClientConnection implements ExchangeClient {
     if (queued !== -1) this.queue.splice(queued, 1);
     // For the exchange in flight this ends it; the refusal follows through exchangeFinished.
     broken.requestMalformed(status, problem);
-  }
-
-  /**
-   * The connection opened with the HTTP/2 preface (prior knowledge): answered in HTTP/2 with SETTINGS
-   * and GOAWAY(HTTP_1_1_REQUIRED) (http2-preface.ts), counted and logged as a refused `PRI *`
-   * request (505: HTTP/2 is the version not supported), then closed after a lingering read.
-   */
-  private spokeHttp2(): void {
-    this.closing = true;
-    this.discarding = true;
-    this.headStartedMs = -1;
-    recordRefusal(this.context, 'PRI', '*', 505, 'this client spoke HTTP/2 (prior knowledge); tokentap serves HTTP/1.1 on this port');
-    const socket = this.socket;
-    socket.end(HTTP2_REFUSAL);
-    setTimeout(() => socket.destroy(), HTTP2_LINGER_MS).unref();
   }
 
   /** A head the relay will not forward (request-rules.ts): answered, counted `client_error`, logged by its path only. */

@@ -46,8 +46,8 @@ export interface ExchangeContext {
   readonly counters: LimitCounters;
   /** The model sniffers' cap and the held-bytes budget they share with inject_usage. */
   readonly sniffing: SnifferLimits;
-  /** With `upstream_protocol: h2c`: where connections that open with the HTTP/2 preface are served. */
-  readonly http2?: Http2Listener | undefined;
+  /** Where connections that open with the HTTP/2 preface are served. */
+  readonly http2: Http2Listener;
 }
 
 /** One parsed client request head, as request-rules.ts accepted it. */

@@ -10,6 +10,7 @@ import type { MonitorDependencies } from './request-monitor.js';
 import { UpstreamPool } from './upstream-pool.js';
 import { Http2Listener } from './h2/h2-listener.js';
 import { UpstreamSessions } from './h2/upstream-sessions.js';
+import { Http1Upstream } from './h2/http1-upstream.js';
 import type { UsageInjector } from './usage-injection.js';
 
 export interface ProxyOptions {
@@ -33,7 +34,7 @@ export interface ProxyOptions {
   readonly heldBytes?: HeldBytesBudget;
   /** Request bytes held for a retry on a fresh upstream connection (exchange.ts); default RETRY_BODY_LIMIT_BYTES. */
   readonly upstreamRetryBodyLimitBytes?: number;
-  /** `upstream_protocol`: `h2c` forwards HTTP/2 clients' streams over h2c; `http1` (default) tells them to use HTTP/1.1. */
+  /** `upstream_protocol`: `h2c` forwards HTTP/2 clients' streams over h2c; `http1` (default) as HTTP/1.1 requests. */
   readonly upstreamProtocol?: 'http1' | 'h2c';
 }
 
@@ -67,7 +68,7 @@ export const HEADERS_TIMEOUT_MS = 60_000;
 export class ProxyServer extends net.Server {
   private readonly clients = new Set<ClientConnection>();
   private readonly pool: UpstreamPool;
-  private readonly h2Upstream: UpstreamSessions | undefined;
+  private readonly h2Upstream: UpstreamSessions | Http1Upstream;
   private readonly timersCheck: NodeJS.Timeout;
   private readonly headersTimeoutMs: number;
   private readonly clientKeepAliveMs: number;
@@ -90,24 +91,23 @@ export class ProxyServer extends net.Server {
     const sniffing = { maxBytes: limits.sniffedBodyBytes, budget: options.heldBytes ?? new HeldBytesBudget(limits.heldBodyBytes), counters };
     const idleSweep = new IdleSweep(options.upstreamIdleTimeoutMs);
     const upstreamAddress = `${hostname}:${upstreamPort}`;
-    this.h2Upstream = options.upstreamProtocol === 'h2c' ? new UpstreamSessions(`http://${hostname}:${upstreamPort}`, limits.h2StreamWindowBytes) : undefined;
-    const http2 =
-      this.h2Upstream === undefined
-        ? undefined
-        : new Http2Listener(
-            {
-              upstream: this.h2Upstream,
-              upstreamAddress,
-              idleSweep,
-              observe: options.observe !== false,
-              monitor: options.monitor,
-              sniffing,
-              retryBodyLimitBytes: options.upstreamRetryBodyLimitBytes ?? RETRY_BODY_LIMIT_BYTES,
-              counters,
-            },
-            limits,
-            counters,
-          );
+    const upstreamHttp2 = options.upstreamProtocol === 'h2c';
+    this.h2Upstream = upstreamHttp2 ? new UpstreamSessions(`http://${hostname}:${upstreamPort}`, limits.h2StreamWindowBytes) : new Http1Upstream(host, upstreamPort);
+    const http2 = new Http2Listener(
+      {
+        upstream: this.h2Upstream,
+        upstreamHttp2,
+        upstreamAddress,
+        idleSweep,
+        observe: options.observe !== false,
+        monitor: options.monitor,
+        sniffing,
+        retryBodyLimitBytes: options.upstreamRetryBodyLimitBytes ?? RETRY_BODY_LIMIT_BYTES,
+        counters,
+      },
+      limits,
+      counters,
+    );
     const context: ExchangeContext = {
       pool: this.pool,
       upstreamAddress,
@@ -179,7 +179,7 @@ export class ProxyServer extends net.Server {
     this.on('close', () => {
       clearInterval(this.timersCheck);
       this.pool.close();
-      this.h2Upstream?.close();
+      this.h2Upstream.close();
     });
   }
 

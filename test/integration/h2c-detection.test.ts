@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startCaptureUpstream } from '../helpers/capture-upstream.js';
-import { FLAG, FRAME, frame, getRequestBlock, PREFACE, RawH2Client } from '../helpers/h2-frames.js';
+import { FLAG, FRAME, frame, getRequestBlock, PREFACE } from '../helpers/h2-frames.js';
 import { startH2cReplayUpstream } from '../helpers/h2c-upstream.js';
 import { RawClient } from '../helpers/raw-http.js';
 import { eventually, startTestSidecar } from '../helpers/sidecar.js';
@@ -69,16 +69,5 @@ describe('telling HTTP/2 from HTTP/1.1 by the first bytes', () => {
     socket.write(Buffer.concat([frame(FRAME.SETTINGS, 0, 0), frame(FRAME.HEADERS, FLAG.END_HEADERS | FLAG.END_STREAM, 1, getRequestBlock('/v1/models'))]));
     await eventually('the answer on stream 1', () => received.length, () => received.includes(Buffer.from('ok')), 5_000);
     expect(upstream.seen[0]?.headers[':path']).toBe('/v1/models');
-  });
-
-  it('still refuses a prior-knowledge client with GOAWAY(HTTP_1_1_REQUIRED) under upstream_protocol: http1 (the default)', async () => {
-    const upstream = await startCaptureUpstream();
-    cleanups.push(() => upstream.close());
-    const sidecar = await startTestSidecar(upstream.url);
-    cleanups.push(() => sidecar.close());
-    const client = await RawH2Client.connect(sidecar.proxyUrl);
-    cleanups.push(() => client.close());
-    await eventually('the GOAWAY', () => client.goawayCode(), (code) => code !== undefined);
-    expect(client.goawayCode()).toBe(0xd);
   });
 });

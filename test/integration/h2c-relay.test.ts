@@ -261,3 +261,38 @@ describe('flow control is per stream', () => {
     stalled.close();
   });
 });
+
+describe('HTTP/2 clients in front of an HTTP/1.1 upstream (upstream_protocol: http1, the default)', () => {
+  it('gives node:http2 the vLLM capture byte for byte from an HTTP/1.1 upstream, measured as the HTTP/1.1 client`s', async () => {
+    const events = splitEvents(vllmStream('chat.sse'));
+    const h1Upstream = await startReplayUpstream(() => ({ chunks: events, gapMs: 2 }));
+    cleanups.push(() => h1Upstream.close());
+    const sidecar = await startTestSidecar(h1Upstream.url);
+    cleanups.push(() => sidecar.close());
+    const proxied = await h2Request(connect(sidecar.proxyUrl), CHAT, CHAT_BODY);
+    expect(proxied.head[':status']).toBe(200);
+    expect(proxied.rstCode).toBe(http2.constants.NGHTTP2_NO_ERROR);
+    expect(proxied.body.equals(vllmStream('chat.sse'))).toBe(true);
+    expect(h1Upstream.seen[0]?.body.equals(CHAT_BODY)).toBe(true);
+    const [line] = await eventually('the request line', () => requestLines(sidecar.logs), (lines) => lines.length === 1);
+    expect(line).toMatchObject({ outcome: 'completed', model: 'tiny' });
+    expect(Number(line?.content_events)).toBeGreaterThan(1);
+    expect(histogram(await scrape(sidecar.adminUrl), 'tokentap_inter_token_latency_seconds').count).toBeGreaterThan(0);
+  });
+
+  it('closes the upstream request`s connection at once when the HTTP/2 client resets its stream, outcome client_cancelled', async () => {
+    const h1Upstream = await startReplayUpstream(() => ({ chunks: Array.from({ length: 200 }, () => Buffer.from('data: {}\n\n')), gapMs: 20 }));
+    cleanups.push(() => h1Upstream.close());
+    const sidecar = await startTestSidecar(h1Upstream.url);
+    cleanups.push(() => sidecar.close());
+    const stream = connect(sidecar.proxyUrl).request(CHAT);
+    stream.on('error', () => {});
+    stream.end(CHAT_BODY);
+    await new Promise<void>((resolve) => stream.once('data', () => resolve()));
+    stream.close(http2.constants.NGHTTP2_CANCEL);
+    const seen = await eventually('the upstream to see the close', () => h1Upstream.seen[0], (s) => s?.closedEarlyAtMs !== undefined);
+    expect(seen?.closedEarlyAtMs).toEqual(expect.any(Number));
+    const [line] = await eventually('the request line', () => requestLines(sidecar.logs), (lines) => lines.length === 1);
+    expect(line).toMatchObject({ outcome: 'client_cancelled' });
+  });
+});

@@ -9,6 +9,10 @@ import type { IdleSweep, IdleWatched } from '../idle-sweep.js';
 import { DEFAULT_TAP_SELECTOR } from '../../taps/select.js';
 import { endToEndFields, fieldObject, flatFields, upstreamRequestHeaders } from './h2-headers.js';
 import type { UpstreamSessions } from './upstream-sessions.js';
+import type { Http1Leg, Http1Upstream } from './http1-upstream.js';
+
+/** The upstream side of a relayed stream: an HTTP/2 stream (h2c upstream) or an HTTP/1.1 exchange presented as one. */
+type UpstreamStream = ClientHttp2Stream | Http1Leg;
 
 const { NGHTTP2_NO_ERROR, NGHTTP2_CANCEL, NGHTTP2_INTERNAL_ERROR, NGHTTP2_REFUSED_STREAM, NGHTTP2_FLAG_END_STREAM } = http2.constants;
 
@@ -18,7 +22,7 @@ const { NGHTTP2_NO_ERROR, NGHTTP2_CANCEL, NGHTTP2_INTERNAL_ERROR, NGHTTP2_REFUSE
  * client as complete, and a request cut mid-upload would reach the upstream as a whole one. While
  * the writable side is open, destroy() resets without ending (INTERNAL_ERROR, the one code it sends).
  */
-function reset(stream: ServerHttp2Stream | ClientHttp2Stream, code: number, why: string): void {
+function reset(stream: ServerHttp2Stream | UpstreamStream, code: number, why: string): void {
   if (stream.destroyed) return;
   if (stream.writableEnded) stream.close(code);
   else stream.destroy(new Error(why));
@@ -26,7 +30,9 @@ function reset(stream: ServerHttp2Stream | ClientHttp2Stream, code: number, why:
 
 /** What every HTTP/2 stream of one proxy listener shares: built once. */
 export interface StreamRelayContext {
-  readonly upstream: UpstreamSessions;
+  readonly upstream: UpstreamSessions | Http1Upstream;
+  /** The upstream speaks HTTP/2 (`upstream_protocol: h2c`); gRPC cannot be carried over HTTP/1.1. */
+  readonly upstreamHttp2: boolean;
   /** host:port, named in every failure reported to the client and in the log line. */
   readonly upstreamAddress: string;
   readonly idleSweep: IdleSweep;
@@ -68,7 +74,7 @@ export class StreamRelay implements IdleWatched {
   private readonly sniffer: RequestBodySniffer | undefined;
   private readonly upstreamHeaders: OutgoingHttpHeaders;
   private readonly trailersAsked: boolean;
-  private upstream: ClientHttp2Stream | undefined;
+  private upstream: UpstreamStream | undefined;
   private replay: Buffer[] | undefined = [];
   private replayBytes = 0;
   private retried = false;
@@ -117,6 +123,10 @@ export class StreamRelay implements IdleWatched {
       this.answer(501, 'upstream_error', 'CONNECT is not proxied over HTTP/2');
       return;
     }
+    if (grpc && !context.upstreamHttp2) {
+      this.grpcUnavailable();
+      return;
+    }
     context.idleSweep.watch(this);
     this.open();
   }
@@ -135,9 +145,9 @@ export class StreamRelay implements IdleWatched {
   }
 
   private open(): void {
-    let upstream: ClientHttp2Stream;
+    let upstream: UpstreamStream;
     try {
-      upstream = this.context.upstream.session().request(this.upstreamHeaders, { endStream: this.client.endAfterHeaders });
+      upstream = this.context.upstream.request(this.upstreamHeaders, { endStream: this.client.endAfterHeaders });
     } catch (error) {
       // The session was going away before the stream was opened: nothing of it was sent.
       this.unprocessed((error as Error).message);
@@ -240,7 +250,7 @@ export class StreamRelay implements IdleWatched {
   }
 
   /** The upstream stream closed: after its end, nothing to do; before it, a failure or a refusal to retry. */
-  private upstreamClosed(upstream: ClientHttp2Stream): void {
+  private upstreamClosed(upstream: UpstreamStream): void {
     if (this.settled || upstream !== this.upstream) return;
     const code = upstream.rstCode ?? NGHTTP2_NO_ERROR;
     const why = this.upstreamError ?? `stream reset with code ${code}`;
@@ -284,6 +294,19 @@ export class StreamRelay implements IdleWatched {
       this.monitor.fail('client_cancelled');
     }
     this.owner.streamEnded(this, true);
+  }
+
+  /**
+   * gRPC needs HTTP/2 end to end (trailers carry its status): with an HTTP/1.1 upstream the call is
+   * answered as gRPC servers answer one they cannot serve, a trailers-only response with
+   * `grpc-status: 14` (UNAVAILABLE), which gRPC clients report with the message.
+   */
+  private grpcUnavailable(): void {
+    const detail = 'the upstream is HTTP/1.1 (upstream_protocol: http1); gRPC needs upstream_protocol: h2c';
+    this.finish();
+    this.monitor.fail('upstream_error', 502, detail);
+    if (this.client.destroyed) return;
+    this.client.respond({ ':status': 200, 'content-type': 'application/grpc', 'grpc-status': '14', 'grpc-message': `tokentap: ${detail}` }, { endStream: true });
   }
 
   /** Before the response head: tokentap's own error answer (the HTTP/1.1 relay's JSON body). */

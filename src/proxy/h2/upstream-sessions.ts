@@ -49,6 +49,11 @@ export class UpstreamSessions {
     return session;
   }
 
+  /** A stream on the current session (or a fresh one); throws when that session is already going away. */
+  request(headers: http2.OutgoingHttpHeaders, options: { endStream: boolean }): http2.ClientHttp2Stream {
+    return this.session().request(headers, options);
+  }
+
   /** Every session closed, streams in flight cut: the listener is closing. */
   close(): void {
     for (const session of this.all) session.destroy();
