@@ -56,7 +56,7 @@ export interface Settings {
   readonly upstreamIdleTimeoutMs: number;
   /** `upstream_retry_body_limit`: request bytes held for one retry on a fresh upstream connection. */
   readonly upstreamRetryBodyLimitBytes: number;
-  /** `upstream_protocol`: whether HTTP/2 clients are forwarded over h2c (`h2c`) or told to use HTTP/1.1 (`http1`). */
+  /** `upstream_protocol`: whether HTTP/2 clients' streams go upstream over h2c (`h2c`) or as HTTP/1.1 requests (`http1`). */
   readonly upstreamProtocol: 'http1' | 'h2c';
   readonly upstreamHealthPath: string;
   /** After SIGTERM, how long in-flight requests may run before they are cut (lifecycle/drain-proxy.ts). */

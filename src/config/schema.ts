@@ -403,7 +403,7 @@ export const configFileSchema = z.strictObject({
   admin_listen: listenAddress.optional(),
   /** Seconds of silence from the upstream (before headers or between chunks) before the request is cut as `timeout`. */
   upstream_idle_timeout: duration.optional(),
-  /** What the upstream speaks: `http1` (default; HTTP/2 clients are told to use HTTP/1.1) or `h2c` (HTTP/2 clients' streams forwarded as HTTP/2 streams, prior knowledge). */
+  /** What the upstream speaks: `http1` (default; HTTP/2 clients' streams forwarded as HTTP/1.1 requests) or `h2c` (forwarded as HTTP/2 streams, prior knowledge). */
   upstream_protocol: z.enum(['http1', 'h2c'], { error: 'expected http1 or h2c' }).optional(),
   /** Bytes of a request held to retry it on a fresh connection when a reused one closes before answering; 0 disables retries. */
   upstream_retry_body_limit: z.number({ error: 'expected a number of bytes, e.g. 65536 (0 disables retries)' }).int().min(0).max(16 * 1024 * 1024).optional(),
