@@ -296,3 +296,25 @@ describe('HTTP/2 clients in front of an HTTP/1.1 upstream (upstream_protocol: ht
     expect(line).toMatchObject({ outcome: 'client_cancelled' });
   });
 });
+
+describe('idle HTTP/2 connections', () => {
+  it('closes a session without a stream for the keep-alive timeout with GOAWAY(NO_ERROR), as an idle HTTP/1.1 connection is closed, and keeps one whose stream outlasts it', async () => {
+    const { sidecar, client: idle } = await setUp((request) =>
+      request.headers[':path'] === '/long' ? { chunks: Array.from({ length: 8 }, () => Buffer.from('data: {}\n\n')), gapMs: 1_000 } : { chunks: [Buffer.from('ok')] },
+    );
+    const busy = connect(sidecar.proxyUrl);
+    let busyGoaway = false;
+    busy.on('goaway', () => (busyGoaway = true));
+    const long = h2Request(busy, { ...CHAT, ':path': '/long' }, CHAT_BODY);
+    const goaway = new Promise<number>((resolve) => idle.on('goaway', (code: number) => resolve(code)));
+    expect((await h2Request(idle, CHAT, CHAT_BODY)).head[':status']).toBe(200);
+    const idleFromMs = performance.now();
+    expect(await goaway).toBe(http2.constants.NGHTTP2_NO_ERROR);
+    // KEEP_ALIVE_TIMEOUT_MS is 5 s; the sweep checks every second.
+    expect(performance.now() - idleFromMs).toBeGreaterThan(4_000);
+    const longAnswer = await long;
+    expect(longAnswer.rstCode).toBe(http2.constants.NGHTTP2_NO_ERROR);
+    expect(longAnswer.body.toString()).toBe('data: {}\n\n'.repeat(8));
+    expect(busyGoaway).toBe(false);
+  }, 20_000);
+});
