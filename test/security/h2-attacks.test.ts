@@ -2,6 +2,7 @@ import http2 from 'node:http2';
 import { afterEach, describe, expect, it } from 'vitest';
 import { FLAG, FRAME, frame, getRequestBlock, literal, RawH2Client } from '../helpers/h2-frames.js';
 import { h2Request, startH2cReplayUpstream, type H2Script } from '../helpers/h2c-upstream.js';
+import { startCaptureUpstream } from '../helpers/capture-upstream.js';
 import { scrape, sumValues } from '../helpers/prometheus-text.js';
 import { eventually, startTestSidecar } from '../helpers/sidecar.js';
 
@@ -237,5 +238,28 @@ describe('flow-control windows that never open', () => {
     const other = await h2Request(session, { ':path': '/other' });
     expect(other.body.toString()).toBe('ok');
     upload.close();
+  });
+});
+
+describe('fields HTTP/1.1 cannot carry', () => {
+  it('never forwards a field whose value holds a control character to the HTTP/1.1 upstream (nghttp2 drops it), and the sidecar goes on', async () => {
+    const upstream = await startCaptureUpstream();
+    cleanups.push(() => upstream.close());
+    const sidecar = await startTestSidecar(upstream.url);
+    cleanups.push(() => sidecar.close());
+    upstream.mark();
+    const client = await raw(sidecar.proxyUrl);
+    client.write(frame(FRAME.HEADERS, FLAG.END_HEADERS | FLAG.END_STREAM, 1, Buffer.concat([getRequestBlock(), literal('x-bad', 'a\u0001b'), literal('x-good', 'c')])));
+    await eventually('the answer', () => client.frames().find((f) => f.type === FRAME.HEADERS && f.streamId === 1), (f) => f !== undefined, 5_000);
+    const sent = upstream.since();
+    expect(sent).toMatch(/\r\nx-good: c\r\n/);
+    expect(sent).not.toContain('x-bad');
+    expect(sent).not.toContain('\u0001');
+    const session = http2.connect(sidecar.proxyUrl);
+    session.on('error', () => {});
+    cleanups.push(() => {
+      session.destroy();
+    });
+    expect((await h2Request(session, { ':path': '/v1/models' })).head[':status']).toBe(200);
   });
 });

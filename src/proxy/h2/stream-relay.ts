@@ -149,8 +149,13 @@ export class StreamRelay implements IdleWatched {
     try {
       upstream = this.context.upstream.request(this.upstreamHeaders, { endStream: this.client.endAfterHeaders });
     } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
       // The session was going away before the stream was opened: nothing of it was sent.
-      this.unprocessed((error as Error).message);
+      if (code === 'ERR_HTTP2_GOAWAY_SESSION' || code === 'ERR_HTTP2_INVALID_SESSION') this.unprocessed((error as Error).message);
+      // Anything else the upstream's client refuses in the request (node:http throws on what HTTP/1.1
+      // cannot carry; nghttp2 already drops fields with control characters, so none is known to
+      // pass): refused as the client's, never thrown out of the 'stream' event (it would end the process).
+      else this.answer(400, 'client_error', `the request cannot be forwarded (${(error as Error).message})`);
       return;
     }
     this.upstream = upstream;
@@ -310,14 +315,19 @@ export class StreamRelay implements IdleWatched {
   }
 
   /** Before the response head: tokentap's own error answer (the HTTP/1.1 relay's JSON body). */
-  private answer(status: 501 | 502 | 504, outcome: 'upstream_error' | 'timeout', detail: string): void {
+  private answer(status: 400 | 501 | 502 | 504, outcome: 'upstream_error' | 'timeout' | 'client_error', detail: string): void {
     this.finish();
     this.monitor.fail(outcome, status, detail);
     if (this.upstream !== undefined) reset(this.upstream, NGHTTP2_CANCEL, detail);
     const client = this.client;
     if (client.destroyed || client.headersSent) return;
+    if (status === 400 || status === 501) {
+      client.respond({ ':status': status, 'content-type': 'text/plain; charset=utf-8' });
+      client.end(`tokentap: ${detail}\n`);
+      return;
+    }
     client.respond({ ':status': status, 'content-type': 'application/json' });
-    client.end(upstreamErrorBody(status === 501 ? 502 : status, detail));
+    client.end(upstreamErrorBody(status, detail));
   }
 
   /** After the response head: the client's stream is reset (INTERNAL_ERROR), never ended cleanly: a clean end would pass for a complete answer. */
