@@ -318,3 +318,21 @@ describe('idle HTTP/2 connections', () => {
     expect(busyGoaway).toBe(false);
   }, 20_000);
 });
+
+describe('draining with HTTP/2 clients', () => {
+  it('sends an HTTP/2 client GOAWAY at drain start and lets its open stream finish whole', async () => {
+    const { sidecar, client } = await setUp(() => ({ chunks: [...Array.from({ length: 5 }, () => Buffer.from('data: {}\n\n')), Buffer.from('data: [DONE]\n\n')], gapMs: 200 }));
+    const goaway = new Promise<number>((resolve) => client.on('goaway', (code: number) => resolve(code)));
+    const stream = h2Request(client, CHAT, CHAT_BODY);
+    // The stream is under way (its head and first event relayed) before the drain starts.
+    await new Promise((r) => setTimeout(r, 300));
+    const report = sidecar.drain(10_000, 'test');
+    expect(await goaway).toBe(http2.constants.NGHTTP2_NO_ERROR);
+    const answer = await stream;
+    expect(answer.rstCode).toBe(http2.constants.NGHTTP2_NO_ERROR);
+    expect(answer.body.toString()).toBe(`${'data: {}\n\n'.repeat(5)}data: [DONE]\n\n`);
+    await report;
+    const [line] = await eventually('the request line', () => requestLines(sidecar.logs), (lines) => lines.length === 1);
+    expect(line).toMatchObject({ outcome: 'completed' });
+  });
+});
