@@ -14,12 +14,15 @@ import { InFlightTracker } from './metrics/in-flight-band.js';
 import { drainProxy, type DrainReport } from './lifecycle/drain-proxy.js';
 import { settleWithin } from './lifecycle/settle-within.js';
 import { registerBuildInfo } from './metrics/build-info.js';
+import { AdapterColdStarts } from './metrics/adapter-cold-starts.js';
+import { registerModelInfo } from './metrics/model-info.js';
 import { droppedLogLines } from './log/logger.js';
 import { LimitCounters } from './metrics/limit-counters.js';
 import { ModelLabels } from './metrics/model-labels.js';
 import { Recorder } from './metrics/recorder.js';
 import { Telemetry } from './metrics/telemetry.js';
 import { HeldBytesBudget } from './proxy/held-bytes.js';
+import { ProfileStore } from './profile/profile-store.js';
 import { createProxyServer } from './proxy/proxy-server.js';
 import { UsageInjector } from './proxy/usage-injection.js';
 import { WorkloadMatcher } from './slo/workload-matcher.js';
@@ -62,8 +65,11 @@ export async function startSidecar(
   logger: Logger,
   clock: Clock = systemClock,
   otlpSettings: OtlpSettings | undefined = undefined,
-  /** `statusNotice`: a line at the top of the status page (the demo says its faults are on purpose). */
-  extras: { readonly statusNotice?: string } = {},
+  /**
+   * `statusNotice`: a line at the top of the status page (the demo says its faults are on purpose).
+   * `profileKey`: the fingerprint key, for the test that proves it never leaves; drawn at random otherwise.
+   */
+  extras: { readonly statusNotice?: string; readonly profileKey?: Buffer } = {},
 ): Promise<RunningSidecar> {
   const otlp = await startOtlp(otlpSettings, clock, settings.upstream, logger, settings.otlpHistograms, settings.native.maxBuckets);
   const drain = new DrainState();
@@ -71,6 +77,8 @@ export async function startSidecar(
   attachExportFailureCounter(telemetry.meter, otlp.exportHealth);
   registerBuildInfo(telemetry.meter, { version: VERSION, nodeVersion: process.versions.node, commit: settings.commit });
   const models = new ModelLabels(settings.maxModels);
+  registerModelInfo(telemetry.meter, models);
+  const coldStarts = settings.modelDiscovery === undefined ? undefined : new AdapterColdStarts(clock, settings.modelDiscovery.adapterIdleAfterMs);
   const recorder = new Recorder(telemetry.meter, settings.buckets);
   const routes = new RouteTable(settings.routes);
   const gpus = settings.dcgm === undefined ? undefined : createGpuMonitor(settings.dcgm, telemetry.meter, logger);
@@ -79,6 +87,9 @@ export async function startSidecar(
   limitCounters.addSource('log_buffer_bytes', () => droppedLogLines(logger));
   limitCounters.register(telemetry.meter);
   const heldBytes = new HeldBytesBudget(limits.heldBodyBytes);
+  const profiles = settings.profiles === undefined || !settings.observe ? undefined : new ProfileStore(settings.profiles, clock, { key: extras.profileKey });
+  profiles?.register(telemetry.meter);
+  const inFlight = new InFlightTracker();
   const proxy = createProxyServer({
     upstream: settings.upstream,
     upstreamIdleTimeoutMs: settings.upstreamIdleTimeoutMs,
@@ -89,7 +100,7 @@ export async function startSidecar(
     counters: limitCounters,
     heldBytes,
     usageInjection: settings.injectUsage ? new UsageInjector(routes, { maxBytes: limits.rewrittenBodyBytes, budget: heldBytes, counters: limitCounters }) : undefined,
-    monitor: { clock, recorder, models, logger, workloads: new WorkloadMatcher(settings.workloads), tracer: otlp.tracer, drain, taps: new TapSelector(routes), gpuMemory: gpus, inFlight: new InFlightTracker() },
+    monitor: { clock, recorder, models, logger, workloads: new WorkloadMatcher(settings.workloads), tracer: otlp.tracer, drain, taps: new TapSelector(routes), gpuMemory: gpus, inFlight, coldStarts, profiles },
   });
   const admin = createAdminServer({
     telemetry,
@@ -104,7 +115,9 @@ export async function startSidecar(
       probe: () => probeUpstream(new URL(settings.upstreamHealthPath, settings.upstream)),
       drain,
       notice: extras.statusNotice,
+      inFlight,
     }),
+    profiles,
   });
 
   await listen(proxy, settings.listen.host, settings.listen.port, 'listen');
@@ -117,7 +130,7 @@ export async function startSidecar(
   const adminAddress = admin.server.address() as AddressInfo;
   // Started once both listeners are up, so a failed start leaves no scrape timer behind.
   gpus?.start();
-  const discovery = settings.modelDiscovery === undefined ? undefined : new ModelDiscovery(settings.upstream, settings.modelDiscovery, models, logger);
+  const discovery = settings.modelDiscovery === undefined ? undefined : new ModelDiscovery(settings.upstream, settings.modelDiscovery, models, logger, coldStarts);
   discovery?.start();
 
   return {

@@ -4,6 +4,8 @@ import type { DrainState } from '../lifecycle/drain-state.js';
 import type { Telemetry } from '../metrics/telemetry.js';
 import { PROTOBUF_CONTENT_TYPE } from '../metrics/protobuf-exposition.js';
 import { wantsProtobuf } from './exposition-format.js';
+import type { ProfileStore } from '../profile/profile-store.js';
+import { registerProfileRoutes } from './profile-routes.js';
 import { registerStatusRoutes } from './status-routes.js';
 import type { StatusSource } from './status-source.js';
 
@@ -15,6 +17,8 @@ export interface AdminOptions {
   readonly drain?: DrainState;
   /** The status page and /status.json (status-routes.ts); absent, neither route exists. */
   readonly status?: StatusSource;
+  /** The workload-shape record (profile-routes.ts); absent, /profile does not exist. */
+  readonly profiles?: ProfileStore;
 }
 
 /** How long /readyz waits for the upstream's health answer; kubelet's default probe timeout is 1 s. */
@@ -62,6 +66,7 @@ export function createAdminServer(options: AdminOptions): FastifyInstance {
   });
 
   if (options.status !== undefined) registerStatusRoutes(app, options.status);
+  if (options.profiles !== undefined) registerProfileRoutes(app, options.profiles);
 
   return app;
 }

@@ -23,6 +23,26 @@ export interface WorkloadCounts {
   readonly slo: Record<SloKind, { good: number; bad: number }>;
   /** Non-cumulative bucket counts (as OTel keeps them), one more than the boundaries; empty when never sampled. */
   readonly histograms: Record<StatusHistogram, number[]>;
+  /** Seconds of e2e summed over every request (the e2e histogram's sum), for the mean e2e of capacity at SLO. */
+  e2eSumS: number;
+  /** The by-concurrency histograms (capacity at SLO) by `in_flight` band: bucket counts as in `histograms`. */
+  readonly bands: Map<string, BandCounts>;
+}
+
+export interface BandCounts {
+  readonly ttft: number[];
+  readonly itl: number[];
+}
+
+/** The by-concurrency histograms, by the OTel instrument that holds them. */
+const BAND_HISTOGRAMS = new Map<string, keyof BandCounts>([
+  [METRICS.ttftByConcurrency.otelName, 'ttft'],
+  [METRICS.itlByConcurrency.otelName, 'itl'],
+]);
+
+function addInto(into: number[], buckets: readonly number[]): void {
+  if (into.length === 0) into.push(...buckets);
+  else for (let i = 0; i < buckets.length; i++) into[i] = (into[i] ?? 0) + (buckets[i] as number);
 }
 
 export interface GpuCounts {
@@ -44,7 +64,7 @@ export interface StatusCounts {
 export function emptyWorkloadCounts(): WorkloadCounts {
   const slo = {} as Record<SloKind, { good: number; bad: number }>;
   for (const kind of SLO_KINDS) slo[kind] = { good: 0, bad: 0 };
-  return { requests: new Map(), generations: new Map(), goodput: 0, inFlight: 0, inputTokens: 0, outputTokens: 0, slo, histograms: { ttft: [], itl: [], e2e: [] } };
+  return { requests: new Map(), generations: new Map(), goodput: 0, inFlight: 0, inputTokens: 0, outputTokens: 0, slo, histograms: { ttft: [], itl: [], e2e: [] }, e2eSumS: 0, bands: new Map() };
 }
 
 const HISTOGRAM_BY_NAME = new Map<string, StatusHistogram>(Object.entries(STATUS_HISTOGRAMS).map(([key, name]) => [name, key as StatusHistogram]));
@@ -87,15 +107,27 @@ export function countsOf(resourceMetrics: metrics.ResourceMetrics): StatusCounts
   for (const scope of resourceMetrics.scopeMetrics) {
     for (const metric of scope.metrics) {
       const name = metric.descriptor.name;
+      if (metric.dataPointType === metrics.DataPointType.HISTOGRAM && BAND_HISTOGRAMS.has(name)) {
+        const key = BAND_HISTOGRAMS.get(name) as keyof BandCounts;
+        for (const point of metric.dataPoints) {
+          const bands = workload(point.attributes).bands;
+          const band = String(point.attributes[ATTR.inFlight]);
+          let counts = bands.get(band);
+          if (counts === undefined) {
+            counts = { ttft: [], itl: [] };
+            bands.set(band, counts);
+          }
+          addInto(counts[key], point.value.buckets.counts);
+        }
+        continue;
+      }
       if (metric.dataPointType === metrics.DataPointType.HISTOGRAM) {
         const key = HISTOGRAM_BY_NAME.get(name);
         if (key === undefined) continue;
         for (const point of metric.dataPoints) {
-          const counts = workload(point.attributes).histograms;
-          const buckets = point.value.buckets.counts;
-          const into = counts[key];
-          if (into.length === 0) into.push(...buckets);
-          else for (let i = 0; i < buckets.length; i++) into[i] = (into[i] ?? 0) + (buckets[i] as number);
+          const counts = workload(point.attributes);
+          addInto(counts.histograms[key], point.value.buckets.counts);
+          if (key === 'e2e') counts.e2eSumS += point.value.sum ?? 0;
         }
         continue;
       }

@@ -9,6 +9,8 @@
  * Every number shown carries its raw value in `data-value`, which the browser test compares with
  * /status.json and /metrics.
  */
+import { CAPACITY_SECTION_SCRIPT } from './status-page-capacity.js';
+
 export const STATUS_PAGE_SCRIPT = String.raw`
 (function () {
   'use strict';
@@ -401,9 +403,11 @@ export const STATUS_PAGE_SCRIPT = String.raw`
     chart.buckets.replaceChildren.apply(chart.buckets, bucketRows);
   }
 
+${CAPACITY_SECTION_SCRIPT}
   function render(report) {
     renderHeader(report);
     renderOverview(report);
+    renderCapacity(report);
     report.workloads.forEach(renderCard);
     document.body.setAttribute('data-generated-at', report.generated_at);
   }

@@ -1,4 +1,6 @@
+import { CAPACITY_SECTION_HTML, capacitySectionStyle } from './status-page-capacity.js';
 import { STATUS_PAGE_SCRIPT } from './status-page-script.js';
+import { SHAPE_SCRIPT, SHAPE_STYLE } from './status-page-shape.js';
 import type { StatusReport } from './status-report.js';
 
 /**
@@ -102,6 +104,7 @@ footer { padding: 1rem 1.25rem; border-top: 1px solid var(--line); color: var(--
 .sr-only { position: absolute; width: 1px; height: 1px; overflow: hidden; clip: rect(0 0 0 0); white-space: nowrap; }
 @container overview (max-width: 66rem) {${STACKED}}
 @container card (max-width: 36rem) {${STACKED}}
+${capacitySectionStyle(STACKED)}
 @media (max-width: 44rem) {
   body { font-size: 14px; }
   .top, main { padding-left: 0.75rem; padding-right: 0.75rem; }
@@ -122,7 +125,7 @@ export function statusPageHtml(report: StatusReport): string {
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>tokentap status</title>
 <link rel="icon" href="data:,">
-<style>${STYLE}</style>
+<style>${STYLE}${SHAPE_STYLE}</style>
 </head>
 <body>
 <header class="top">
@@ -150,10 +153,12 @@ export function statusPageHtml(report: StatusReport): string {
     <p id="windows" class="note"></p>
   </section>
   <div id="workloads" class="cards"></div>
+  ${CAPACITY_SECTION_HTML}
 </main>
 <footer>Raw numbers: <a href="metrics">/metrics</a> (Prometheus) and <a href="status.json">/status.json</a> (this page's data). Readiness: <a href="readyz">/readyz</a>.</footer>
 <script id="initial-report" type="application/json">${jsonForScript(report)}</script>
 <script>${STATUS_PAGE_SCRIPT}</script>
+<script>${SHAPE_SCRIPT}</script>
 </body>
 </html>
 `;

@@ -1,4 +1,5 @@
-import { SLO_KINDS, type Settings, type SloKind, type Workload } from '../config/load.js';
+import { SLO_KINDS, defaultCapacitySettings, type CapacitySettings, type Settings, type SloKind, type Workload } from '../config/load.js';
+import { capacityStatus, type CapacityStatus } from './status-capacity.js';
 import type { HistogramKey } from '../metrics/definitions.js';
 import { quantile } from '../metrics/live-summary.js';
 import type { Outcome } from '../metrics/recorder.js';
@@ -103,6 +104,8 @@ export interface TrendPoint {
   readonly ttft_p99_s: number | null;
   readonly worst_burn_rate: number | null;
   readonly error_ratio: number | null;
+  /** Finished generation requests per second over the 5 minutes before the point (capacity's observed peak); null at start. */
+  readonly generations_per_s: number | null;
 }
 
 /** A trend point as recorded (Clock milliseconds); the report turns `atMs` into `ago_s`. */
@@ -145,10 +148,14 @@ export interface StatusReport {
   readonly workloads: readonly WorkloadStatus[];
   /** null when no DCGM exporter is configured; [] while none of this pod's GPUs has been read. */
   readonly gpus: readonly GpuStatus[] | null;
+  /** Capacity at SLO of this pod and pods needed (status-capacity.ts, docs/capacity-and-cost.md). */
+  readonly capacity: CapacityStatus;
 }
 
 export interface ReportInputs {
-  readonly settings: Pick<Settings, 'workloads' | 'buckets' | 'dcgm'>;
+  readonly settings: Pick<Settings, 'workloads' | 'buckets' | 'dcgm'> & { readonly capacity?: CapacitySettings };
+  /** The most requests in flight at once since start (InFlightTracker.peak); without it, the in flight of the moment. */
+  readonly peakInFlight?: number;
   readonly version: string;
   readonly generatedAt: Date;
   readonly startedAtMs: number;
@@ -203,6 +210,7 @@ export function statusReport(inputs: ReportInputs): StatusReport {
             memory_total_bytes: gpu.memoryTotalBytes ?? null,
             utilization_ratio: gpu.utilizationRatio ?? null,
           })),
+    capacity: capacityStatus({ settings: { ...settings, capacity: settings.capacity ?? defaultCapacitySettings() }, counts: (name) => workloadCountsIn(now.counts, name), peakInFlight: inputs.peakInFlight ?? [...now.counts.workloads.values()].reduce((n, w) => n + w.inFlight, 0), trend: inputs.trend }),
   };
 }
 

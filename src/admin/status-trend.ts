@@ -1,8 +1,15 @@
 import type { Clock } from '../clock/clock.js';
 import type { Settings } from '../config/load.js';
-import type { StatusCounts } from './status-counts.js';
+import type { StatusCounts, WorkloadCounts } from './status-counts.js';
 import { workloadCountsIn, type TimedCounts } from './status-history.js';
 import { workloadStatus, worstBurnRate, type TimedTrendPoint } from './status-report.js';
+
+/** Finished generation requests, every outcome: what capacity's requests per second count. */
+function generations(counts: WorkloadCounts): number {
+  let n = 0;
+  for (const value of counts.generations.values()) n += value;
+  return n;
+}
 
 export interface StatusTrendOptions {
   /** Reads the totals now (one collection of the metrics /metrics serves). */
@@ -81,7 +88,14 @@ export class StatusTrend {
         points = [];
         this.series.set(workload.name, points);
       }
-      points.push({ atMs: now.atMs, ttft_p99_s: status.latency.ttft.p99_s, worst_burn_rate: worstBurnRate(status.slos), error_ratio: status.error_ratio });
+      const rateS = (now.atMs - base.atMs) / 1000;
+      points.push({
+        atMs: now.atMs,
+        ttft_p99_s: status.latency.ttft.p99_s,
+        worst_burn_rate: worstBurnRate(status.slos),
+        error_ratio: status.error_ratio,
+        generations_per_s: rateS > 0 ? (generations(workloadCountsIn(counts, workload.name)) - generations(baseCounts)) / rateS : null,
+      });
       while (points.length > 0 && (points[0] as TimedTrendPoint).atMs < now.atMs - this.options.keepMs) points.shift();
     }
     this.snapshots.push(now);

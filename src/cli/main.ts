@@ -17,6 +17,8 @@ Commands:
   simulate   run the built-in inference-server simulator (OpenAI, Anthropic, TGI, Ollama, llama.cpp, Triton APIs)
   demo       simulator + sidecar + demo traffic, with a live summary (what \`npm start\` runs)
   check      validate a configuration file: \`tokentap check --config FILE\` (exit 0 valid, 1 invalid)
+  profile    export a workload's live shape (GuideLLM, AIPerf, Mooncake) or compare a benchmark with it: \`tokentap profile --help\`
+  report     print the capacity at SLO and pods needed of a running sidecar: \`tokentap report --admin URL\`
   render     write Prometheus rules, a PrometheusRule, an Alertmanager example and Grafana dashboards: \`tokentap render --config FILE --out DIR\`
   help       show this text (\`tokentap <command> --help\`: that command's flags)
   version    print the version (also --version, -v)
@@ -102,6 +104,23 @@ export async function main(argv: readonly string[], io: CliIO): Promise<number> 
         return (await import('./check.js')).runCheck(rest, io);
       case 'render':
         return await (await import('./render.js')).runRender(rest, io);
+      case 'profile': {
+        if (rest[0] === 'compare') return await (await import('./profile-compare.js')).runProfileCompare(rest.slice(1), io);
+        const profile = await import('./profile.js');
+        if (wantsHelp(rest)) {
+          io.stdout.write(profile.PROFILE_USAGE);
+          return 0;
+        }
+        return await profile.runProfile(rest, io);
+      }
+      case 'report': {
+        const report = await import('./report.js');
+        if (wantsHelp(rest)) {
+          io.stdout.write(report.REPORT_USAGE);
+          return 0;
+        }
+        return await report.runReport(rest, io);
+      }
       case 'version':
       case '--version':
       case '-v':
@@ -114,7 +133,7 @@ export async function main(argv: readonly string[], io: CliIO): Promise<number> 
         io.stdout.write(USAGE);
         return command === undefined ? 2 : 0;
       default:
-        throw new TokentapError('TOKENTAP_ERR_USAGE', [`unknown command "${command}"; commands: serve, simulate, demo, check, render, help, version`]);
+        throw new TokentapError('TOKENTAP_ERR_USAGE', [`unknown command "${command}"; commands: serve, simulate, demo, check, render, profile, report, help, version`]);
     }
   } catch (error) {
     io.stderr.write(`tokentap: ${error instanceof Error ? error.message : String(error)}\n`);

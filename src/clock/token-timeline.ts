@@ -14,6 +14,8 @@ export interface InterTokenSink {
   interToken(gapMs: number, tokens: number): void;
 }
 
+import type { Outcome } from '../metrics/recorder.js';
+
 export type TokenSource = 'usage' | 'counted';
 
 /**
@@ -52,10 +54,18 @@ export class TokenTimeline {
   /** From the server's own usage report; NaN when it sent none. */
   reportedInputTokens = Number.NaN;
   reportedOutputTokens = Number.NaN;
+  /** Prompt tokens the server served from its prefix cache, from its usage report; NaN when it sent none. */
+  reportedCachedInputTokens = Number.NaN;
   /** A terminal event ([DONE], finish_reason...) was seen. */
   terminal = false;
   /** The stream itself reported an error (an error event in an otherwise 2xx stream). */
   errorEvent = false;
+  /**
+   * The outcome the protocol's own final status named when it was not success (gRPC's
+   * `grpc-status` in the trailers: taps/grpc/grpc-status.ts); it decides the request's outcome over
+   * the stream's events. Undefined for success and for protocols without such a status.
+   */
+  statusOutcome: Outcome | undefined;
   /** What the server reported of its own timing, when the protocol carries it. */
   serverTimings: ServerTimings | undefined;
   private readonly sink: InterTokenSink;

@@ -10,6 +10,7 @@ import type { ModelDiscoverySettings } from '../discovery/model-discovery.js';
 import { commitOf } from '../version.js';
 import { defaultMaxConnections, LIMIT_DEFAULTS, type RelayLimits } from '../proxy/relay-limits.js';
 import type { Route } from '../taps/route-table.js';
+import type { ProfileSettings } from '../profile/profile-store.js';
 import { parseDurationMs } from './duration.js';
 import { nearestKnownKey } from './key-suggestion.js';
 import { configFileSchema, parseListenAddress, type ConfigFile, type ListenAddress, type WorkloadConfig } from './schema.js';
@@ -84,12 +85,16 @@ export interface Settings {
   readonly alerts: AlertSettings;
   /** What the relay may hold per client and in total (`limits:`, src/proxy/relay-limits.ts). */
   readonly limits: RelayLimits;
+  /** Capacity at SLO and pods needed (`capacity:`, docs/capacity-and-cost.md). */
+  readonly capacity: CapacitySettings;
   /** The file the settings were read from, if any. */
   readonly configFile: string | undefined;
   /** Asking the upstream for its model names (src/discovery/); undefined when `model_discovery.enabled` is false. */
   readonly modelDiscovery: ModelDiscoverySettings | undefined;
   /** The git commit (TOKENTAP_COMMIT, else the git checkout's, else "unknown"): the `commit` label of tokentap_build_info. */
   readonly commit: string;
+  /** The workload-shape record (`profiles:`, src/profile/); undefined when `profiles.enabled` is false or every workload says `profile: false`. */
+  readonly profiles: ProfileSettings | undefined;
 }
 
 export interface AlertSettings {
@@ -113,6 +118,19 @@ export interface AlertSettings {
   readonly scrapeSelector: string;
   /** Namespaces whose sidecar metrics must be present (TokentapMetricsAbsent); empty: anywhere at all. */
   readonly expectedNamespaces: readonly string[];
+}
+
+export interface CapacitySettings {
+  /** Requests with a first token an in-flight band needs before its verdict counts. */
+  readonly minSamplesPerBand: number;
+  /** The window the fleet's capacity rules read the in-flight bands over. */
+  readonly windowMs: number;
+  /** The window of the observed peak (in flight, requests per second). */
+  readonly peakWindowMs: number;
+  /** The operator's planned fleet peak, requests per second; undefined when not stated. */
+  readonly plannedPeakRps: number | undefined;
+  /** The headroom share under which TokentapCapacityHeadroomLow opens a ticket. */
+  readonly headroomTicketRatio: number;
 }
 
 /** Alert levels: a page wakes someone up, a ticket waits for working hours. */
@@ -188,10 +206,28 @@ export const DEFAULTS = {
   /** One request a minute: below that, a single slow request is already 1-2 % of the hour's traffic. */
   minRequestsPerHour: 60,
   modelDiscoveryPaths: ['/v1/models', '/api/tags', '/info'],
+  profileMaxRequestsPerWorkload: 10_000,
+  profileBlockTokens: 512,
   modelDiscoveryInterval: '5m',
   /** Before the first answer: vLLM loads a 7B model in one to three minutes, so this finds it soon after. */
   modelDiscoveryRetry: '15s',
   modelDiscoveryTimeout: '2s',
+  /** Ollama's default keep_alive, the one idle-time unload among the engines (docs/model-discovery.md#lora-adapters). */
+  adapterIdleAfter: '5m',
+  /**
+   * A band's verdict at a 0.99 objective needs 100 samples: with fewer, one slow request is more than
+   * 1 % of them and breaks it alone (the same reasoning as p99TtftMinRequests).
+   */
+  capacityMinSamplesPerBand: 100,
+  /**
+   * A week: a knee found on one busy day stays known while later days are compared with it (a window
+   * as short as the peak's would only know a knee on the days the pods were already past it).
+   */
+  capacityWindow: '168h',
+  /** One daily cycle: the day's peak hours are always inside it. */
+  capacityPeakWindow: '24h',
+  /** A ticket while a fifth of capacity is left: time to add pods in working hours, before the peak grows past it. */
+  capacityHeadroomTicketRatio: 0.2,
 } as const;
 
 /** Which configured bucket list feeds which histogram. */
@@ -207,6 +243,7 @@ const BUCKET_KEYS: Record<HistogramKey, keyof NonNullable<NonNullable<ConfigFile
   itlToken: 'itl',
   itlChunk: 'itl',
   ttftByConcurrency: 'ttft',
+  adapterColdStartTtft: 'ttft',
   itlByConcurrency: 'itl',
   tpot: 'tpot',
   e2e: 'e2e',
@@ -264,7 +301,7 @@ export function loadSettings({ flags, env, readFile = (p) => readFileSync(p, 'ut
  * counts exactly the good events (DESIGN.md section 3).
  */
 const THRESHOLD_BUCKETS: Record<SloKind, readonly HistogramKey[]> = {
-  ttft: ['ttft', 'ttftAnswer', 'ttftByConcurrency'],
+  ttft: ['ttft', 'ttftAnswer', 'ttftByConcurrency', 'adapterColdStartTtft'],
   itl: ['itlToken', 'itlChunk', 'itlByConcurrency'],
   e2e: ['e2e'],
 };
@@ -306,9 +343,23 @@ function freezeSettings(config: ConfigFile, configFile: string | undefined, env:
     observe: observeFromEnv(env),
     alerts: freezeAlerts(config.alerts),
     limits: freezeLimits(config.limits),
+    capacity: freezeCapacity(config.capacity),
     configFile,
     modelDiscovery: freezeModelDiscovery(config.model_discovery, env),
     commit: commitOf(env),
+    profiles: freezeProfiles(config.profiles, config.workloads, workloads),
+  });
+}
+
+function freezeProfiles(config: ConfigFile['profiles'], workloadConfigs: ConfigFile['workloads'], workloads: readonly Workload[]): ProfileSettings | undefined {
+  if (config?.enabled === false) return undefined;
+  const off = new Set((workloadConfigs ?? []).filter((w) => w.profile === false).map((w) => w.name));
+  const names = workloads.map((w) => w.name).filter((name) => !off.has(name));
+  if (names.length === 0) return undefined;
+  return Object.freeze({
+    maxRequestsPerWorkload: config?.max_requests_per_workload ?? DEFAULTS.profileMaxRequestsPerWorkload,
+    blockTokens: config?.block_tokens ?? DEFAULTS.profileBlockTokens,
+    workloads: Object.freeze(names),
   });
 }
 
@@ -320,6 +371,21 @@ function freezeNative(native: NonNullable<ConfigFile['metrics']>['native']): Nat
     maxBuckets: native?.max_buckets ?? NATIVE_DEFAULTS.maxBuckets,
     zeroThreshold,
     maxZeroThreshold: native?.max_zero_threshold ?? zeroThreshold,
+  });
+}
+
+/** The capacity settings of a configuration without a `capacity:` section. */
+export function defaultCapacitySettings(): CapacitySettings {
+  return freezeCapacity(undefined);
+}
+
+function freezeCapacity(config: ConfigFile['capacity']): CapacitySettings {
+  return Object.freeze({
+    minSamplesPerBand: config?.min_samples_per_band ?? DEFAULTS.capacityMinSamplesPerBand,
+    windowMs: parseDurationMs(config?.window ?? DEFAULTS.capacityWindow) as number,
+    peakWindowMs: parseDurationMs(config?.peak_window ?? DEFAULTS.capacityPeakWindow) as number,
+    plannedPeakRps: config?.planned_peak_rps,
+    headroomTicketRatio: config?.headroom_ticket_ratio ?? DEFAULTS.capacityHeadroomTicketRatio,
   });
 }
 
@@ -372,6 +438,7 @@ function freezeModelDiscovery(config: ConfigFile['model_discovery'], env: LoadOp
     intervalMs,
     retryMs: Math.min(intervalMs, parseDurationMs(DEFAULTS.modelDiscoveryRetry) as number),
     timeoutMs: parseDurationMs(config?.timeout ?? DEFAULTS.modelDiscoveryTimeout) as number,
+    adapterIdleAfterMs: parseDurationMs(config?.adapter_idle_after ?? DEFAULTS.adapterIdleAfter) as number,
   });
 }
 

@@ -144,6 +144,8 @@ const workload = z.strictObject({
   name: workloadName,
   match: workloadMatch.optional(),
   slo: sloObjectives.optional(),
+  /** false: keep no workload-shape record for this workload (docs/workload-profiles.md). */
+  profile: z.boolean({ error: 'expected true or false' }).optional(),
 });
 
 const workloadList = z
@@ -356,6 +358,8 @@ const modelDiscoverySettings = z.strictObject({
   interval: duration.optional(),
   /** Each listing request is abandoned after this long (default 2s). */
   timeout: duration.optional(),
+  /** A request to a LoRA adapter idle for longer than this counts as a cold start (default 5m). */
+  adapter_idle_after: duration.optional(),
 });
 
 /** A count or size limit: a whole number of at least 1. */
@@ -397,6 +401,38 @@ const limitSettings = z.strictObject({
   h2_client_resets_per_second: limitCount.optional(),
 });
 
+/** The workload-shape record and its exports (docs/workload-profiles.md). */
+const profileSettings = z.strictObject({
+  /** false: no workload keeps a record, and /profile answers 404. */
+  enabled: z.boolean({ error: 'expected true or false' }).optional(),
+  /** Finished requests each workload's record holds before the oldest are dropped (default 10000). */
+  max_requests_per_workload: limitCount.max(1_000_000, { error: 'expected at most 1000000 requests' }).optional(),
+  /** Tokens per fingerprint block and Mooncake hash id (default 512, the Mooncake traces' and GuideLLM's). */
+  block_tokens: z
+    .number({ error: 'expected a whole number of tokens from 16 to 65536, e.g. 512' })
+    .int({ error: 'expected a whole number of tokens from 16 to 65536, e.g. 512' })
+    .min(16, { error: 'expected at least 16 tokens (the smallest block replay tools use: vLLM timed_trace, Bailian traces)' })
+    .max(65_536, { error: 'expected at most 65536 tokens' })
+    .optional(),
+});
+
+/**
+ * Capacity at SLO (docs/capacity-and-cost.md): how many samples make an in-flight band count, the
+ * window the fleet's recording rules read, the operator's planned peak and the headroom ticket.
+ */
+const capacitySettings = z.strictObject({
+  /** Requests with a first token an in-flight band needs before its SLO verdict counts (default 100). */
+  min_samples_per_band: z.number({ error: 'expected a whole number of requests, e.g. 100' }).int({ error: 'expected a whole number of requests, e.g. 100' }).min(1, { error: 'expected a whole number of requests, at least 1' }).optional(),
+  /** The window the fleet's capacity rules read the in-flight bands over (default 168h, a week). */
+  window: duration.optional(),
+  /** The window of the observed peak, in flight and requests per second (default 24h: one daily cycle). */
+  peak_window: duration.optional(),
+  /** The peak the operator plans for, requests per second across the fleet: pods needed is also given for it. */
+  planned_peak_rps: z.number({ error: 'expected requests per second, e.g. 250' }).positive({ error: 'expected requests per second above 0, e.g. 250' }).finite({ error: 'expected a finite number of requests per second' }).optional(),
+  /** TokentapCapacityHeadroomLow opens a ticket when the headroom falls below this share of capacity (default 0.2). */
+  headroom_ticket_ratio: z.number({ error: 'expected a ratio between 0 and 1, e.g. 0.2' }).gt(0, { error: 'expected a ratio above 0 and below 1, e.g. 0.2' }).lt(1, { error: 'expected a ratio above 0 and below 1, e.g. 0.2' }).optional(),
+});
+
 export const configFileSchema = z.strictObject({
   upstream: upstreamUrl.optional(),
   listen: listenAddress.optional(),
@@ -429,6 +465,9 @@ export const configFileSchema = z.strictObject({
   alerts: alertSettings.optional(),
   /** Bounds on what the relay holds per client and in total (docs/limits.md). */
   limits: limitSettings.optional(),
+  profiles: profileSettings.optional(),
+  /** Capacity at SLO and pods needed (docs/capacity-and-cost.md). */
+  capacity: capacitySettings.optional(),
   log_level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).optional(),
   metrics: z
     .strictObject({

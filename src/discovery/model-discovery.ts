@@ -1,7 +1,8 @@
 import http from 'node:http';
 import type { Logger } from 'pino';
+import type { AdapterColdStarts } from '../metrics/adapter-cold-starts.js';
 import type { ModelLabels, ServedList } from '../metrics/model-labels.js';
-import { servedModelsOf } from './served-models.js';
+import { modelParentsOf, servedModelsOf } from './served-models.js';
 
 export interface ModelDiscoverySettings {
   /** Listing endpoints, tried in order until one answers with model names. */
@@ -15,6 +16,8 @@ export interface ModelDiscoverySettings {
    * socket idle timeout alone let a listing that drips one byte every 500 ms hold discovery forever.
    */
   readonly timeoutMs: number;
+  /** A request to a LoRA adapter idle for longer than this is a cold start (metrics/adapter-cold-starts.ts). */
+  readonly adapterIdleAfterMs: number;
 }
 
 /**
@@ -48,6 +51,8 @@ export class ModelDiscovery {
     private readonly settings: ModelDiscoverySettings,
     private readonly models: ModelLabels,
     private readonly logger: Logger,
+    /** Told each listing's adapters, so it tracks their idle time. */
+    private readonly coldStarts?: AdapterColdStarts,
   ) {}
 
   start(): void {
@@ -73,7 +78,8 @@ export class ModelDiscovery {
         problems.push(`${path}: the answer lists no model names`);
         continue;
       }
-      const served = this.models.serve(models);
+      const served = this.models.serve(models, modelParentsOf(answer.body));
+      this.coldStarts?.listed(served.adapters);
       return this.report({ ok: true, path, models }, served);
     }
     return this.report({ ok: false, problems });

@@ -259,6 +259,34 @@ export const METRICS = {
     extraLabels: [ATTR.inFlight],
     defaultBuckets: TTFT_BUCKETS,
   },
+  /**
+   * LoRA adapter cold starts (metrics/adapter-cold-starts.ts): a request to a served adapter (a
+   * model whose listing entry names a parent, vLLM) that came after no request to that adapter for
+   * `model_discovery.adapter_idle_after`, counted when the request starts. The engine has likely
+   * evicted the adapter meanwhile and loads it again before the first token.
+   */
+  adapterColdStarts: {
+    kind: 'counter',
+    otelName: 'tokentap.adapter.cold_starts',
+    promName: 'tokentap_adapter_cold_starts_total',
+    unit: '{request}',
+    description: 'Requests to a LoRA adapter after it had no request for model_discovery.adapter_idle_after (its weights likely loaded again first).',
+    extraLabels: [],
+  },
+  /**
+   * The TTFT of those cold-start requests alone, the same samples and buckets as
+   * gen_ai_server_time_to_first_token_seconds, so subtracting it bucket by bucket leaves the warm
+   * requests' TTFT (the adapter-loading outlier excluded).
+   */
+  adapterColdStartTtft: {
+    kind: 'histogram',
+    otelName: 'tokentap.adapter.cold_start.time_to_first_token',
+    promName: 'tokentap_adapter_cold_start_time_to_first_token_seconds',
+    unit: 's',
+    description: 'TTFT of the requests counted in tokentap_adapter_cold_starts_total (also counted in the TTFT histogram).',
+    extraLabels: [],
+    defaultBuckets: TTFT_BUCKETS,
+  },
   /** Capacity at SLO: the per-token ITL samples again, by the `in_flight` band at their request's start. */
   itlByConcurrency: {
     kind: 'histogram',
@@ -525,3 +553,35 @@ export const BUILD_INFO = {
   description: 'Always 1; the labels say which tokentap build, Node.js and commit this process runs.',
   labels: ['version', 'node_version', 'commit'],
 } as const satisfies GpuMetricDefinition;
+
+/**
+ * Which base model each served model and LoRA adapter runs on, as the upstream's model listing says
+ * (vLLM's `/v1/models` `parent`; a base model is its own base): one series per model label value,
+ * value 1, in the info pattern, so a query groups any request series by base model
+ * (`* on(namespace, pod, gen_ai_request_model) group_left(base_model) tokentap_model_info`).
+ */
+export const MODEL_INFO = {
+  kind: 'gauge',
+  otelName: 'tokentap.model.info',
+  promName: 'tokentap_model_info',
+  unit: '1',
+  description: 'Always 1; base_model is the base model the upstream lists for this model label (itself for a base model, other when the listing cannot say).',
+  labels: [ATTR.model, 'base_model'],
+} as const satisfies GpuMetricDefinition;
+
+/** Metrics of the workload-shape record (src/profile/, docs/workload-profiles.md), per workload. */
+export const PROFILE_METRICS = {
+  /**
+   * One per finished request dropped from its workload's record to make room for a newer one
+   * (profiles.max_requests_per_workload, or its block hashes' share): a window longer than the
+   * record reaches is answered over what is held, and says so in its `window.startUnixMs`.
+   */
+  requestsEvicted: {
+    kind: 'counter',
+    otelName: 'tokentap.profile.requests.evicted',
+    promName: 'tokentap_profile_requests_evicted_total',
+    unit: '{request}',
+    description: 'Finished requests dropped from the workload-shape record to make room (profiles.max_requests_per_workload), by workload.',
+    labels: [ATTR.workload],
+  },
+} as const satisfies Record<string, GpuMetricDefinition>;

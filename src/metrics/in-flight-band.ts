@@ -17,11 +17,18 @@ export function inFlightBand(inFlight: number): InFlightBand {
 /** Counts the sidecar's requests in flight; one per sidecar, shared by every request monitor. */
 export class InFlightTracker {
   private inFlight = 0;
+  private highest = 0;
 
   /** A request started: the band of the count including it. */
   started(): InFlightBand {
     this.inFlight += 1;
+    if (this.inFlight > this.highest) this.highest = this.inFlight;
     return inFlightBand(this.inFlight);
+  }
+
+  /** The most requests in flight at once since start: the pod's observed peak (status page, capacity at SLO). */
+  get peak(): number {
+    return this.highest;
   }
 
   finished(): void {

@@ -15,6 +15,9 @@
  * (LoRA adapters loaded and unloaded) grew 380 model label values and 39,521 series in 12 polls
  * with `max_models: 32` when each listing was taken whole; now the first `maxModels` served names
  * that requests use keep their label, and later ones are `other` until restart (discovery warns).
+ *
+ * The listing also says which base model each served name runs on (vLLM's `parent` of a LoRA
+ * adapter): `modelInfo` gives it for the names that have a label, the tokentap_model_info series.
  */
 export const UNKNOWN_MODEL = 'unknown';
 export const OTHER_MODEL = 'other';
@@ -37,6 +40,8 @@ export interface ServedList {
   readonly skipped: number;
   /** Kept names that have no label yet while every one of the `maxModels` label values is taken: they are labelled `other`. */
   readonly withoutRoom: number;
+  /** Kept names whose listing entry names a parent: LoRA adapters (vLLM). */
+  readonly adapters: readonly string[];
 }
 
 export class ModelLabels {
@@ -47,6 +52,8 @@ export class ModelLabels {
   readonly maxModels: number;
   /** What the upstream serves, once discovery has answered; replaced whole, never edited. */
   private served: ReadonlySet<string> | undefined;
+  /** Each served name's base model as the listing says (`other` when it cannot say); replaced whole with `served`. */
+  private bases: ReadonlyMap<string, string> = new Map();
 
   constructor(maxModels: number) {
     this.maxModels = maxModels;
@@ -55,8 +62,9 @@ export class ModelLabels {
   /**
    * Labels from now on follow this list: at most `maxModels` names (the first ones listed), each of
    * at most 128 characters; for a name ending in `:latest`, the untagged name is accepted too.
+   * `parents` (discovery/served-models.ts modelParentsOf) gives each adapter's parent.
    */
-  serve(models: readonly string[]): ServedList {
+  serve(models: readonly string[], parents: ReadonlyMap<string, string> = new Map()): ServedList {
     const served = new Set<string>();
     const kept: string[] = [];
     for (const model of models) {
@@ -67,14 +75,36 @@ export class ModelLabels {
       if (model.endsWith(OLLAMA_DEFAULT_TAG)) served.add(model.slice(0, -OLLAMA_DEFAULT_TAG.length));
     }
     this.served = served;
+    const bases = baseModels(kept, parents);
+    // The untagged Ollama name runs on what its `:latest` name runs on.
+    for (const model of kept) {
+      if (!model.endsWith(OLLAMA_DEFAULT_TAG)) continue;
+      const untagged = model.slice(0, -OLLAMA_DEFAULT_TAG.length);
+      if (!bases.has(untagged)) bases.set(untagged, bases.get(model) as string);
+    }
+    this.bases = bases;
     const room = this.maxModels - this.admitted.size;
     const newNames = kept.filter((model) => !this.admitted.has(model)).length;
-    return { kept, skipped: models.length - kept.length, withoutRoom: Math.max(0, newNames - room) };
+    return { kept, skipped: models.length - kept.length, withoutRoom: Math.max(0, newNames - room), adapters: kept.filter((model) => parents.has(model)) };
   }
 
   /** The names labels currently keep, as the upstream listed them; undefined before discovery answered. */
   servedModels(): readonly string[] | undefined {
     return this.served === undefined ? undefined : [...this.served];
+  }
+
+  /**
+   * (model label, base model) for each served name that has a label: the `tokentap_model_info`
+   * series. At most `maxModels` (only names given as a label since discovery answered), each value a
+   * listed name or `other`; empty before discovery answered.
+   */
+  modelInfo(): Array<readonly [model: string, baseModel: string]> {
+    const info: Array<readonly [string, string]> = [];
+    for (const model of this.admitted) {
+      const base = this.bases.get(model);
+      if (base !== undefined) info.push([model, base]);
+    }
+    return info;
   }
 
   label(model: string | undefined): string {
@@ -94,4 +124,38 @@ export class ModelLabels {
     this.admitted.add(model);
     return model;
   }
+}
+
+/**
+ * Each kept name's base model: the end of its chain of parents (vLLM: an adapter's parent is a base
+ * model, whose parent is null, so one step). A parent that is not a kept name (unlisted, too long,
+ * beyond max_models) or a chain that never ends (a cycle, a name its own parent) gives `other`, so
+ * a base_model value is always a listed name or `other`. Each chain is walked at most once
+ * (memoised) and for at most `kept.length` steps.
+ */
+function baseModels(kept: readonly string[], parents: ReadonlyMap<string, string>): Map<string, string> {
+  const keptNames = new Set(kept);
+  const bases = new Map<string, string>();
+  for (const model of kept) {
+    const chain: string[] = [];
+    let current = model;
+    let base: string = OTHER_MODEL;
+    for (let step = 0; step <= kept.length; step++) {
+      const known = bases.get(current);
+      if (known !== undefined) {
+        base = known;
+        break;
+      }
+      chain.push(current);
+      const parent = parents.get(current);
+      if (parent === undefined) {
+        base = current;
+        break;
+      }
+      if (!keptNames.has(parent)) break;
+      current = parent;
+    }
+    for (const name of chain) bases.set(name, base);
+  }
+  return bases;
 }

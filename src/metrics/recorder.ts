@@ -71,6 +71,7 @@ export class Recorder {
   private readonly upstreamRetries: SumSink;
   private readonly upstreamNotReused: SumSink;
   private readonly goodputCounter: SumSink;
+  private readonly adapterColdStarts: SumSink;
   /** The inter-token histograms outside the SDK (direct-metrics.ts), when the meter's Telemetry has them. */
   private readonly itlChunkSeries: HistogramSeriesSet | undefined;
   private readonly itlTokenSeries: HistogramSeriesSet | undefined;
@@ -110,6 +111,7 @@ export class Recorder {
       engineQueue: histogram('engineQueue'),
       enginePrefill: histogram('enginePrefill'),
       ttftByConcurrency: histogram('ttftByConcurrency'),
+      adapterColdStartTtft: histogram('adapterColdStartTtft'),
       tpot: histogram('tpot'),
       e2e: histogram('e2e'),
       tokenUsage: histogram('tokenUsage'),
@@ -124,6 +126,7 @@ export class Recorder {
     this.upstreamRetries = counter(METRICS.upstreamRetries);
     this.upstreamNotReused = counter(METRICS.upstreamNotReused);
     this.goodputCounter = counter(METRICS.goodput);
+    this.adapterColdStarts = counter(METRICS.adapterColdStarts);
   }
 
   /** The base attributes of every series of one request: one object per (workload, model), shared. */
@@ -196,6 +199,16 @@ export class Recorder {
       this.tokens.add(summary.outputTokens, v.of(attributes, ATTR.tokenType, 'output', ATTR.tokenSource, summary.tokenSource));
     }
     if (summary.tokenCountMismatch) this.tokenCountMismatches.add(1, attributes);
+  }
+
+  /** A request to a LoRA adapter after idle (metrics/adapter-cold-starts.ts), at its start. */
+  adapterColdStart(attributes: Attributes): void {
+    this.adapterColdStarts.add(1, attributes);
+  }
+
+  /** That request's TTFT, beside its sample in the TTFT histogram; nothing when it had no first token. */
+  adapterColdStartTtft(attributes: Attributes, ttftMs: number): void {
+    recordIfKnown(this.histograms.adapterColdStartTtft, ttftMs, attributes);
   }
 
   upstreamRetry(attributes: Attributes): void {

@@ -7,7 +7,7 @@ import { bodyFraming, ResponseHeadError, type BodyFraming, type ResponseHead } f
 import { CHUNK_END, chunkSizeLine, LAST_CHUNK, requestHead, responseHead, simpleResponse } from './http1/wire.js';
 import type { LimitCounters } from '../metrics/limit-counters.js';
 import type { RelayLimits } from './relay-limits.js';
-import { RequestBodySniffer, type SnifferLimits } from './request-body-sniffer.js';
+import { modelOf, RequestBodySniffer, type SnifferLimits } from './request-body-sniffer.js';
 import { RequestMonitor, type MonitorDependencies } from './request-monitor.js';
 import { UnobservedRequest } from './unobserved-request.js';
 import { DEFAULT_TAP_SELECTOR } from '../taps/select.js';
@@ -254,7 +254,8 @@ export class Exchange implements UpstreamOwner, IdleWatched {
 
   requestEnd(): void {
     this.requestEnded = true;
-    this.monitor.requestBody(this.sniffer?.model());
+    const body = this.sniffer?.parsed();
+    this.monitor.requestBody(modelOf(body), body);
     if (this.phase !== Phase.Waiting) this.finishRequestBody();
   }
 

@@ -54,10 +54,15 @@ export class RequestBodySniffer {
     }
   }
 
-  model(): string | undefined {
-    const model = (this.body?.json() as { model?: unknown } | null | undefined)?.model;
+  /**
+   * The body parsed as JSON, once, at its end (undefined when it was not JSON, oversized or cut);
+   * lets go of the bytes. The caller reads the model (modelOf) and, for the workload-shape record,
+   * the prompt's fingerprint from it, and keeps neither the bytes nor the parsed text.
+   */
+  parsed(): unknown {
+    const body = this.body?.json();
     this.release();
-    return typeof model === 'string' ? model : undefined;
+    return body;
   }
 
   /** Lets go of what is held (the request ended or was cut); nothing more is held after it. */
@@ -66,4 +71,10 @@ export class RequestBodySniffer {
     this.limits.budget.give(this.taken);
     this.taken = 0;
   }
+}
+
+/** The `model` a parsed request body names, if it is a string. */
+export function modelOf(body: unknown): string | undefined {
+  const model = (body as { model?: unknown } | null | undefined)?.model;
+  return typeof model === 'string' ? model : undefined;
 }

@@ -8,6 +8,7 @@ import { TokenTimeline, type InterTokenSink } from '../clock/token-timeline.js';
 import { engineSplit } from '../clock/engine-timings.js';
 import type { Operation } from '../metrics/definitions.js';
 import type { InFlightTracker } from '../metrics/in-flight-band.js';
+import type { AdapterColdStarts } from '../metrics/adapter-cold-starts.js';
 import type { ModelLabels } from '../metrics/model-labels.js';
 import type { InterTokenSeries, Outcome, Recorder, RequestSummary } from '../metrics/recorder.js';
 import { metEverySlo } from '../slo/goodput.js';
@@ -17,6 +18,8 @@ import { DEFAULT_TAP_SELECTOR, type TapSelector } from '../taps/select.js';
 import type { Tap, TapContext, TapProblemReason } from '../taps/tap.js';
 import type { NotReusedReason } from './upstream-pool.js';
 import { NULL_SPAN, NULL_TRACER, type RequestSpan, type RequestTracer } from '../tracing/request-span.js';
+import type { PromptBlocks } from '../profile/prompt-fingerprint.js';
+import type { ProfileStore } from '../profile/profile-store.js';
 
 /** What every request's monitor shares: built once at start-up. */
 export interface MonitorDependencies {
@@ -35,6 +38,10 @@ export interface MonitorDependencies {
   readonly gpuMemory?: { memoryUsedBytes(): number | undefined };
   /** Counts the sidecar's requests in flight for the capacity histograms (`in_flight` band); none recorded when absent. */
   readonly inFlight?: InFlightTracker;
+  /** Marks a LoRA adapter's first request after idle (model discovery on); none marked when absent. */
+  readonly coldStarts?: AdapterColdStarts;
+  /** The workload-shape record (src/profile/); no fingerprint is taken and nothing recorded when absent. */
+  readonly profiles?: ProfileStore;
 }
 
 /**
@@ -64,6 +71,8 @@ export class RequestMonitor implements InterTokenSink, TapContext {
   private readonly inFlightBand: string | undefined;
   private itlBandSeries: InterTokenSeries | undefined;
   private model = '';
+  /** The first request to its adapter after idle (AdapterColdStarts), decided once with the labels. */
+  private adapterColdStart = false;
   private tap: Tap | undefined;
   private streaming = false;
   private status = 0;
@@ -79,6 +88,8 @@ export class RequestMonitor implements InterTokenSink, TapContext {
   private requestedModel: string | undefined;
   /** When the upstream read being relayed arrived (arrived()); NaN until the proxy first says so. */
   private arrivedMs = Number.NaN;
+  /** The prompt's keyed block hashes, taken once from the parsed body (requestBody()); never its text. */
+  private promptBlocks: PromptBlocks | undefined;
 
   /** `headers` are the request's, as Node parsed them (names lower-case); read for workload matching. */
   constructor(deps: MonitorDependencies, method: string, url: string, headers: IncomingHttpHeaders) {
@@ -93,13 +104,32 @@ export class RequestMonitor implements InterTokenSink, TapContext {
     this.inFlightBand = deps.inFlight?.started();
   }
 
-  /** The request body has been read; `model` is what it asked for, if it said. Fixes the labels. */
-  requestBody(model: string | undefined): void {
+  /**
+   * The request body has been read; `model` is what it asked for, if it said. Fixes the labels.
+   * `body`, the parsed JSON, gives the workload-shape fingerprint here, once; it is not kept.
+   */
+  requestBody(model: string | undefined, body?: unknown): void {
     this.requestedModel = model;
     try {
       this.labels(model);
+      if (body !== undefined) this.fingerprint(body);
     } catch (error) {
       this.observationFailed('requestBody', error);
+    }
+  }
+
+  /**
+   * The workload-shape fingerprint of the prompt. Should taking it ever fail, the request only goes
+   * without prefix hashes: it is still observed and recorded, and no monitor failure is logged for
+   * what is a property of one client's body.
+   */
+  private fingerprint(body: unknown): void {
+    const profiles = this.deps.profiles;
+    if (profiles === undefined) return;
+    try {
+      this.promptBlocks = profiles.fingerprint((this.workload as Workload).name, body);
+    } catch {
+      this.promptBlocks = undefined;
     }
   }
 
@@ -160,8 +190,10 @@ export class RequestMonitor implements InterTokenSink, TapContext {
   }
 
   /**
-   * The response's trailers (HTTP/2), or the fields of a response that ended with its head (gRPC's
-   * trailers-only answer): handed to the tap if it reads them (gRPC's status is there).
+   * The response's HTTP/2 trailers: a gRPC tap reads `grpc-status` from them for the outcome
+   * (taps/grpc/grpc-status.ts). Call it before bodyEnd(). A trailers-only response (one HEADERS
+   * frame with END_STREAM, `grpc-status` among the headers, no body) calls response() and then
+   * trailers() with the same headers object, then bodyEnd().
    */
   trailers(trailers: IncomingHttpHeaders): void {
     try {
@@ -186,7 +218,10 @@ export class RequestMonitor implements InterTokenSink, TapContext {
     }
     const timeline = this.timeline;
     if (isClientErrorStatus(this.status)) this.endedOutcome = 'client_error';
-    else if (this.status < 200 || this.status >= 300 || timeline.errorEvent) this.endedOutcome = 'upstream_error';
+    else if (this.status < 200 || this.status >= 300) this.endedOutcome = 'upstream_error';
+    // A non-OK grpc-status names the outcome itself (a 200 whose trailers say DEADLINE_EXCEEDED is a timeout).
+    else if (timeline.statusOutcome !== undefined) this.endedOutcome = timeline.statusOutcome;
+    else if (timeline.errorEvent) this.endedOutcome = 'upstream_error';
     else if (this.streaming && !timeline.terminal) this.endedOutcome = 'truncated';
     else this.endedOutcome = 'completed';
   }
@@ -284,6 +319,8 @@ export class RequestMonitor implements InterTokenSink, TapContext {
       this.itlSeries = this.deps.recorder.interTokenSeries(this.attributes);
       if (this.inFlightBand !== undefined) this.itlBandSeries = this.deps.recorder.interTokenBandSeries(this.attributes, this.inFlightBand);
       this.deps.recorder.started(this.attributes);
+      this.adapterColdStart = this.deps.coldStarts?.requestStarted(this.model) ?? false;
+      if (this.adapterColdStart) this.deps.recorder.adapterColdStart(this.attributes);
     }
     return this.attributes;
   }
@@ -339,7 +376,13 @@ export class RequestMonitor implements InterTokenSink, TapContext {
       queueOrOutsideEngineTtftMs: split.queueOrOutsideEngineTtftMs,
     };
     this.deps.recorder.finished(attributes, summary);
+    if (this.adapterColdStart && operation === 'generation') this.deps.recorder.adapterColdStartTtft(attributes, summary.ttftMs);
+    this.deps.coldStarts?.requestEnded(this.model);
     const workload = this.workload as Workload;
+    if (operation === 'generation') {
+      const shape = { startMs: timeline.startMs, durationMs: summary.e2eMs, inputTokens: summary.inputTokens, outputTokens: summary.outputTokens, outcome, blocks: this.promptBlocks };
+      this.deps.profiles?.record(workload.name, { ...shape, cachedInputTokens: timeline.reportedCachedInputTokens });
+    }
     if (this.inFlightBand !== undefined && operation === 'generation') {
       const sloTtftMs = workload.slo?.ttftOn === 'first_answer' ? timeline.ttftAnswerMs : summary.ttftMs;
       this.deps.recorder.ttftByConcurrency(attributes, this.inFlightBand, sloTtftMs);
@@ -377,6 +420,7 @@ export class RequestMonitor implements InterTokenSink, TapContext {
         tpot_ms: round(summary.tpotMs),
         e2e_ms: round(summary.e2eMs),
         input_tokens: Number.isNaN(summary.inputTokens) ? null : summary.inputTokens,
+        ...(Number.isNaN(timeline.reportedCachedInputTokens) ? {} : { cached_tokens: timeline.reportedCachedInputTokens }),
         output_tokens: summary.outputTokens,
         token_source: summary.tokenSource,
         content_events: timeline.contentEvents,

@@ -6,6 +6,8 @@ import * as q from './dashboard-queries.js';
 import { sloRunbookLinks, type SloLinks } from './dashboard-runbook-links.js';
 import { errorBudgetRatios, objectives, thresholds } from './dashboard-slo-constants.js';
 import { dashboardVariables, WORKLOAD_VARIABLE } from './dashboard-variables.js';
+import { adapterRow } from './adapter-panels.js';
+import { capacityRow } from './capacity-panels.js';
 import { engineRow } from './engine-panels.js';
 import { classicOrNativeQuantile } from './native-dashboard-queries.js';
 import { NAMESPACE_LABEL } from './promql.js';
@@ -196,6 +198,8 @@ function sloOverview(settings: Settings): dashboard.Dashboard {
   const native = settings.histograms === 'native';
   builder.withRow(workloadRow(settings.workloads, at, links, native));
   builder.withRow(engineRow(settings.workloads, at, links, native));
+  builder.withRow(adapterRow(at));
+  builder.withRow(capacityRow(settings, at));
   for (const row of gpuRows(at)) builder.withRow(row);
   return builder.build();
 }

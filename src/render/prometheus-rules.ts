@@ -1,10 +1,13 @@
 import type { Settings } from '../config/load.js';
 import { absentMetricsAlerts } from './absent-metrics-alert.js';
 import { burnRateAlerts } from './burn-rate-alerts.js';
+import { capacityHeadroomAlert } from './capacity-alert.js';
+import { CAPACITY_GROUP_INTERVAL_MS, capacityRecordingRules } from './capacity-rules.js';
+import { formatPromDuration } from './prometheus-duration.js';
 import { p99TtftAlerts } from './p99-ttft-alert.js';
 import { nativeLatencyRecordingRules, nativeSliRecordingRules } from './native-recording-rules.js';
 import { latencyRecordingRules, sliRecordingRules, trafficRecordingRules } from './recording-rules.js';
-import type { RenderOptions, RuleFile } from './rule-types.js';
+import { scaledMs, type RenderOptions, type RuleFile } from './rule-types.js';
 import { targetDownAlert } from './target-down-alert.js';
 import { watchdogAlert } from './watchdog-alert.js';
 
@@ -24,6 +27,11 @@ export function renderPrometheusRules(settings: Settings, options: RenderOptions
       { name: 'tokentap-slo', rules: [...sli, ...burnRateAlerts(settings, options)] },
       { name: 'tokentap-latency', rules: [...latency, ...p99TtftAlerts(settings, options)] },
       { name: 'tokentap-traffic', rules: trafficRecordingRules(options) },
+      {
+        name: 'tokentap-capacity',
+        interval: formatPromDuration(scaledMs(CAPACITY_GROUP_INTERVAL_MS, options)),
+        rules: [...capacityRecordingRules(settings, options), capacityHeadroomAlert(settings, options)],
+      },
       { name: 'tokentap-meta', rules: [watchdogAlert(settings), targetDownAlert(settings, options), ...absentMetricsAlerts(settings, options)] },
     ],
   };

@@ -17,6 +17,8 @@ export interface AlertingRule {
 
 export interface RuleGroup {
   readonly name: string;
+  /** Prometheus duration; omitted for the global evaluation interval. */
+  readonly interval?: string;
   readonly rules: readonly (RecordingRule | AlertingRule)[];
 }
 

@@ -1,4 +1,5 @@
 import type { ServerResponse } from 'node:http';
+import { constants, type Http2Stream } from 'node:http2';
 import type { ChunkStep, GenerationPlan, Step } from './generation-plan.js';
 import type { ErrorResponse, Progress, ResponseWriter } from './protocol.js';
 
@@ -40,6 +41,11 @@ export function runGeneration(
   onEnd: (end: GenerationEnd, tokensSent: number) => void,
 ): void {
   const { stream, startMs } = options;
+  /** Set when `res` is node:http2's compatibility response (the simulator's h2c listener). */
+  const h2Stream = (res as { stream?: Http2Stream }).stream;
+  // Over HTTP/2 a connection is shared by streams and its headers may not name it (RFC 9113
+  // 8.2.2): llama-server's close after a stream is an HTTP/1.1 behaviour only.
+  const closeAfterStream = options.closeAfterStream && h2Stream === undefined;
   let next = 0;
   let timer: NodeJS.Timeout | undefined;
   let ended = false;
@@ -104,7 +110,7 @@ export function runGeneration(
     const socket = res.socket;
     res.end();
     // llama-server closes about 0.3 ms after its last chunk: the next turn of the event loop.
-    if (options.closeAfterStream) res.once('finish', () => setImmediate(() => socket?.destroy()));
+    if (closeAfterStream) res.once('finish', () => setImmediate(() => socket?.destroy()));
   };
 
   /** Non-streaming: nothing leaves until the generation is done, as with every server's full-response path. */
@@ -147,9 +153,12 @@ export function runGeneration(
       case 'reset': {
         // A response's writes are flushed on the next tick; resetting after them makes sure the
         // tokens written before the fault leave the process before the RST would discard them.
+        // Over HTTP/2 the stream is reset (RST_STREAM), not the connection its neighbours share.
         const socket = res.socket;
         setImmediate(() => {
-          if (socket !== null && !socket.destroyed) socket.resetAndDestroy();
+          if (h2Stream !== undefined) {
+            if (!h2Stream.destroyed) h2Stream.close(constants.NGHTTP2_INTERNAL_ERROR);
+          } else if (socket !== null && !socket.destroyed) socket.resetAndDestroy();
         });
         end('reset');
         return;
@@ -211,7 +220,7 @@ export function runGeneration(
   });
 
   if (stream) {
-    res.writeHead(200, options.closeAfterStream ? { 'keep-alive': 'timeout=5, max=100', 'content-type': writer.streamContentType } : { 'content-type': writer.streamContentType });
+    res.writeHead(200, closeAfterStream ? { 'keep-alive': 'timeout=5, max=100', 'content-type': writer.streamContentType } : { 'content-type': writer.streamContentType });
     const opening = writer.open();
     // With nothing to send yet, the head goes out alone, as every server sends it when the response starts.
     if (opening.length === 0) res.flushHeaders();

@@ -24,6 +24,8 @@
  * whose text is empty) and issue #35705 (`length` rides on the last content chunk).
  */
 
+import type { LoraAdapter } from './options.js';
+
 export type FinishReason = 'stop' | 'length';
 
 /** What every chunk of one response repeats. */
@@ -206,37 +208,41 @@ export function completionBody(
   });
 }
 
-/** `GET /v1/models`: vLLM's ModelList with one ModelCard, the served model name as id and root. */
-export function modelList(model: string, created: number, permissionId: string, maxModelLen: number): string {
-  return JSON.stringify({
-    object: 'list',
-    data: [
+/**
+ * `GET /v1/models`: vLLM's ModelList, the served model's card (its name as id and root, parent
+ * null) then one card per LoRA adapter, as vLLM's `show_available_models` builds them
+ * (vllm/entrypoints/openai/serving_models.py, vllm-project/vllm@075e9ba825513f0e50ae1a5185d6db0ee405f84e):
+ * root the adapter's path, parent its base model, max_model_len null.
+ */
+export function modelList(model: string, loras: readonly LoraAdapter[], created: number, permissionId: () => string, maxModelLen: number): string {
+  const card = (id: string, root: string, parent: string | null, maxLen: number | null) => ({
+    id,
+    object: 'model',
+    created,
+    owned_by: 'vllm',
+    root,
+    parent,
+    max_model_len: maxLen,
+    permission: [
       {
-        id: model,
-        object: 'model',
+        id: permissionId(),
+        object: 'model_permission',
         created,
-        owned_by: 'vllm',
-        root: model,
-        parent: null,
-        max_model_len: maxModelLen,
-        permission: [
-          {
-            id: permissionId,
-            object: 'model_permission',
-            created,
-            allow_create_engine: false,
-            allow_sampling: true,
-            allow_logprobs: true,
-            allow_search_indices: false,
-            allow_view: true,
-            allow_fine_tuning: false,
-            organization: '*',
-            group: null,
-            is_blocking: false,
-          },
-        ],
+        allow_create_engine: false,
+        allow_sampling: true,
+        allow_logprobs: true,
+        allow_search_indices: false,
+        allow_view: true,
+        allow_fine_tuning: false,
+        organization: '*',
+        group: null,
+        is_blocking: false,
       },
     ],
+  });
+  return JSON.stringify({
+    object: 'list',
+    data: [card(model, model, null, maxModelLen), ...loras.map((lora) => card(lora.name, `/adapters/${lora.name}`, lora.base, null))],
   });
 }
 

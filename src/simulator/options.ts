@@ -14,6 +14,11 @@ export type UsageMode = 'auto' | 'always' | 'never';
 export interface SimulatorOptions {
   host?: string;
   port?: number;
+  /**
+   * A second listener on `host` speaking HTTP/2 cleartext with prior knowledge (h2c): the gRPC
+   * services (grpc-services.ts) and every HTTP API; 0 picks a free port; unset, none.
+   */
+  h2cPort?: number;
   /** Delay from the request body received to the first content token. */
   ttftMs?: number;
   /** Delay between content chunks. */
@@ -30,6 +35,15 @@ export interface SimulatorOptions {
   usage?: UsageMode;
   /** Served model name: listed by /v1/models and used when a request names none. */
   model?: string;
+  /**
+   * LoRA adapters listed by /v1/models as vLLM lists them, each `name` (on the served model) or
+   * `name=base` (`parent` = base): lora-adapters.ts.
+   */
+  loras?: readonly string[];
+  /** Added to the TTFT of a request to an adapter that is not loaded (vLLM loading its weights). */
+  loraLoadMs?: number;
+  /** An adapter with no request for this long is unloaded; the next request to it waits loraLoadMs. */
+  loraUnloadAfterMs?: number;
   /**
    * Each content token's text is the time its chunk was written, as `process.hrtime.bigint()`
    * nanoseconds in decimal and a space, so a client can compute each chunk's delivery delay.
@@ -64,6 +78,14 @@ export interface SimulatorOptions {
   enginePrefillMs?: EngineDuration;
   /** The model load Ollama reports (`load_duration`), or `measured` (the time to open the response). */
   engineLoadMs?: EngineDuration;
+  /**
+   * A known knee for capacity tests (docs/capacity-and-cost.md): when more than this many requests
+   * are in flight in the simulator (the new one included), the first token takes `pastKneeTtftMs`
+   * instead of `ttftMs`. 0: no knee.
+   */
+  kneeInFlight?: number;
+  /** The TTFT past the knee. */
+  pastKneeTtftMs?: number;
 }
 
 /** A duration the simulated engine reports: fixed, or `measured` from its own clock. */
@@ -86,6 +108,8 @@ export interface Behaviour {
   readonly engineQueueMs: number;
   readonly enginePrefillMs: EngineDuration;
   readonly engineLoadMs: EngineDuration;
+  readonly kneeInFlight: number;
+  readonly pastKneeTtftMs: number;
 }
 
 /**
@@ -110,10 +134,20 @@ export interface RequestBehaviour extends Behaviour {
   readonly seed: number | undefined;
 }
 
+/** A LoRA adapter the simulator serves: its name and the base model its listing entry names as `parent`. */
+export interface LoraAdapter {
+  readonly name: string;
+  readonly base: string;
+}
+
 export interface SimulatorSettings {
   readonly host: string;
   readonly port: number;
+  readonly h2cPort: number | undefined;
   readonly model: string;
+  readonly loras: readonly LoraAdapter[];
+  readonly loraLoadMs: number;
+  readonly loraUnloadAfterMs: number;
   readonly behaviour: Behaviour;
 }
 
@@ -134,6 +168,8 @@ export const SIM_HEADER = Object.freeze({
   engineQueueMs: 'x-sim-engine-queue-ms',
   enginePrefillMs: 'x-sim-engine-prefill-ms',
   engineLoadMs: 'x-sim-engine-load-ms',
+  kneeInFlight: 'x-sim-knee-in-flight',
+  pastKneeTtftMs: 'x-sim-past-knee-ttft-ms',
   fault: 'x-sim-fault',
   seed: 'x-sim-seed',
 });
@@ -141,7 +177,13 @@ export const SIM_HEADER = Object.freeze({
 const DEFAULT_SETTINGS: SimulatorSettings = Object.freeze({
   host: '127.0.0.1',
   port: 8000,
+  h2cPort: undefined,
   model: 'sim-model',
+  loras: Object.freeze([]),
+  // A 7B model's rank-16 adapter is tens of MB, loaded from host memory or disk in a fraction of a second.
+  loraLoadMs: 500,
+  // vLLM evicts by use (--max-loras), not by time; an idle time stands in for the other adapters' traffic.
+  loraUnloadAfterMs: 300_000,
   behaviour: Object.freeze({
     ttftMs: 50,
     itlMs: 20,
@@ -159,6 +201,8 @@ const DEFAULT_SETTINGS: SimulatorSettings = Object.freeze({
     engineQueueMs: 0,
     enginePrefillMs: 'measured',
     engineLoadMs: 'measured',
+    kneeInFlight: 0,
+    pastKneeTtftMs: 1000,
   }),
 });
 
@@ -303,12 +347,25 @@ const BEHAVIOUR_SETTINGS: { readonly [K in keyof Behaviour]: Setting<Behaviour[K
     help: 'prefill the engine reports (vLLM time_to_first_token_ms, llama.cpp prompt_ms, Ollama prompt_eval_duration), or measured',
   },
   engineLoadMs: { type: engineDurationType, flag: '--engine-load-ms', help: 'model load Ollama reports (load_duration), or measured' },
+  kneeInFlight: {
+    type: numberType(0, MAX_TOKENS, true),
+    flag: '--knee-in-flight',
+    help: 'past this many requests in flight (the new one included), TTFT is --past-knee-ttft-ms: a known knee for capacity tests; 0: none',
+  },
+  pastKneeTtftMs: { type: millisecondsType, flag: '--past-knee-ttft-ms', help: 'ms to the first token past the knee' },
 };
 
 const SERVER_SETTINGS = {
   host: { type: nameType, flag: '--host', help: 'listen address' },
   port: { type: numberType(0, 65535, true), flag: '--port', help: 'listen port; 0 picks a free one' },
+  h2cPort: {
+    type: numberType(0, 65535, true),
+    flag: '--h2c-port',
+    help: 'also listen here for HTTP/2 cleartext (prior knowledge): the vLLM and Triton gRPC services and every HTTP API; 0 picks a free one',
+  },
   model: { type: nameType, flag: '--model', help: 'served model name, used when a request names none' },
+  loraLoadMs: { type: millisecondsType, flag: '--lora-load-ms', help: 'ms added to the TTFT of a request to an adapter that is not loaded' },
+  loraUnloadAfterMs: { type: millisecondsType, flag: '--lora-unload-after-ms', help: 'an adapter idle this long is unloaded' },
 } as const satisfies Record<string, Setting<unknown>>;
 
 const BEHAVIOUR_KEYS = Object.keys(BEHAVIOUR_SETTINGS) as (keyof Behaviour)[];
@@ -325,7 +382,7 @@ function describe(value: unknown): string {
 export function resolveSimulatorOptions(options: SimulatorOptions): SimulatorSettings {
   const given = options as Record<string, unknown>;
   const problems = Object.keys(given)
-    .filter((key) => !Object.hasOwn(ALL_SETTINGS, key))
+    .filter((key) => !Object.hasOwn(ALL_SETTINGS, key) && key !== LORAS_KEY)
     .map((key) => `simulator option ${key}: unknown option`);
   function pick<T>(key: string, setting: Setting<T>, fallback: T): T {
     const raw = given[key];
@@ -339,14 +396,45 @@ export function resolveSimulatorOptions(options: SimulatorOptions): SimulatorSet
   const behaviour = Object.freeze(
     Object.fromEntries(BEHAVIOUR_KEYS.map((key) => [key, pick<unknown>(key, BEHAVIOUR_SETTINGS[key], defaults[key])])),
   ) as unknown as Behaviour;
+  const model = pick('model', SERVER_SETTINGS.model, DEFAULT_SETTINGS.model);
   const settings: SimulatorSettings = Object.freeze({
     host: pick('host', SERVER_SETTINGS.host, DEFAULT_SETTINGS.host),
     port: pick('port', SERVER_SETTINGS.port, DEFAULT_SETTINGS.port),
-    model: pick('model', SERVER_SETTINGS.model, DEFAULT_SETTINGS.model),
+    h2cPort: pick<number | undefined>('h2cPort', SERVER_SETTINGS.h2cPort, DEFAULT_SETTINGS.h2cPort),
+    model,
+    loras: lorasOf(given[LORAS_KEY], model, problems),
+    loraLoadMs: pick('loraLoadMs', SERVER_SETTINGS.loraLoadMs, DEFAULT_SETTINGS.loraLoadMs),
+    loraUnloadAfterMs: pick('loraUnloadAfterMs', SERVER_SETTINGS.loraUnloadAfterMs, DEFAULT_SETTINGS.loraUnloadAfterMs),
     behaviour,
   });
   if (problems.length > 0) throw new TokentapError('TOKENTAP_ERR_CONFIG_INVALID', problems);
   return settings;
+}
+
+/** The option (and, as `--lora`, the repeatable flag) that lists the LoRA adapters. */
+const LORAS_KEY = 'loras';
+const LORA_FLAG = '--lora';
+const LORA_EXPECTED = 'name or name=base, each a non-empty printable string of at most 256 characters';
+
+/** `name` (on `model`, the served model) or `name=base`. */
+function loraOf(text: string, model: string): LoraAdapter | undefined {
+  const at = text.indexOf('=');
+  const name = nameType.fromText(at === -1 ? text : text.slice(0, at));
+  const base = at === -1 ? model : nameType.fromText(text.slice(at + 1));
+  return name === undefined || base === undefined ? undefined : { name, base };
+}
+
+function lorasOf(value: unknown, model: string, problems: string[]): readonly LoraAdapter[] {
+  if (value === undefined) return DEFAULT_SETTINGS.loras;
+  const texts = Array.isArray(value) ? (value as unknown[]) : [value];
+  const loras: LoraAdapter[] = [];
+  for (const text of texts) {
+    const lora = typeof text === 'string' ? loraOf(text, model) : undefined;
+    if (lora === undefined) problems.push(`simulator option ${LORAS_KEY}: expected ${LORA_EXPECTED}, got ${describe(text)}`);
+    else if (loras.some((known) => known.name === lora.name)) problems.push(`simulator option ${LORAS_KEY}: adapter ${JSON.stringify(lora.name)} given twice`);
+    else loras.push(lora);
+  }
+  return Object.freeze(loras);
 }
 
 /**
@@ -356,7 +444,7 @@ export function resolveSimulatorOptions(options: SimulatorOptions): SimulatorSet
  * throws TOKENTAP_ERR_USAGE naming each bad flag.
  */
 export function parseSimulatorFlags(argv: string[]): SimulatorOptions {
-  const parseOptions: Record<string, { type: 'string' | 'boolean' }> = {};
+  const parseOptions: Record<string, { type: 'string' | 'boolean'; multiple?: boolean }> = { [LORA_FLAG.slice(2)]: { type: 'string', multiple: true } };
   for (const setting of Object.values(ALL_SETTINGS)) {
     const name = setting.flag.slice(2);
     if (isSwitch(setting.type)) {
@@ -368,7 +456,7 @@ export function parseSimulatorFlags(argv: string[]): SimulatorOptions {
     }
   }
 
-  let values: Record<string, string | boolean | undefined>;
+  let values: Record<string, string | boolean | (string | boolean)[] | undefined>;
   try {
     ({ values } = parseArgs({ args: argv, options: parseOptions, strict: true, allowPositionals: false }));
   } catch (error) {
@@ -396,6 +484,11 @@ export function parseSimulatorFlags(argv: string[]): SimulatorOptions {
       options[key] = value;
     }
   }
+  const loras = values[LORA_FLAG.slice(2)];
+  if (Array.isArray(loras)) {
+    for (const text of loras) if (typeof text !== 'string' || loraOf(text, '') === undefined) problems.push(`${LORA_FLAG}: expected ${LORA_EXPECTED}, got ${JSON.stringify(text)}`);
+    options[LORAS_KEY] = loras;
+  }
   if (problems.length > 0) throw new TokentapError('TOKENTAP_ERR_USAGE', problems);
   return options as SimulatorOptions;
 }
@@ -408,10 +501,11 @@ export function simulatorFlagsHelp(): string {
     const name =
       isSwitch(setting.type) ? `${setting.flag}, --no-${setting.flag.slice(2)}` : `${setting.flag} <value>`;
     const header = headers[key] === undefined ? '' : `; per request: ${headers[key]}`;
-    return `  ${name.padEnd(36)}${setting.help} (default ${String(defaults[key])}${header})`;
+    return `  ${name.padEnd(36)}${setting.help} (default ${defaults[key] === undefined ? 'none' : String(defaults[key])}${header})`;
   });
   return [
     ...rows,
+    `  ${`${LORA_FLAG} <name[=base]>`.padEnd(36)}serve a LoRA adapter on base (default: --model), listed by /v1/models with parent = base; repeatable (default none)`,
     `  ${'(header only)'.padEnd(36)}${SIM_HEADER.fault}: ${faultType.expected}`,
     `  ${''.padEnd(36)}  status answers at once; after n content tokens, reset sends a TCP RST, truncate ends`,
     `  ${''.padEnd(36)}  without a terminal event, stall goes silent, error sends the protocol's error event`,

@@ -40,6 +40,9 @@ export const ENDPOINTS_HELP = [
   '  POST /v2/models/{model}/generate[_stream]    Triton generate extension',
   '  GET  /v1/models, /health                     vLLM model list and health',
   '  GET  /metrics                                vLLM engine series (num_requests_running, kv_cache_usage_perc, ...)',
+  'With --h2c-port, on that port (HTTP/2 cleartext, prior knowledge): every endpoint above, and',
+  '  gRPC /vllm.grpc.engine.VllmEngine/Generate     vLLM gRPC (server streaming)',
+  '  gRPC /inference.GRPCInferenceService/ModelStreamInfer   Triton decoupled streaming',
 ].join('\n');
 
 export interface GenerationRoute {

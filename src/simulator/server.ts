@@ -1,9 +1,13 @@
 import { EventEmitter } from 'node:events';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as createH2cServer, type Http2Server, type Http2ServerRequest, type Http2ServerResponse, type ServerHttp2Session } from 'node:http2';
 import type { AddressInfo } from 'node:net';
 import { TokentapError } from '../errors.js';
 import { planGeneration } from './generation-plan.js';
+import { serveTritonModelStreamInfer, serveVllmGenerate, type GrpcServiceContext } from './grpc-services.js';
+import { GRPC_METHODS } from '../taps/grpc/engine-protos.js';
 import { runGeneration, type GenerationEnd } from './generation-runner.js';
+import { LoraAdapters } from './lora-adapters.js';
 import { VllmServerMetrics } from './vllm-metrics.js';
 import { randomHex } from './openai-protocol.js';
 import { JSON_CONTENT_TYPE, detailBody, modelList } from './openai-wire.js';
@@ -62,6 +66,8 @@ export interface RunningSimulator {
   /** e.g. http://127.0.0.1:8000, with the real port when started on port 0. */
   readonly url: string;
   readonly port: number;
+  /** With `h2cPort`: e.g. http://127.0.0.1:8001, the HTTP/2 cleartext listener (prior knowledge); undefined without. */
+  readonly h2cUrl: string | undefined;
   readonly events: EventEmitter<SimulatorEvents>;
   stats(): SimulatorStats;
   /** Stops listening and closes every open connection, streams included; safe to call again. */
@@ -119,6 +125,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Ru
   let nextSeed = 1;
   let closing = false;
   const engineMetrics = new VllmServerMetrics(settings.model);
+  const loras = new LoraAdapters(settings.loras, settings.loraLoadMs, settings.loraUnloadAfterMs, performance.now());
 
   const finished = (path: string, how: RequestEnd, tokensSent: number): void => {
     const end = how === 'client-closed' && closing ? 'server-closed' : how;
@@ -158,8 +165,10 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Ru
       return;
     }
 
-    const { behaviour } = resolved;
     const { request } = parsed;
+    const loadMs = loras.loadDelayMs(request.model ?? settings.model, startMs);
+    // An unloaded adapter's weights load before its prefill: the first token comes that much later.
+    const behaviour = loadMs === 0 ? resolved.behaviour : { ...resolved.behaviour, ttftMs: resolved.behaviour.ttftMs + loadMs };
     requests += 1;
     inFlight += 1;
     if (behaviour.fault.kind === 'status') {
@@ -181,18 +190,20 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Ru
       },
       params,
     );
+    // A known knee (capacity tests): past it, every new request waits longer for its first token.
+    const ttftMs = behaviour.kneeInFlight > 0 && inFlight > behaviour.kneeInFlight ? behaviour.pastKneeTtftMs : behaviour.ttftMs;
     const plan = planGeneration({
       outputTokens: behaviour.outputTokens,
       maxTokens: request.maxTokens,
       tokensPerChunk: behaviour.tokensPerChunk,
-      ttftMs: behaviour.ttftMs,
+      ttftMs,
       itlMs: behaviour.itlMs,
       jitterMs: behaviour.jitterMs,
       fault: behaviour.fault,
       seed: behaviour.seed ?? nextSeed++,
     });
     engineMetrics.started(request.promptTokens);
-    const reportedPrefillMs = behaviour.enginePrefillMs === 'measured' ? Math.max(0, behaviour.ttftMs - behaviour.engineQueueMs) : behaviour.enginePrefillMs;
+    const reportedPrefillMs = behaviour.enginePrefillMs === 'measured' ? Math.max(0, ttftMs - behaviour.engineQueueMs) : behaviour.enginePrefillMs;
     runGeneration(
       res,
       plan,
@@ -242,40 +253,98 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Ru
       return;
     }
     const created = Math.floor(Date.now() / 1000);
-    sendJson(res, 200, modelList(settings.model, created, `modelperm-${randomHex()}`, MAX_MODEL_LEN));
+    sendJson(res, 200, modelList(settings.model, settings.loras, created, () => `modelperm-${randomHex()}`, MAX_MODEL_LEN));
+  };
+
+  const grpcContext: GrpcServiceContext = {
+    behaviour: settings.behaviour,
+    nextSeed: () => nextSeed++,
+    started: () => {
+      requests += 1;
+      inFlight += 1;
+    },
+    finished,
+  };
+
+  /**
+   * h2c: gRPC calls (content type `application/grpc`) to the two services, everything else to the
+   * HTTP handler through node:http2's compatibility request and response, which the HTTP APIs use
+   * as they use node:http's (generation-runner.ts resets the stream, never the connection).
+   */
+  const handleH2c = (req: Http2ServerRequest, res: Http2ServerResponse): void => {
+    const contentType = req.headers['content-type'];
+    if (contentType !== undefined && /^application\/grpc(?:\+proto)?(?:;|$)/i.test(contentType)) {
+      const path = req.headers[':path'];
+      // The compatibility response sends its own (empty) trailers when the stream wants them;
+      // a gRPC call answers with the raw stream and sends its grpc-status itself.
+      res.stream.removeAllListeners('wantTrailers');
+      if (path === GRPC_METHODS.vllmGenerate) serveVllmGenerate(res.stream, req.headers, grpcContext);
+      else if (path === GRPC_METHODS.tritonModelStreamInfer) serveTritonModelStreamInfer(res.stream, req.headers, grpcContext);
+      else {
+        res.stream.respond({ ':status': 200, 'content-type': 'application/grpc', 'grpc-status': '12', 'grpc-message': 'Method not found' }, { endStream: true });
+        req.resume();
+      }
+      return;
+    }
+    handle(req as unknown as IncomingMessage, res as unknown as ServerResponse);
   };
 
   const server = createServer(
     { noDelay: true, keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS, headersTimeout: HEADERS_TIMEOUT_MS },
     handle,
   );
-  const port = await listen(server, settings);
+  const port = await listen(server, settings, settings.port);
+  const h2c = settings.h2cPort === undefined ? undefined : createH2cServer(handleH2c);
+  const h2cSessions = new Set<ServerHttp2Session>();
+  h2c?.on('session', (session) => {
+    h2cSessions.add(session);
+    session.once('close', () => h2cSessions.delete(session));
+  });
+  let h2cPort: number | undefined;
+  try {
+    if (h2c !== undefined) h2cPort = await listen(h2c, settings, settings.h2cPort as number);
+  } catch (error) {
+    server.close();
+    throw error;
+  }
   let closed: Promise<void> | undefined;
   const host = settings.host.includes(':') ? `[${settings.host}]` : settings.host;
 
   return {
     url: `http://${host}:${port}`,
     port,
+    h2cUrl: h2cPort === undefined ? undefined : `http://${host}:${h2cPort}`,
     events,
     stats: () => ({ requests, clientAborts, inFlight }),
     close: () => {
-      closed ??= new Promise<void>((resolve, reject) => {
-        closing = true;
-        server.close((error) => (error === undefined ? resolve() : reject(error)));
-        server.closeAllConnections();
-      });
+      closed ??= Promise.all([
+        new Promise<void>((resolve, reject) => {
+          closing = true;
+          server.close((error) => (error === undefined ? resolve() : reject(error)));
+          server.closeAllConnections();
+        }),
+        h2c === undefined ? undefined : closeH2c(h2c, h2cSessions),
+      ]).then(() => undefined);
       return closed;
     },
   };
 }
 
-function listen(server: Server, settings: SimulatorSettings): Promise<number> {
+/** Stops listening and destroys every session, streams included (node:http2 has no closeAllConnections). */
+function closeH2c(server: Http2Server, sessions: ReadonlySet<ServerHttp2Session>): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    server.close((error) => (error === undefined ? resolve() : reject(error)));
+    for (const session of sessions) session.destroy();
+  });
+}
+
+function listen(server: Server | Http2Server, settings: SimulatorSettings, port: number): Promise<number> {
   return new Promise((resolve, reject) => {
     const onError = (error: Error): void => {
-      reject(new TokentapError('TOKENTAP_ERR_LISTEN', [`simulator ${settings.host}:${settings.port}: ${error.message}`]));
+      reject(new TokentapError('TOKENTAP_ERR_LISTEN', [`simulator ${settings.host}:${port}: ${error.message}`]));
     };
     server.once('error', onError);
-    server.listen(settings.port, settings.host, () => {
+    server.listen(port, settings.host, () => {
       server.off('error', onError);
       resolve((server.address() as AddressInfo).port);
     });

@@ -1,4 +1,6 @@
 import { createAnthropicSseTap } from './anthropic-sse.js';
+import { GRPC_METHODS } from './grpc/engine-protos.js';
+import { createGrpcStatusTap } from './grpc/grpc-message-tap.js';
 import { createLlamaCppSseTap } from './llamacpp-sse.js';
 import { createOllamaNdjsonTap } from './ollama-ndjson.js';
 import { createOpenAIJsonTap } from './openai-json.js';
@@ -7,7 +9,11 @@ import { createOpenAISseTap } from './openai-sse.js';
 import { RouteTable, type Protocol } from './route-table.js';
 import type { TapFactory } from './tap.js';
 import { createTgiSseTap } from './tgi-sse.js';
+import { createSglangGrpcTap } from './sglang-grpc.js';
+import { createTritonGrpcTap } from './triton-grpc.js';
 import { createTritonSseTap } from './triton-sse.js';
+import { createTrtllmGrpcTap } from './trtllm-grpc.js';
+import { createVllmGrpcTap } from './vllm-grpc.js';
 
 export interface TapChoice {
   readonly create: TapFactory;
@@ -18,6 +24,21 @@ export interface TapChoice {
 const SSE = 'text/event-stream';
 const JSON_TYPE = 'application/json';
 const NDJSON = 'application/x-ndjson';
+
+/**
+ * gRPC responses (`application/grpc`, `application/grpc+proto`): the tap of the method named by the
+ * path (`/package.Service/Method`, from the engines' own protos: grpc/engine-protos.ts), a stream
+ * whose end without a grpc-status is `truncated`; for any other method the outcome of a failure
+ * alone, from its grpc-status.
+ */
+const GRPC_MEDIA_TYPES: ReadonlySet<string> = new Set(['application/grpc', 'application/grpc+proto']);
+const GRPC_TAPS: ReadonlyMap<string, TapChoice> = new Map([
+  [GRPC_METHODS.vllmGenerate, { create: createVllmGrpcTap, streaming: true }],
+  [GRPC_METHODS.sglangGenerate, { create: createSglangGrpcTap, streaming: true }],
+  [GRPC_METHODS.trtllmGenerate, { create: createTrtllmGrpcTap, streaming: true }],
+  [GRPC_METHODS.tritonModelStreamInfer, { create: createTritonGrpcTap, streaming: true }],
+]);
+const GRPC_STATUS_ONLY: TapChoice = { create: createGrpcStatusTap, streaming: false };
 
 const OPENAI_SSE: TapChoice = { create: createOpenAISseTap, streaming: true };
 const OPENAI_JSON: TapChoice = { create: createOpenAIJsonTap, streaming: false };
@@ -50,12 +71,12 @@ export class TapSelector {
   }
 
   /**
-   * The request is on an inference route (any route, `none` included): a generation even when its
-   * answer has no tap (an error, an unobserved protocol). Anything else is a generation only if its
+   * The request is on an inference route (any route, `none` included) or is a gRPC generation
+   * method with a tap: a generation even when its answer has no tap (an error, an unobserved protocol). Anything else is a generation only if its
    * response turns out to be one a tap reads (see select()).
    */
   routed(method: string, path: string): boolean {
-    return this.routes.protocolFor(method, path) !== undefined;
+    return this.routes.protocolFor(method, path) !== undefined || GRPC_TAPS.has(path);
   }
 
   /** The protocol of the route the request is on, `none` included; undefined off the routes. */
@@ -67,6 +88,7 @@ export class TapSelector {
     const protocol = this.routes.protocolFor(method, path);
     if (protocol === 'none' || contentType === undefined) return undefined;
     const mediaType = contentType.split(';', 1)[0]!.trim().toLowerCase();
+    if (GRPC_MEDIA_TYPES.has(mediaType)) return GRPC_TAPS.get(path) ?? GRPC_STATUS_ONLY;
     const routed = protocol === undefined ? undefined : TAPS[protocol][mediaType];
     if (routed !== undefined) return routed;
     if (mediaType === SSE) return OPENAI_SSE;

@@ -12,17 +12,22 @@ export interface Tap {
   write(chunk: Buffer, nowMs: number): void;
   /** The body ended cleanly. */
   end(nowMs: number): void;
-  /** The response's trailers (HTTP/2, before end), or the fields of a response that ended with its head: for taps whose outcome is there (gRPC's `grpc-status`). */
+  /**
+   * The response's trailers (HTTP/2), or for a trailers-only response its headers: the gRPC taps
+   * read `grpc-status` here. Called before end(). Protocols without trailers leave it out.
+   */
   trailers?(trailers: IncomingHttpHeaders, nowMs: number): void;
 }
 
 /**
- * Problems counted per reason, never thrown: the first five a tap finds in the data
+ * Problems counted per reason, never thrown: the first six a tap finds in the data
  * (`data_after_end`: events after the protocol's terminal event, ignored; `implausible_value`: a
- * token count or duration outside its plausible range, dropped: upstream-numbers.ts);
+ * token count or duration outside its plausible range, dropped: upstream-numbers.ts;
+ * `compressed_message`: a gRPC response whose messages are compressed, measured by their arrival
+ * only and never decompressed: grpc/grpc-message-tap.ts);
  * `tap_exception` is the tap itself throwing, counted by the request monitor, which then stops it.
  */
-export type TapProblemReason = 'malformed_event' | 'oversized_event' | 'oversized_body' | 'data_after_end' | 'implausible_value' | 'tap_exception';
+export type TapProblemReason = 'malformed_event' | 'oversized_event' | 'oversized_body' | 'data_after_end' | 'implausible_value' | 'compressed_message' | 'tap_exception';
 
 export interface TapContext {
   readonly timeline: TokenTimeline;

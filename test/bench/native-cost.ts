@@ -51,10 +51,11 @@ function cpuNsPerSample(values: Float64Array, withNative: boolean, rounds: numbe
 /** Prometheus series one (workload, model) pair makes, per histogram and label variant, for each setting. */
 function seriesPerWorkloadModel(buckets: Readonly<Record<HistogramKey, readonly number[]>>): Record<string, number> {
   // e2e carries `outcome` (count the usual two: completed, client_cancelled); token usage input and output;
-  // the two by-concurrency histograms one series per `in_flight` band in use (count one; at most ten).
+  // the two by-concurrency histograms one series per `in_flight` band in use (count one; at most ten);
+  // the adapter cold-start TTFT none (only a LoRA adapter that had a cold start has one).
   const variants: Record<HistogramKey, number> = {
     ttfb: 1, ttft: 1, ttftAnswer: 1, engineTtft: 1, outsideEngineTtft: 1, queueOrOutsideEngineTtft: 1, engineQueue: 1, enginePrefill: 1,
-    itlToken: 1, itlChunk: 1, tpot: 1, e2e: 2, tokenUsage: 2, ttftByConcurrency: 1, itlByConcurrency: 1,
+    itlToken: 1, itlChunk: 1, tpot: 1, e2e: 2, tokenUsage: 2, ttftByConcurrency: 1, itlByConcurrency: 1, adapterColdStartTtft: 0,
   };
   let classic = 0;
   let native = 0;

@@ -6,6 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadSettings, type SloKind, type Workload } from '../../src/config/load.js';
 import { createLogger } from '../../src/log/logger.js';
+import { CAPACITY_ROW_TITLE } from '../../src/render/capacity-panels.js';
 import { dashboardFileText, renderDashboards } from '../../src/render/dashboards.js';
 import { startSidecar, type RunningSidecar } from '../../src/sidecar.js';
 import { startSimulator, type RunningSimulator } from '../../src/simulator/index.js';
@@ -13,6 +14,7 @@ import { allPanels, expandRows, substituteVariables, type DashboardJson, type Da
 import { dcgmFixture, startDcgmExporter } from '../helpers/dcgm-exporter.js';
 import { startPrometheus, type PrometheusServer } from '../helpers/prometheus-server.js';
 import { exchange } from '../helpers/replay-upstream.js';
+import { eventually } from '../helpers/sidecar.js';
 
 /**
  * Every panel query of the rendered dashboards, run against a real Prometheus 2.42 that has
@@ -26,7 +28,9 @@ import { exchange } from '../helpers/replay-upstream.js';
  *   vllm-batch-5b6c7d8e9-k3j4h   a closed port                        (the sidecar counts scrape errors)
  *
  * and the simulator's vLLM-format /metrics once per pod, as each pod's engine container (the
- * engine rows' vllm:* panels).
+ * engine rows' vllm:* panels). A fifth pod, vllm-lora-..., has model discovery on in front of a
+ * simulator that lists a LoRA adapter on its base model, as vLLM does, for the adapter row
+ * (tokentap_model_info, adapter cold starts).
  *
  * Template variables are resolved the way Grafana resolves them: each variable's label_values()
  * query is answered by Prometheus's series API, and All becomes the variable's allValue or the
@@ -42,11 +46,18 @@ const MIG_POD = 'vllm-chat-6c9f7d8b5-m4n2r';
 const UNLABELLED_POD = 'vllm-code-7d4b9c5f6-p2x8z';
 const BROKEN_DCGM_POD = 'vllm-batch-5b6c7d8e9-k3j4h';
 const UNLABELLED_GPU = 'GPU-1a2b3c4d-0000-1111-2222-333344445555';
+const LORA_POD = 'vllm-lora-6f7a8b9c0-q5w6e';
+const BASE_MODEL = 'llama-3.1-8b-instruct';
+const ADAPTER = 'sql-lora';
+/** The LoRA pod's adapter_idle_after; each round of LoRA traffic first waits longer, so its first adapter request is a cold start. */
+const ADAPTER_IDLE_AFTER_MS = 1000;
 /** What Grafana puts for $__rate_interval with a 15 s scrape interval is 1m; the same here. */
 const BUILTINS = { __rate_interval: '1m', __interval: '15s', __range: '1h' };
 
 interface Running {
   simulator: RunningSimulator;
+  loraSimulator: RunningSimulator;
+  loraSidecar: RunningSidecar;
   exporters: Array<Awaited<ReturnType<typeof startDcgmExporter>>>;
   sidecars: Array<{ pod: string; sidecar: RunningSidecar }>;
   prometheus: PrometheusServer;
@@ -68,6 +79,30 @@ async function startPodSidecar(simulatorUrl: string, pod: string, dcgmUrl: strin
   });
   const discard = new Writable({ write: (_chunk, _encoding, callback) => callback() });
   return startSidecar(settings, createLogger('warn', discard));
+}
+
+/** The LoRA pod's sidecar: the example config with model discovery on, no DCGM. */
+async function startLoraSidecar(simulatorUrl: string): Promise<RunningSidecar> {
+  const config = `${readFileSync(EXAMPLE_CONFIG, 'utf8')}\nmodel_discovery:\n  interval: 5m\n  adapter_idle_after: ${ADAPTER_IDLE_AFTER_MS}ms\n`;
+  const settings = loadSettings({
+    flags: { upstream: simulatorUrl, listen: '127.0.0.1:0', adminListen: '127.0.0.1:0', config: EXAMPLE_CONFIG },
+    env: { POD_NAME: LORA_POD, POD_NAMESPACE: NAMESPACE },
+    readFile: () => config,
+  });
+  const discard = new Writable({ write: (_chunk, _encoding, callback) => callback() });
+  return startSidecar(settings, createLogger('warn', discard));
+}
+
+/** After idle, two requests to the adapter (the first a cold start, the second warm) and one to its base model, one after the other. */
+async function loraTraffic(proxyUrl: string): Promise<void> {
+  await new Promise((resolve) => setTimeout(resolve, ADAPTER_IDLE_AFTER_MS + 200));
+  for (const model of [ADAPTER, ADAPTER, BASE_MODEL]) {
+    await exchange(`${proxyUrl}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-sim-ttft-ms': '20', 'x-sim-itl-ms': '5', 'x-sim-output-tokens': '8' },
+      body: JSON.stringify({ model, stream: true, messages: [{ role: 'user', content: 'hello' }] }),
+    });
+  }
 }
 
 /** As vLLM with --enable-per-request-metrics: queue and prefill on the final usage chunk, for the "where TTFT goes" panels. */
@@ -138,6 +173,10 @@ function cancelAfterFirstChunk(url: string, headers: Record<string, string>): Pr
 beforeAll(async () => {
   const simulator = await startSimulator({ port: 0 });
   running.simulator = simulator;
+  running.loraSimulator = await startSimulator({ port: 0, model: BASE_MODEL, loras: [ADAPTER], loraLoadMs: 200, loraUnloadAfterMs: ADAPTER_IDLE_AFTER_MS });
+  running.loraSidecar = await startLoraSidecar(running.loraSimulator.url);
+  const loraSidecar = running.loraSidecar;
+  await eventually('the LoRA pod\'s model discovery', () => loraSidecar.models.servedModels(), (list) => list?.length === 2, 30_000);
   const mapped = await startDcgmExporter({ kind: 'text', body: dcgmFixture('pod-mapped.prom') });
   const mig = await startDcgmExporter({ kind: 'text', body: dcgmFixture('newer-exporter-mig.prom') });
   const unlabelled = await startDcgmExporter({ kind: 'text', body: dcgmFixture('no-pod-labels.prom') });
@@ -156,6 +195,7 @@ beforeAll(async () => {
   running.prometheus = await startPrometheus({
     scrapeTargets: [
       ...running.sidecars.map(({ pod, sidecar }) => ({ url: sidecar.adminUrl, job: `tokentap-${pod}`, labels: { namespace: NAMESPACE, pod } })),
+      { url: running.loraSidecar.adminUrl, job: `tokentap-${LORA_POD}`, labels: { namespace: NAMESPACE, pod: LORA_POD } },
       // The engine container of each pod: the simulator's vLLM-format /metrics, with the pod's target labels.
       ...running.sidecars.map(({ pod }) => ({ url: simulator.url, job: `vllm-${pod}`, labels: { namespace: NAMESPACE, pod } })),
       { url: mapped.url, job: 'dcgm-node-1' },
@@ -165,13 +205,20 @@ beforeAll(async () => {
     ],
   });
   const prometheus = running.prometheus;
-  await prometheus.waitFor('every target up', 'up == 1', (r) => r.length === 11, 60_000);
+  await prometheus.waitFor('every target up', 'up == 1', (r) => r.length === 12, 60_000);
   // A counter's series starts at its first increment, which rate() and increase() cannot see: send
   // traffic, let Prometheus scrape every series, then send more so every rate has an increase.
   for (const { sidecar } of running.sidecars) await traffic(sidecar.proxyUrl);
-  await prometheus.waitFor('the first round of requests scraped', 'count by (pod) (tokentap_requests_total{outcome=~"completed|truncated|client_cancelled"})', (r) => r.length === 4 && r.every((s) => s.value >= 3), 60_000);
+  await loraTraffic(running.loraSidecar.proxyUrl);
+  await prometheus.waitFor('the first round of requests scraped', `count by (pod) (tokentap_requests_total{pod!="${LORA_POD}", outcome=~"completed|truncated|client_cancelled"})`, (r) => r.length === 4 && r.every((s) => s.value >= 3), 60_000);
+  // Every LoRA request's TTFT scraped, not only the cold start counted at its start.
+  const loraTtfts = `sum(gen_ai_server_time_to_first_token_seconds_count{pod="${LORA_POD}"})`;
+  await prometheus.waitFor('the first round of LoRA requests scraped', loraTtfts, (r) => r[0]?.value === 3, 60_000);
   for (const { sidecar } of running.sidecars) await traffic(sidecar.proxyUrl);
-  await prometheus.waitFor('the second round of requests scraped', 'sum by (pod) (increase(tokentap_requests_total[1m])) > 0', (r) => r.length === 4, 60_000);
+  await loraTraffic(running.loraSidecar.proxyUrl);
+  await prometheus.waitFor('the second round of requests scraped', 'sum by (pod) (increase(tokentap_requests_total[1m])) > 0', (r) => r.length === 5, 60_000);
+  await prometheus.waitFor('the second round of LoRA requests scraped', loraTtfts, (r) => r[0]?.value === 6, 60_000);
+  await prometheus.waitFor('two adapter cold starts scraped', `tokentap_adapter_cold_starts_total{pod="${LORA_POD}"}`, (r) => r.length === 1 && r[0]?.value === 2, 60_000);
   await prometheus.waitFor('sidecar GPU gauges of three pods', 'count by (pod) (tokentap_gpu_memory_used_bytes)', (r) => r.length === 3, 60_000);
   await prometheus.waitFor('DCGM scrape errors of the broken pod', 'tokentap_dcgm_scrape_errors_total', (r) => r.some((s) => s.metric.pod === BROKEN_DCGM_POD), 60_000);
 }, 300_000);
@@ -179,6 +226,8 @@ beforeAll(async () => {
 afterAll(async () => {
   await running.prometheus?.stop();
   for (const { sidecar } of running.sidecars ?? []) await sidecar.close();
+  await running.loraSidecar?.close();
+  await running.loraSimulator?.close();
   for (const exporter of running.exporters ?? []) await exporter.close();
   await running.simulator?.close();
   running = {};
@@ -252,6 +301,38 @@ function isUnconfigured(panel: DashboardPanel, target: { legendFormat?: string }
 const GPU_FROM_DCGM = ['GPU memory used and total (DCGM)', 'GPU memory free (DCGM)', 'GPU utilisation (DCGM)'];
 const GPU_FROM_SIDECAR = ['GPU memory used and total (sidecar)', 'GPU utilisation (sidecar)'];
 
+describe('the PromQL of docs/model-discovery.md against a real Prometheus', () => {
+  const page = readFileSync(join(ROOT, 'docs', 'model-discovery.md'), 'utf8');
+  const [byBaseModel, warmBuckets] = [...page.matchAll(/```promql\n([\s\S]*?)```/g)].map((m) => m[1] as string);
+
+  it('groups TTFT by base model: the LoRA pod\'s adapter and base model under the base model', async () => {
+    const result = await (running.prometheus as PrometheusServer).query(byBaseModel as string);
+    expect(result.map((r) => [r.metric.namespace, r.metric.base_model])).toEqual([[NAMESPACE, BASE_MODEL]]);
+    expect(result[0]?.value).toBeGreaterThan(0);
+  }, 60_000);
+
+  it('leaves the warm requests\' TTFT buckets when the cold starts\' are subtracted, and every series without a cold start whole', async () => {
+    const prometheus = running.prometheus as PrometheusServer;
+    // Both at one evaluation time, so the rates are over the same samples.
+    const at = Date.now() / 1000;
+    const warm = await prometheus.query(warmBuckets as string, at);
+    const all = await prometheus.query('rate(gen_ai_server_time_to_first_token_seconds_bucket[5m])', at);
+    expect(warm.length).toBe(all.length);
+    const inf = (samples: typeof all, model: string) => samples.filter((r) => r.metric.gen_ai_request_model === model && r.metric.le === '+Inf');
+    // Two cold and two warm adapter requests over the two rounds: some rate left, less than all.
+    const [warmAdapter] = inf(warm, ADAPTER);
+    const [allAdapter] = inf(all, ADAPTER);
+    expect(warmAdapter?.value).toBeGreaterThan(0);
+    expect(warmAdapter?.value).toBeLessThan(allAdapter?.value ?? 0);
+    // A model without cold starts (the base model, and every pod without discovery) keeps all its requests.
+    const byKey = (samples: typeof all) => new Map(samples.map((r) => [JSON.stringify(r.metric), r.value]));
+    const warmByKey = byKey(warm);
+    const whole = all.filter((r) => r.metric.gen_ai_request_model !== ADAPTER);
+    expect(whole.length).toBeGreaterThan(0);
+    for (const r of whole) expect(warmByKey.get(JSON.stringify(r.metric)), JSON.stringify(r.metric)).toBe(r.value);
+  }, 60_000);
+});
+
 describe.each(dashboards.map((d) => [d.uid, d] as const))('dashboard %s against a real Prometheus', (_uid, dashboard) => {
   const panels = allPanels(dashboard).filter((p) => p.type !== 'row');
 
@@ -259,16 +340,17 @@ describe.each(dashboards.map((d) => [d.uid, d] as const))('dashboard %s against 
     const { options } = await resolveAll(running.prometheus as PrometheusServer, dashboard);
     expect(options.namespace).toEqual([NAMESPACE]);
     expect(options.workload).toEqual(['chat', 'code', 'default', 'rag', 'summarisation']);
-    expect(options.pod).toEqual([BROKEN_DCGM_POD, MIG_POD, MAPPED_POD, UNLABELLED_POD].sort());
-    expect(options.model).toEqual(['llama-3.1-8b-instruct', 'qwen2.5-coder-7b-instruct']);
+    expect(options.pod).toEqual([BROKEN_DCGM_POD, MIG_POD, MAPPED_POD, UNLABELLED_POD, LORA_POD].sort());
+    expect(options.model).toEqual(['llama-3.1-8b-instruct', 'qwen2.5-coder-7b-instruct', ADAPTER]);
   }, 60_000);
 
   it('every panel query parses and returns data with every variable at All, per workload in the repeated rows, except what the workload has not configured', async () => {
     const prometheus = running.prometheus as PrometheusServer;
     const { values, options } = await resolveAll(prometheus, dashboard);
-    const rows = expandRows(dashboard, { workload: options.workload ?? [] });
+    // Capacity and cost reads recording rules and the cost accounting's series: capacity-dashboard.test.ts runs it.
+    const rows = expandRows(dashboard, { workload: options.workload ?? [] }).filter((r) => r.title !== CAPACITY_ROW_TITLE);
     expect(rows.filter((r) => r.repeat !== undefined)).toHaveLength(2 * 5);
-    expect(rows.flatMap((r) => r.panels).length).toBe(13 + 5 * 15);
+    expect(rows.flatMap((r) => r.panels).length).toBe(16 + 5 * 15);
     for (const row of rows) {
       const workload = settings.workloads.find((w) => w.name === row.repeat?.value);
       const scoped = row.repeat === undefined ? values : { ...values, workload: escapeRegex(row.repeat.value) };

@@ -14,6 +14,7 @@ import { histogram, scrape, sumValues, type MetricFamily } from '../helpers/prom
 import { startServeProcess } from '../helpers/serve-process.js';
 import { eventually } from '../helpers/sidecar.js';
 import { requireTool } from '../helpers/required-tools.js';
+import { profileRouteAbsent } from '../helpers/status-page-console.js';
 
 /**
  * The status page in a real browser (Debian's Chromium, headless, driven by playwright-core) against
@@ -82,6 +83,7 @@ async function openPage(viewport: { width: number; height: number }): Promise<{ 
   const problems: string[] = [];
   page.on('pageerror', (error) => problems.push(`page error: ${error.message}`));
   page.on('console', (message) => {
+    if (profileRouteAbsent(message)) return;
     if (message.type() === 'error' || message.type() === 'warning') problems.push(`console ${message.type()}: ${message.text()}`);
   });
   // Any request leaving the admin listener would be an external asset.
@@ -289,6 +291,48 @@ describe('the status page in Chromium, against the demo', () => {
       // Every SLO column of every card, header or label, on screen: Budget left and Burn were cut off.
       expect(await page.locator('article[data-workload="rag"] tr[data-slo="ttft"] [data-field="burn-window"]').isVisible()).toBe(true);
       expect(await page.locator('article[data-workload="rag"] tr[data-slo="ttft"] [data-field="budget-window"]').isVisible()).toBe(true);
+      await page.context().close();
+    }
+  });
+
+  it("shows this pod's capacity at SLO, headroom and pods needed as /status.json says, with the reason for each absent figure, on a laptop and a phone", async () => {
+    for (const viewport of [LAPTOP, PHONE]) {
+      const { page, problems } = await openPage(viewport);
+      const report = await nextUpdate(page);
+      const mix = report.capacity.mix;
+      const figures = page.locator('#capacity-figures');
+      const shown = async (field: string) => {
+        const node = figures.locator(`[data-field="${field}"]`);
+        expect(await node.isVisible(), `${field} at ${viewport.width} px`).toBe(true);
+        return { value: await node.getAttribute('data-value'), text: (await node.textContent()) ?? '' };
+      };
+      const expectFigure = async (field: string, value: number | null, reason: string | undefined) => {
+        const { value: raw, text } = await shown(field);
+        expect(raw, field).toBe(value === null ? 'null' : String(value));
+        // Never a bare dash or "n/a": a figure or why there is none.
+        if (value === null) expect(text, field).toBe(reason);
+        expect(text, field).not.toMatch(/^(\u2013|-|n\/a)?$/);
+      };
+      await expectFigure('capacity-in-flight', mix.capacity_in_flight, mix.absent.capacity_in_flight);
+      await expectFigure('capacity-sustainable-rps', mix.sustainable_rps, mix.absent.sustainable_rps);
+      await expectFigure('capacity-peak-rps', mix.peak_rps, mix.absent.peak_rps);
+      await expectFigure('capacity-headroom', mix.headroom, mix.absent.headroom);
+      await expectFigure('capacity-pods-observed', mix.pods_needed_observed, mix.absent.pods_needed_observed);
+      await expectFigure('capacity-pods-planned', report.capacity.pods_needed_planned, mix.absent.pods_needed_planned);
+      expect((await shown('capacity-peak-in-flight')).value).toBe(String(report.capacity.peak_in_flight));
+      // The demo's traffic keeps several requests in flight at once, and the slow rag ones overlap.
+      expect(report.capacity.peak_in_flight).toBeGreaterThanOrEqual(2);
+      // One row per workload with a TTFT or ITL SLO, in configuration order.
+      const rows = await page.locator('#capacity-body tr[data-workload]').evaluateAll((trs) => trs.map((tr) => tr.getAttribute('data-workload')));
+      expect(rows).toEqual(report.capacity.workloads.map((w) => w.name));
+      expect(rows.length).toBeGreaterThan(0);
+      for (const workload of report.capacity.workloads) {
+        const cell = page.locator(`#capacity-body tr[data-workload="${workload.name}"] [data-field="capacity-in-flight"]`);
+        expect(await cell.getAttribute('data-value')).toBe(workload.capacity_in_flight === null ? 'null' : String(workload.capacity_in_flight));
+        expect(await cell.textContent()).toBe(workload.capacity_in_flight === null ? workload.absent.capacity_in_flight : `${workload.at_least ? 'at least ' : ''}${workload.capacity_in_flight} in flight (band ${workload.capacity_band})`);
+        expect(await cell.isVisible()).toBe(true);
+      }
+      expect(problems).toEqual([]);
       await page.context().close();
     }
   });

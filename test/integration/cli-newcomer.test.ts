@@ -116,7 +116,7 @@ describe('configuration mistakes get a message that says what to do', () => {
 
   it('model_discovery: defaults, and the off switch', () => {
     const on = loadSettings({ flags: {}, env: {} });
-    expect(on.modelDiscovery).toEqual({ paths: ['/v1/models', '/api/tags', '/info'], intervalMs: 300_000, retryMs: 15_000, timeoutMs: 2000 });
+    expect(on.modelDiscovery).toEqual({ paths: ['/v1/models', '/api/tags', '/info'], intervalMs: 300_000, retryMs: 15_000, timeoutMs: 2000, adapterIdleAfterMs: 300_000 });
     const off = loadSettings({ flags: { config: 'x.yaml' }, env: {}, readFile: () => 'model_discovery: { enabled: false }\n' });
     expect(off.modelDiscovery).toBeUndefined();
     const offByEnv = loadSettings({ flags: { config: 'x.yaml' }, env: { TOKENTAP_MODEL_DISCOVERY: 'off' }, readFile: () => 'model_discovery: { enabled: true }\n' });

@@ -2,6 +2,7 @@ import http from 'node:http';
 import http2 from 'node:http2';
 import { afterEach, describe, expect, it } from 'vitest';
 import { splitEvents, vllmStream } from '../helpers/fixtures.js';
+import { encode, grpcFrame } from '../helpers/grpc-frames.js';
 import { h2Request, startH2cReplayUpstream, type H2Script } from '../helpers/h2c-upstream.js';
 import { histogram, scrape, sumValues } from '../helpers/prometheus-text.js';
 import { startReplayUpstream } from '../helpers/replay-upstream.js';
@@ -334,5 +335,17 @@ describe('draining with HTTP/2 clients', () => {
     await report;
     const [line] = await eventually('the request line', () => requestLines(sidecar.logs), (lines) => lines.length === 1);
     expect(line).toMatchObject({ outcome: 'completed' });
+  });
+});
+
+describe('gRPC requests through the wire', () => {
+  it('labels a Triton ModelStreamInfer call with the model its first request message names, the stream still open', async () => {
+    const { sidecar, client, upstream } = await setUp(() => ({ chunks: [], headers: { 'content-type': 'application/grpc' }, trailers: { 'grpc-status': '0' } }));
+    const message = grpcFrame(encode('inference.ModelInferRequest', { model_name: 'ensemble-7b', id: 'one' }));
+    const answer = await h2Request(client, { ':method': 'POST', ':path': '/inference.GRPCInferenceService/ModelStreamInfer', 'content-type': 'application/grpc', te: 'trailers' }, message);
+    expect(answer.trailers).toMatchObject({ 'grpc-status': '0' });
+    expect(upstream.seen[0]?.body.equals(message)).toBe(true);
+    const [line] = await eventually('the request line', () => requestLines(sidecar.logs), (lines) => lines.length === 1);
+    expect(line).toMatchObject({ model: 'ensemble-7b', path: '/inference.GRPCInferenceService/ModelStreamInfer' });
   });
 });

@@ -101,7 +101,7 @@ describe('rendered rules under promtool and amtool', { timeout: PROMTOOL_TEST_TI
     expect(await receiverOf('alertname=KubePodCrashLooping', 'severity=critical')).toBe('platform-team');
   });
 
-  it.each(['burn-rate.promtool.yaml', 'p99-ttft.promtool.yaml', 'traffic-guard.promtool.yaml', 'namespaces.promtool.yaml', 'one-page.promtool.yaml', 'absent-metrics.promtool.yaml'])('pass the promtool unit tests in %s', async (file) => {
+  it.each(['burn-rate.promtool.yaml', 'p99-ttft.promtool.yaml', 'traffic-guard.promtool.yaml', 'namespaces.promtool.yaml', 'one-page.promtool.yaml', 'absent-metrics.promtool.yaml', 'capacity.promtool.yaml'])('pass the promtool unit tests in %s', async (file) => {
     const result = await run('promtool', ['test', 'rules', file], dir);
     expect(result.code, result.output).toBe(0);
     expect(result.output).toContain('SUCCESS');
@@ -177,6 +177,18 @@ describe('rendered rules under promtool and amtool', { timeout: PROMTOOL_TEST_TI
     const result = await testsWith('absent-metrics.promtool.yaml', (rules) => rules.replace('endpoint=~"metrics|"', 'endpoint=~".*"'));
     expect(result.code).not.toBe(0);
     expect(result.output).toContain('endpoint="8000"');
+  });
+
+  it('fail the capacity tests when capacity is the highest held band, above the knee too', async () => {
+    const result = await testsWith('capacity.promtool.yaml', (rules) => rules.replace(/(record: tokentap:capacity_in_flight:slo\n\s+expr: )\|-\n[^\n]+\n[^\n]+\n\s+(max by \(namespace, workload\) \(\(tokentap:capacity_band_held:bool == 1\)[^\n]+\)) unless on[^\n]+/, '$1$2'));
+    expect(result.code).not.toBe(0);
+    expect(result.output).toMatch(/expr: "tokentap:capacity_in_flight:slo", time: 1h,\s+exp:[^\n]*\n\s+got:[^\n]*workload="chat"\} 1\.28E\+02/);
+  });
+
+  it('fail the capacity tests when the headroom ticket also fires on an "at least" capacity', async () => {
+    const result = await testsWith('capacity.promtool.yaml', (rules) => rules.replace('and on (namespace)\n          tokentap:mix_capacity_in_flight_at_least:bool == 0', 'and on (namespace)\n          tokentap:mix_capacity_in_flight_at_least:bool >= 0'));
+    expect(result.code).not.toBe(0);
+    expect(result.output).toContain('namespace="staging"');
   });
 
   it('fail the namespace tests when the rules aggregate by workload alone, as they once did', async () => {

@@ -1,12 +1,13 @@
 import http2 from 'node:http2';
 import type { IncomingHttpHeaders, OutgoingHttpHeaders, ServerHttp2Stream, ClientHttp2Stream } from 'node:http2';
 import type { LimitCounters } from '../../metrics/limit-counters.js';
-import { RequestBodySniffer, type SnifferLimits } from '../request-body-sniffer.js';
+import { modelOf, RequestBodySniffer, type SnifferLimits } from '../request-body-sniffer.js';
 import { RequestMonitor, type MonitorDependencies } from '../request-monitor.js';
 import { UnobservedRequest } from '../unobserved-request.js';
 import { upstreamErrorBody } from '../upstream-error.js';
 import type { IdleSweep, IdleWatched } from '../idle-sweep.js';
 import { DEFAULT_TAP_SELECTOR } from '../../taps/select.js';
+import { grpcRequestModel, grpcRequestNamesModel } from '../../taps/grpc/request-model.js';
 import { endToEndFields, fieldObject, flatFields, upstreamRequestHeaders } from './h2-headers.js';
 import type { UpstreamSessions } from './upstream-sessions.js';
 import type { Http1Leg, Http1Upstream } from './http1-upstream.js';
@@ -83,6 +84,10 @@ export class StreamRelay implements IdleWatched {
   private upstreamPaused = false;
   private upstreamTrailers: IncomingHttpHeaders | undefined;
   private upstreamError: string | undefined;
+  /** A gRPC call whose request names its model (Triton): its first bytes, until the first message is whole (sniffing's cap and budget). */
+  private grpcHead: Buffer[] | undefined;
+  private grpcHeadBytes = 0;
+  private readonly path: string;
   /** Nothing more is relayed: the response ended, or the stream failed. */
   private settled = false;
 
@@ -103,6 +108,8 @@ export class StreamRelay implements IdleWatched {
     } else {
       this.monitor = new UnobservedRequest();
     }
+    this.path = path;
+    if (grpc && context.observe && grpcRequestNamesModel(path.split('?')[0] as string)) this.grpcHead = [];
     const fields = endToEndFields(rawHeaders);
     this.trailersAsked = grpc || /^\s*trailers\s*$/i.test(String(headers.te ?? ''));
     this.monitor.trace(fields);
@@ -179,6 +186,7 @@ export class StreamRelay implements IdleWatched {
   private requestBody(chunk: Buffer): void {
     this.requestActivity++;
     this.sniffer?.push(chunk);
+    if (this.grpcHead !== undefined) this.holdGrpcHead(chunk);
     if (this.replay !== undefined) {
       this.replayBytes += chunk.length;
       if (this.replayBytes > this.context.retryBodyLimitBytes) this.replay = undefined;
@@ -190,9 +198,42 @@ export class StreamRelay implements IdleWatched {
 
   private requestEnd(grpc: boolean): void {
     this.requestEnded = true;
-    if (!grpc) this.monitor.requestBody(this.sniffer?.model());
+    if (!grpc) {
+      const body = this.sniffer?.parsed();
+      this.monitor.requestBody(modelOf(body), body);
+    }
+    else if (this.grpcHead !== undefined) this.grpcModel();
     const upstream = this.upstream;
     if (upstream !== undefined && !upstream.destroyed && !this.client.endAfterHeaders) upstream.end();
+  }
+
+  /**
+   * The first bytes of a gRPC request body whose method names its model, held (against the sniffed
+   * body cap and the held-bytes budget, as a JSON body is) until its first message is whole: a
+   * Triton stream's request side may stay open for the whole call.
+   */
+  private holdGrpcHead(chunk: Buffer): void {
+    const budget = this.context.sniffing.budget;
+    if (this.grpcHeadBytes + chunk.length > this.context.sniffing.maxBytes || !budget.take(chunk.length)) {
+      this.context.counters.tripped(this.grpcHeadBytes + chunk.length > this.context.sniffing.maxBytes ? 'sniffed_body_bytes' : 'held_body_bytes');
+      this.grpcModel();
+      return;
+    }
+    (this.grpcHead as Buffer[]).push(chunk);
+    this.grpcHeadBytes += chunk.length;
+    const first = (this.grpcHead as Buffer[])[0] as Buffer;
+    const head = first.length >= 5 ? first : Buffer.concat(this.grpcHead as Buffer[]);
+    if (head.length >= 5 && this.grpcHeadBytes >= 5 + head.readUInt32BE(1)) this.grpcModel();
+  }
+
+  /** Hands the monitor the model the first message names (undefined if it is not whole), once, and lets go of the bytes. */
+  private grpcModel(): void {
+    const held = this.grpcHead;
+    if (held === undefined) return;
+    this.grpcHead = undefined;
+    this.monitor.requestBody(grpcRequestModel(this.path.split('?')[0] as string, Buffer.concat(held)));
+    this.context.sniffing.budget.give(this.grpcHeadBytes);
+    this.grpcHeadBytes = 0;
   }
 
   private response(headers: IncomingHttpHeaders, flags: number): void {
@@ -341,6 +382,11 @@ export class StreamRelay implements IdleWatched {
     this.settled = true;
     this.context.idleSweep.unwatch(this);
     this.sniffer?.release();
+    if (this.grpcHead !== undefined) {
+      this.grpcHead = undefined;
+      this.context.sniffing.budget.give(this.grpcHeadBytes);
+      this.grpcHeadBytes = 0;
+    }
     this.replay = undefined;
     if (this.upstreamPaused) {
       this.upstreamPaused = false;

@@ -3,7 +3,9 @@ import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ModelDiscovery, type ModelDiscoverySettings } from '../../../src/discovery/model-discovery.js';
+import { ManualClock } from '../../../src/clock/clock.js';
 import { createLogger } from '../../../src/log/logger.js';
+import { AdapterColdStarts } from '../../../src/metrics/adapter-cold-starts.js';
 import { ModelLabels } from '../../../src/metrics/model-labels.js';
 import { eventually } from '../../helpers/sidecar.js';
 
@@ -29,7 +31,7 @@ function discovery(url: URL, overrides: Partial<ModelDiscoverySettings> = {}) {
   const logs: Record<string, unknown>[] = [];
   const sink = new Writable({ write(chunk: Buffer, _e, cb) { for (const l of chunk.toString().split('\n')) if (l) logs.push(JSON.parse(l)); cb(); } });
   const models = new ModelLabels(32);
-  const settings = { paths: ['/v1/models', '/api/tags', '/info'], intervalMs: 300_000, retryMs: 30, timeoutMs: 300, ...overrides };
+  const settings = { paths: ['/v1/models', '/api/tags', '/info'], intervalMs: 300_000, retryMs: 30, timeoutMs: 300, adapterIdleAfterMs: 300_000, ...overrides };
   return { models, logs, discovery: new ModelDiscovery(url, settings, models, createLogger('info', sink)) };
 }
 
@@ -119,7 +121,7 @@ describe('model discovery', () => {
     const logs: Record<string, unknown>[] = [];
     const sink = new Writable({ write(chunk: Buffer, _e, cb) { for (const l of chunk.toString().split('\n')) if (l) logs.push(JSON.parse(l)); cb(); } });
     const models = new ModelLabels(100);
-    const settings = { paths: ['/v1/models'], intervalMs: 300_000, retryMs: 30, timeoutMs: 300 };
+    const settings = { paths: ['/v1/models'], intervalMs: 300_000, retryMs: 30, timeoutMs: 300, adapterIdleAfterMs: 300_000 };
     expect((await new ModelDiscovery(url, settings, models, createLogger('info', sink)).refresh()).ok).toBe(true);
     const line = logs.find((l) => String(l['msg']).startsWith('model discovery: the upstream serves'));
     expect(line).toMatchObject({ listed: 200, skipped: 100, notLogged: 36 });
@@ -144,5 +146,38 @@ describe('model discovery', () => {
     const warnings = d.logs.filter((l) => String(l['msg']).startsWith('model discovery: every model label value'));
     expect(warnings).toHaveLength(11);
     expect(warnings[0]).toMatchObject({ withoutRoom: 32, maxModels: 32 });
+  });
+
+  it('bounds a hostile vLLM-shaped listing: 20,000 adapters, duplicates and a parent cycle give at most max_models base models and tracked adapters', async () => {
+    const data = [
+      { id: 'base', parent: null },
+      { id: 'base', parent: 'lora-0' },
+      { id: 'loop-a', parent: 'loop-b' },
+      { id: 'loop-b', parent: 'loop-a' },
+      ...Array.from({ length: 20_000 }, (_, i) => ({ id: `lora-${i}`, parent: i % 2 === 0 ? 'base' : 'not-listed' })),
+    ];
+    const url = await upstream((_path, res) => json(res, { object: 'list', data }));
+    const d = discovery(url, { paths: ['/v1/models'] });
+    const clock = new ManualClock(0);
+    const coldStarts = new AdapterColdStarts(clock, 1000);
+    const withColdStarts = new ModelDiscovery(url, { paths: ['/v1/models'], intervalMs: 300_000, retryMs: 30, timeoutMs: 2000, adapterIdleAfterMs: 1000 }, d.models, createLogger('silent', new Writable({ write: (_c, _e, cb) => cb() })), coldStarts);
+    expect((await withColdStarts.refresh()).ok).toBe(true);
+    const kept = d.models.servedModels() ?? [];
+    expect(kept).toHaveLength(32);
+    for (let i = 0; i < 40_000; i++) d.models.label(i < 20_000 ? `lora-${i}` : `made-up-${i}`);
+    d.models.label('base');
+    d.models.label('loop-a');
+    const info = new Map(d.models.modelInfo());
+    expect(info.size).toBeLessThanOrEqual(32);
+    expect(info.get('base')).toBe('base');
+    expect(info.get('loop-a')).toBe('other');
+    expect(info.get('lora-0')).toBe('base');
+    expect(info.get('lora-1')).toBe('other');
+    for (const base of info.values()) expect(base === 'other' || kept.includes(base)).toBe(true);
+    // Only listed adapters are tracked: a cold start for lora-0 after idle, never for an unlisted name.
+    clock.advance(1001);
+    expect(coldStarts.requestStarted('lora-0')).toBe(true);
+    expect(coldStarts.requestStarted('lora-40')).toBe(false);
+    expect(coldStarts.requestStarted('base')).toBe(false);
   });
 });

@@ -3,7 +3,8 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { loadSettings, SLO_KINDS, type Settings } from '../../../src/config/load.js';
-import { GPU_METRICS, METRICS } from '../../../src/metrics/definitions.js';
+import { GPU_METRICS, METRICS, MODEL_INFO } from '../../../src/metrics/definitions.js';
+import { COST_SERIES } from '../../../src/render/capacity-panels.js';
 import { dashboardFileText, renderDashboards } from '../../../src/render/dashboards.js';
 import { runbookUrl } from '../../../src/render/alert-links.js';
 import { allPanels, expandRows, substituteVariables, variableReferences, type DashboardJson } from '../../helpers/dashboard-json.js';
@@ -119,6 +120,9 @@ describe('rendered dashboards pass the checks Grafana applies on import', () => 
           if (def.kind === 'histogram') for (const suffix of ['_bucket', '_sum', '_count']) emitted.add(`${def.promName}${suffix}`);
         }
         for (const def of Object.values(GPU_METRICS)) emitted.add(def.promName);
+        emitted.add(MODEL_INFO.promName);
+        // The cost accounting's series (issue 25 items 2-3), read by the Capacity and cost row.
+        for (const name of COST_SERIES) emitted.add(name);
         const exprs = allPanels(json).flatMap((p) => (p.targets ?? []).map((t) => t.expr));
         for (const expr of exprs) {
           for (const [name] of expr.matchAll(/\b(?:tokentap|gen_ai)_[a-z_]+\b(?=\s*[{[(])/g)) expect(emitted.has(name), `${name} in ${expr}`).toBe(true);
@@ -256,6 +260,8 @@ describe('the $workload variable filters the per-workload rows (Grafana row repe
       'Service levels (selected workloads)',
       'Workload chat: SLOs and latency',
       'Workload chat: where the time goes (goodput, TTFT split, capacity, engine)',
+      'LoRA adapters and base models (selected workloads)',
+      'Capacity and cost',
       'GPU of the selected pods (DCGM exporter)',
       'GPU as read by the tokentap sidecar (dcgm.url)',
     ]);
@@ -277,8 +283,8 @@ describe('the $workload variable filters the per-workload rows (Grafana row repe
       }
     }
     expect(checked).toBeGreaterThan(40);
-    // One row per workload, not 13 rows and 98 panels whatever the selection.
-    expect(rows.flatMap((r) => r.panels)).toHaveLength(28);
+    // One row per workload, not 14 rows and 101 panels whatever the selection; and the 9 panels of Capacity and cost.
+    expect(rows.flatMap((r) => r.panels)).toHaveLength(31 + 9);
   });
 
   it('with workload at All, repeats each per-workload row once per workload, in the variable\'s order', () => {

@@ -35,6 +35,7 @@ describe('runbooks', () => {
     const urls = new Set(alerts.map((a) => a.annotations.runbook_url as string));
     expect([...urls].map((url) => url.slice(base.length + 1)).sort()).toEqual(
       [
+        'TokentapCapacityHeadroomLow.md',
         'TokentapErrorBudgetBurn-e2e.md',
         'TokentapErrorBudgetBurn-itl.md',
         'TokentapErrorBudgetBurn-ttft.md',
@@ -50,7 +51,7 @@ describe('runbooks', () => {
     }
   });
 
-  const files = ['TokentapErrorBudgetBurn-ttft', 'TokentapErrorBudgetBurn-itl', 'TokentapErrorBudgetBurn-e2e', 'TokentapTTFTP99OverBudget', 'TokentapWatchdog', 'TokentapMetricsAbsent', 'TokentapTargetDown'];
+  const files = ['TokentapErrorBudgetBurn-ttft', 'TokentapErrorBudgetBurn-itl', 'TokentapErrorBudgetBurn-e2e', 'TokentapTTFTP99OverBudget', 'TokentapWatchdog', 'TokentapMetricsAbsent', 'TokentapTargetDown', 'TokentapCapacityHeadroomLow'];
 
   it.each(files)('%s.md states the meaning, the impact, how to confirm, the likely causes and the mitigations', (name) => {
     const text = readFileSync(join(REPO, 'docs/runbooks', `${name}.md`), 'utf8');

@@ -72,14 +72,33 @@ describe('parseSimulatorFlags', () => {
 
   it('documents every flag it accepts and every header, with defaults', () => {
     const help = simulatorFlagsHelp();
-    const flags = [...help.matchAll(/^ {2}(--[a-z-]+)/gm)].map((match) => match[1]);
-    expect(flags).toEqual(['--host', '--port', '--model', '--ttft-ms', '--itl-ms', '--jitter-ms', '--output-tokens', '--tokens-per-chunk', '--role-prelude', '--usage', '--stamp', '--keep-alive-ms', '--close-after-stream', '--terminator-delay-ms', '--per-request-metrics', '--engine-queue-ms', '--engine-prefill-ms', '--engine-load-ms']);
+    const flags = [...help.matchAll(/^ {2}(--[a-z0-9-]+)/gm)].map((match) => match[1]);
+    expect(flags).toEqual(['--host', '--port', '--h2c-port', '--model', '--lora-load-ms', '--lora-unload-after-ms', '--ttft-ms', '--itl-ms', '--jitter-ms', '--output-tokens', '--tokens-per-chunk', '--role-prelude', '--usage', '--stamp', '--keep-alive-ms', '--close-after-stream', '--terminator-delay-ms', '--per-request-metrics', '--engine-queue-ms', '--engine-prefill-ms', '--engine-load-ms', '--knee-in-flight', '--past-knee-ttft-ms', '--lora']);
     for (const header of Object.values(SIM_HEADER)) expect(help).toContain(header);
     expect(help).toMatch(/--ttft-ms <value> +.*\(default 50; per request: x-sim-ttft-ms\)/);
     expect(help).toContain('--no-role-prelude');
     expect(help).toMatch(/--engine-prefill-ms <value> +.*\(default measured; per request: x-sim-engine-prefill-ms\)/);
     expect(help).toMatch(/--stamp, --no-stamp +.*process\.hrtime\.bigint\(\) ns \(CLOCK_MONOTONIC\).*\(default false; per request: x-sim-stamp\)/);
     expect(help).toContain('error:<n>');
+    expect(help).toMatch(/--h2c-port <value> +.*gRPC.*\(default none\)/);
+  });
+
+  it('reads --h2c-port, 0 included, and refuses one out of range', () => {
+    expect(parseSimulatorFlags(['--h2c-port', '0'])).toEqual({ h2cPort: 0 });
+    expect(parseSimulatorFlags(['--h2c-port', '8001'])).toEqual({ h2cPort: 8001 });
+    expect(problemsOf(() => parseSimulatorFlags(['--h2c-port', '70000']))).toEqual(['--h2c-port: expected an integer from 0 to 65535, got "70000"']);
+  });
+
+  it('reads --lora, repeatable, with or without its base, and the adapter load and unload times', () => {
+    expect(parseSimulatorFlags(['--lora', 'sql-lora', '--lora=chat-lora=other-base', '--lora-load-ms', '800', '--lora-unload-after-ms', '2000'])).toEqual({
+      loras: ['sql-lora', 'chat-lora=other-base'],
+      loraLoadMs: 800,
+      loraUnloadAfterMs: 2000,
+    });
+    expect(problemsOf(() => parseSimulatorFlags(['--lora', '=base', '--lora', 'a=', '--lora', 'ok']))).toEqual([
+      '--lora: expected name or name=base, each a non-empty printable string of at most 256 characters, got "=base"',
+      '--lora: expected name or name=base, each a non-empty printable string of at most 256 characters, got "a="',
+    ]);
   });
 
   it('reads --stamp and --keep-alive-ms', () => {
@@ -103,6 +122,15 @@ describe('startSimulator options', () => {
       'simulator option ttftMs: expected a number from 0 to 3600000, got -1',
       'simulator option model: expected a non-empty printable string of at most 256 characters, got ""',
     ]);
+  });
+
+  it('rejects an adapter given twice or one that is not a name', async () => {
+    await expect(startSimulator({ port: 0, loras: ['a', 'a=b', 'x\u0007'] })).rejects.toMatchObject({
+      problems: [
+        'simulator option loras: adapter "a" given twice',
+        'simulator option loras: expected name or name=base, each a non-empty printable string of at most 256 characters, got "x\\u0007"',
+      ],
+    });
   });
 
   it('reports a port already in use as a listen error', async () => {

@@ -1,0 +1,156 @@
+import { parseArgs } from 'node:util';
+import type { CapacityFigures, CapacityStatus } from '../admin/status-capacity.js';
+import type { StatusReport } from '../admin/status-report.js';
+import { TokentapError } from '../errors.js';
+import type { CliIO } from './main.js';
+
+export const REPORT_USAGE = `Usage: tokentap report [--admin URL]
+
+Prints the capacity at SLO of a running sidecar's pod: capacity band, sustainable requests per
+second, peaks, headroom and pods needed at the observed and the planned peak, per workload and for
+every workload together. Reads URL/status.json, the admin listener's status (the status page's data).
+  reachable:    the report on stdout, exit 0
+  unreachable:  why on stderr, exit 1
+
+Flags:
+  --admin URL   the sidecar's admin listener (default http://127.0.0.1:9464;
+                kubectl -n NS port-forward pod/POD 9464 makes a pod's reachable there)
+  --help        show this text
+`;
+
+const DEFAULT_ADMIN = 'http://127.0.0.1:9464';
+/** A status.json is a few hundred kB with many workloads; anything far larger is not one. */
+const MAX_BODY_BYTES = 8 * 1024 * 1024;
+const TIMEOUT_MS = 10_000;
+
+/**
+ * `tokentap report`: a function of (arguments, streams) returning an exit code, like the other
+ * commands. Everything printed comes from the answer of a process across the network: control
+ * characters are replaced before they reach the terminal, so a workload name or a hostile answer
+ * cannot move the cursor or retitle the window.
+ */
+export async function runReport(argv: readonly string[], io: CliIO): Promise<number> {
+  const admin = parseReportFlags(argv);
+  const url = new URL('status.json', admin.endsWith('/') ? admin : `${admin}/`);
+  let report: StatusReport;
+  try {
+    report = await fetchReport(url);
+  } catch (error) {
+    io.stderr.write(`tokentap report: ${url.href}: ${(error as Error).message}\n`);
+    return 1;
+  }
+  io.stdout.write(formatReport(url.origin, report));
+  return 0;
+}
+
+function parseReportFlags(argv: readonly string[]): string {
+  let admin: string | undefined;
+  try {
+    admin = parseArgs({ args: [...argv], options: { admin: { type: 'string' } }, strict: true, allowPositionals: false }).values.admin;
+  } catch (error) {
+    throw new TokentapError('TOKENTAP_ERR_USAGE', [(error as Error).message]);
+  }
+  const text = admin ?? DEFAULT_ADMIN;
+  let parsed: URL;
+  try {
+    parsed = new URL(text);
+  } catch {
+    throw new TokentapError('TOKENTAP_ERR_USAGE', [`--admin: expected the admin listener's URL such as ${DEFAULT_ADMIN}, got "${text}"`]);
+  }
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') throw new TokentapError('TOKENTAP_ERR_USAGE', [`--admin: expected an http:// or https:// URL, got "${parsed.protocol}"`]);
+  return parsed.href;
+}
+
+async function fetchReport(url: URL): Promise<StatusReport> {
+  let response: Response;
+  try {
+    response = await fetch(url, { headers: { accept: 'application/json' }, signal: AbortSignal.timeout(TIMEOUT_MS) });
+  } catch (error) {
+    const cause = (error as { cause?: { code?: string } }).cause?.code;
+    throw new Error(`no answer (${cause ?? (error as Error).message}): is the sidecar running, and its admin listener reachable here (kubectl port-forward)?`);
+  }
+  if (response.status !== 200) throw new Error(`HTTP ${response.status}: not a tokentap admin listener (it answers /status.json with 200)`);
+  const body = await readBounded(response);
+  let report: Partial<StatusReport>;
+  try {
+    report = JSON.parse(body) as Partial<StatusReport>;
+  } catch {
+    throw new Error('the answer is not JSON: not a tokentap admin listener');
+  }
+  if (typeof report !== 'object' || report === null || typeof report.schema_version !== 'number') throw new Error('the answer is not a tokentap status report');
+  if (report.capacity === undefined) throw new Error(`the sidecar (tokentap ${String(report.version)}) reports no capacity figures: it is older than tokentap report; upgrade it`);
+  return report as StatusReport;
+}
+
+async function readBounded(response: Response): Promise<string> {
+  const reader = (response.body as ReadableStream<Uint8Array>).getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > MAX_BODY_BYTES) {
+      await reader.cancel();
+      throw new Error(`the answer exceeds ${MAX_BODY_BYTES} bytes: not a tokentap status report`);
+    }
+    chunks.push(value);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+/** C0 and C1 controls (ESC, CR, BEL...) as "?": text from the network never steers the terminal. */
+function printable(value: unknown): string {
+  return String(value).replace(/[\u0000-\u001f\u007f-\u009f]/g, '?');
+}
+
+function rate(n: number): string {
+  return `${n < 10 ? n.toFixed(2) : n < 100 ? n.toFixed(1) : n.toFixed(0)} requests/s`;
+}
+
+function percent(r: number): string {
+  return `${(r * 100).toFixed(1)} %`;
+}
+
+function capacityText(f: CapacityFigures): string | null {
+  if (f.capacity_in_flight === null) return null;
+  const knee = f.knee_band === null ? 'no band broke yet' : `knee at band ${printable(f.knee_band)}`;
+  return `${f.at_least ? 'at least ' : ''}${f.capacity_in_flight} in flight (band ${printable(f.capacity_band)}; ${knee})`;
+}
+
+/** `label  value`, or `label  (why it is absent)`. */
+function line(label: string, value: string | null, reason: string | undefined): string {
+  return `  ${label.padEnd(30)}${value ?? `none: ${printable(reason ?? 'not known yet')}`}\n`;
+}
+
+function figureLines(f: CapacityFigures, peakInFlight: number | undefined): string {
+  return [
+    line('capacity at SLO', capacityText(f), f.absent.capacity_in_flight),
+    line('sustainable', f.sustainable_rps === null ? null : `${rate(f.sustainable_rps)} (Little's law: ${f.capacity_in_flight} / ${(f.mean_e2e_s as number).toFixed(2)} s mean e2e)`, f.absent.sustainable_rps),
+    peakInFlight === undefined ? '' : line('peak in flight', `${peakInFlight} since start`, undefined),
+    line('peak rate', f.peak_rps === null ? null : `${rate(f.peak_rps)} (highest 5-minute rate, last hour)`, f.absent.peak_rps),
+    line('headroom', f.headroom === null ? null : `${percent(f.headroom)}${f.at_least ? ' or more' : ''}`, f.absent.headroom),
+    line('pods needed, observed peak', f.pods_needed_observed === null ? null : `${f.pods_needed_observed} for this pod's traffic`, f.absent.pods_needed_observed),
+  ].join('');
+}
+
+export function formatReport(origin: string, report: StatusReport): string {
+  const c: CapacityStatus = report.capacity;
+  let text = `tokentap report: ${printable(origin)} (tokentap ${printable(report.version)}, up ${Math.floor(report.uptime_s)} s)\n\n`;
+  text += `Capacity at SLO of this pod, every workload (bands count from ${c.min_samples_per_band} requests)\n`;
+  text += figureLines(c.mix, c.peak_in_flight);
+  text += line(
+    'pods needed, planned peak',
+    c.pods_needed_planned === null || c.planned_peak_rps === null ? null : `${c.pods_needed_planned} for ${rate(c.planned_peak_rps)}`,
+    c.mix.absent.pods_needed_planned,
+  );
+  for (const w of c.workloads) {
+    text += `\nWorkload ${printable(w.name)}\n`;
+    text += figureLines(w, undefined);
+    const bands = w.bands.map((b) => `${printable(b.band)}: ${b.requests} ${b.verdict === 'too_few' ? 'too few' : b.verdict}`).join(', ');
+    text += line('bands', bands === '' ? null : bands, 'no request with a first token yet');
+  }
+  if (c.workloads.length === 0) text += '\nNo workload has a TTFT or ITL SLO: capacity at SLO needs one to judge the bands by.\n';
+  text += '\nFleet figures (every pod): the recording rules tokentap:mix_* and the dashboard row Capacity and cost. Definitions: docs/capacity-and-cost.md\n';
+  return text;
+}

@@ -1,0 +1,112 @@
+/**
+ * gRPC's message framing over an HTTP/2 stream's DATA (PROTOCOL-HTTP2.md in grpc/grpc,
+ * "Length-Prefixed-Message"): a 1-byte compressed flag, a 4-byte big-endian message length, then
+ * the message. Followed across any split of the bytes: a prefix or a message may end in any chunk.
+ *
+ * Bounds: a message longer than `maxMessageBytes` is never held; its bytes are skipped as they
+ * pass and it is reported once through onOversized (the length is the upstream's claim, up to 4 GiB,
+ * so nothing is allocated from it beyond the cap). A compressed message (flag 1, the stream's
+ * `grpc-encoding` other than identity) is never decompressed, since its decompressed size is
+ * unknown until it is decompressed: it is skipped the same way and reported through onCompressed,
+ * which gives its arrival. A message cut off by the end of the body is reported through onTruncated.
+ *
+ * A message wholly inside one chunk is handed over as a view of that chunk (no copy); one spread
+ * over chunks is gathered into a buffer of its announced length, which the cap bounds. Either is
+ * valid only during the onMessage call.
+ */
+export const MAX_MESSAGE_BYTES = 1 << 20;
+
+const PREFIX_BYTES = 5;
+
+export interface GrpcFrameHandlers {
+  onMessage(message: Buffer): void;
+  onCompressed(): void;
+  onOversized(): void;
+  onTruncated(): void;
+}
+
+export class GrpcFrameDecoder {
+  private readonly handlers: GrpcFrameHandlers;
+  private readonly maxMessageBytes: number;
+  private readonly prefix = Buffer.alloc(PREFIX_BYTES);
+  private prefixFilled = 0;
+  /** Bytes of the current message still to come; 0 while reading a prefix. */
+  private remaining = 0;
+  /** The current message's bytes being gathered; undefined while one is skipped (compressed, oversized). */
+  private gathered: Buffer | undefined;
+  private gatheredLength = 0;
+  /** Inside a message (its prefix was read and it has bytes to come). */
+  private inMessage = false;
+
+  constructor(handlers: GrpcFrameHandlers, maxMessageBytes = MAX_MESSAGE_BYTES) {
+    this.handlers = handlers;
+    this.maxMessageBytes = maxMessageBytes;
+  }
+
+  write(chunk: Buffer): void {
+    let offset = 0;
+    const length = chunk.length;
+    while (offset < length) {
+      if (!this.inMessage) {
+        if (this.prefixFilled === 0 && length - offset >= PREFIX_BYTES) {
+          // The common case: the whole prefix in this chunk.
+          offset = this.startMessage(chunk[offset] as number, chunk.readUInt32BE(offset + 1), chunk, offset + PREFIX_BYTES);
+          continue;
+        }
+        const take = Math.min(PREFIX_BYTES - this.prefixFilled, length - offset);
+        chunk.copy(this.prefix, this.prefixFilled, offset, offset + take);
+        this.prefixFilled += take;
+        offset += take;
+        if (this.prefixFilled < PREFIX_BYTES) return;
+        this.prefixFilled = 0;
+        offset = this.startMessage(this.prefix[0] as number, this.prefix.readUInt32BE(1), chunk, offset);
+        continue;
+      }
+      const take = Math.min(this.remaining, length - offset);
+      if (this.gathered !== undefined) {
+        chunk.copy(this.gathered, this.gatheredLength, offset, offset + take);
+        this.gatheredLength += take;
+      }
+      this.remaining -= take;
+      offset += take;
+      if (this.remaining === 0) this.finishMessage();
+    }
+  }
+
+  /** The body ended: a prefix or message left incomplete was cut off. */
+  end(): void {
+    if (this.inMessage || this.prefixFilled > 0) this.handlers.onTruncated();
+    this.inMessage = false;
+    this.prefixFilled = 0;
+    this.gathered = undefined;
+  }
+
+  /** A prefix was read; the message's bytes start at `offset` of `chunk`. Returns the offset after what it consumed. */
+  private startMessage(flag: number, messageLength: number, chunk: Buffer, offset: number): number {
+    if (flag !== 0) {
+      // Flag 1 is a compressed message; any other value is not gRPC framing but is skipped alike,
+      // as the prefix still says how long the message is.
+      this.handlers.onCompressed();
+    } else if (messageLength > this.maxMessageBytes) {
+      this.handlers.onOversized();
+    } else {
+      if (chunk.length - offset >= messageLength) {
+        this.handlers.onMessage(chunk.subarray(offset, offset + messageLength));
+        return offset + messageLength;
+      }
+      this.gathered = Buffer.allocUnsafe(messageLength);
+      this.gatheredLength = 0;
+    }
+    if (messageLength === 0) return offset;
+    this.inMessage = true;
+    this.remaining = messageLength;
+    return offset;
+  }
+
+  private finishMessage(): void {
+    this.inMessage = false;
+    const gathered = this.gathered;
+    this.gathered = undefined;
+    if (gathered !== undefined) this.handlers.onMessage(gathered);
+  }
+}

@@ -1,0 +1,88 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { main } from '../../src/cli/main.js';
+
+function memoryStream() {
+  let text = '';
+  return { stream: { write: (s: string) => ((text += s), true) } as unknown as NodeJS.WritableStream, text: () => text };
+}
+
+let server: Server | undefined;
+
+afterEach(async () => {
+  await new Promise((resolve) => (server === undefined ? resolve(undefined) : server.close(resolve)));
+  server = undefined;
+});
+
+/** An admin listener on loopback answering every request with `body`. */
+async function answering(body: string | Buffer): Promise<string> {
+  server = createServer((_req, res) => {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(body);
+  });
+  await new Promise<void>((resolve) => server?.listen(0, '127.0.0.1', resolve));
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+async function report(...args: string[]) {
+  const out = memoryStream();
+  const err = memoryStream();
+  const code = await main(['report', ...args], { stdout: out.stream, stderr: err.stream, env: {} });
+  return { code, out: out.text(), err: err.text() };
+}
+
+const FIGURES = { capacity_in_flight: null, capacity_band: null, at_least: false, knee_band: null, mean_e2e_s: null, sustainable_rps: null, peak_rps: null, headroom: null, pods_needed_observed: null };
+
+describe('tokentap report', () => {
+  it('says the sidecar is unreachable, naming the URL, and exits 1', async () => {
+    const closed = await answering('{}');
+    await new Promise((resolve) => server?.close(resolve));
+    server = undefined;
+    const result = await report('--admin', closed);
+    expect(result.code).toBe(1);
+    expect(result.err).toMatch(new RegExp(`^tokentap report: ${closed}/status.json: no answer \\(ECONNREFUSED\\): is the sidecar running`));
+  });
+
+  it('refuses an answer that is not a status report with capacity, saying what it is', async () => {
+    expect((await report('--admin', await answering('<html>'))).err).toContain('the answer is not JSON: not a tokentap admin listener');
+    await new Promise((resolve) => server?.close(resolve));
+    const old = await report('--admin', await answering(JSON.stringify({ schema_version: 1, version: '0.0.9' })));
+    expect(old.code).toBe(1);
+    expect(old.err).toContain('the sidecar (tokentap 0.0.9) reports no capacity figures: it is older than tokentap report; upgrade it');
+  });
+
+  it('stops reading an answer past 8 MiB', async () => {
+    const result = await report('--admin', await answering(Buffer.alloc(9 * 1024 * 1024, 0x20)));
+    expect(result.code).toBe(1);
+    expect(result.err).toContain('the answer exceeds 8388608 bytes');
+  });
+
+  it('prints no control character from the answer: escape sequences in a name or a reason reach the terminal as "?"', async () => {
+    const hostile = {
+      schema_version: 1,
+      version: '1\u001b]0;owned\u0007',
+      uptime_s: 5,
+      capacity: {
+        min_samples_per_band: 100,
+        planned_peak_rps: null,
+        peak_in_flight: 3,
+        pods_needed_planned: null,
+        mix: { ...FIGURES, absent: { capacity_in_flight: 'none\u001b[2J', pods_needed_planned: 'no planned peak' } },
+        workloads: [{ name: 'chat\u001b[31m', bands: [], ...FIGURES, absent: {} }],
+      },
+    };
+    const result = await report('--admin', await answering(JSON.stringify(hostile)));
+    expect(result.code).toBe(0);
+    expect(result.out).not.toMatch(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/);
+    expect(result.out).toContain('(tokentap 1?]0;owned?, up 5 s)');
+    expect(result.out).toContain('\nWorkload chat?[31m\n');
+    expect(result.out).toContain('  capacity at SLO               none: none?[2J\n');
+  });
+
+  it('refuses an --admin that is not an http URL, with the usage exit code', async () => {
+    const result = await report('--admin', 'localhost:9464');
+    expect(result.code).toBe(2);
+    expect(result.err).toContain('--admin: expected an http:// or https:// URL, got "localhost:"');
+  });
+});

@@ -1,0 +1,85 @@
+import { describe, expect, it } from 'vitest';
+import { GrpcFrameDecoder } from '../../../../src/taps/grpc/grpc-frame-decoder.js';
+import { grpcFrame } from '../../../helpers/grpc-frames.js';
+
+/** Everything a decoder reported, in order: delivered messages as hex, the rest by name. */
+function decode(pieces: readonly Buffer[], maxMessageBytes?: number): string[] {
+  const seen: string[] = [];
+  const decoder = new GrpcFrameDecoder(
+    {
+      onMessage: (message) => seen.push(`message ${message.toString('hex')}`),
+      onCompressed: () => seen.push('compressed'),
+      onOversized: () => seen.push('oversized'),
+      onTruncated: () => seen.push('truncated'),
+    },
+    maxMessageBytes,
+  );
+  for (const piece of pieces) decoder.write(piece);
+  decoder.end();
+  return seen;
+}
+
+const bytes = (length: number, seed: number) => Buffer.from(Array.from({ length }, (_, i) => (i * 31 + seed) & 0xff));
+
+describe('gRPC message framing', () => {
+  // Real-shaped: a small chunk, an empty message (a default protobuf), a message of 300 bytes, a compressed one, another small one.
+  const messages = [bytes(12, 1), Buffer.alloc(0), bytes(300, 2)];
+  const stream = Buffer.concat([grpcFrame(messages[0]!), grpcFrame(messages[1]!), grpcFrame(messages[2]!), grpcFrame(bytes(40, 3), true), grpcFrame(bytes(7, 4))]);
+  const expected = ['message ' + messages[0]!.toString('hex'), 'message ', 'message ' + messages[2]!.toString('hex'), 'compressed', 'message ' + bytes(7, 4).toString('hex')];
+
+  it('delivers every message of a stream arriving whole', () => {
+    expect(decode([stream])).toEqual(expected);
+  });
+
+  it('delivers the same messages whichever byte the stream is cut at', () => {
+    for (let cut = 1; cut < stream.length; cut++) {
+      expect(decode([stream.subarray(0, cut), stream.subarray(cut)]), `cut at byte ${cut}`).toEqual(expected);
+    }
+  });
+
+  it('delivers the same messages when the stream is cut at two bytes', () => {
+    for (let first = 1; first < stream.length; first += 7) {
+      for (let second = first + 1; second < stream.length; second++) {
+        const pieces = [stream.subarray(0, first), stream.subarray(first, second), stream.subarray(second)];
+        expect(decode(pieces), `cuts at ${first} and ${second}`).toEqual(expected);
+      }
+    }
+  });
+
+  it('delivers the same messages arriving one byte at a time', () => {
+    expect(decode(Array.from(stream, (byte) => Buffer.from([byte])))).toEqual(expected);
+  });
+
+  it('skips a message over the cap by its length, reports it once, and reads the next one', () => {
+    const stream = Buffer.concat([grpcFrame(bytes(17, 5)), grpcFrame(bytes(16, 6))]);
+    for (let cut = 1; cut < stream.length; cut++) {
+      expect(decode([stream.subarray(0, cut), stream.subarray(cut)], 16), `cut at byte ${cut}`).toEqual(['oversized', 'message ' + bytes(16, 6).toString('hex')]);
+    }
+  });
+
+  it('holds nothing for a length claiming 4 GiB, and reports it oversized and then cut off', () => {
+    const claim = Buffer.from([0, 0xff, 0xff, 0xff, 0xff]);
+    const before = process.memoryUsage().arrayBuffers;
+    expect(decode([claim, bytes(64 * 1024, 7), bytes(64 * 1024, 8)])).toEqual(['oversized', 'truncated']);
+    expect(process.memoryUsage().arrayBuffers - before).toBeLessThan(16 * 1024 * 1024);
+  });
+
+  it('reports a message cut off by the end of the body, in its prefix or in its bytes', () => {
+    const frame = grpcFrame(bytes(20, 9));
+    expect(decode([frame.subarray(0, 3)])).toEqual(['truncated']);
+    expect(decode([frame.subarray(0, 10)])).toEqual(['truncated']);
+    expect(decode([Buffer.concat([frame, frame.subarray(0, 1)])])).toEqual(['message ' + bytes(20, 9).toString('hex'), 'truncated']);
+  });
+
+  it('reports nothing for an empty body, and no cut for skipped empty messages at its end', () => {
+    expect(decode([])).toEqual([]);
+    expect(decode([Buffer.concat([grpcFrame(Buffer.alloc(0), true)])])).toEqual(['compressed']);
+    expect(decode([grpcFrame(bytes(3, 1))], 2)).toEqual(['oversized']);
+  });
+
+  it('skips a message whose flag is neither 0 nor 1 as it skips a compressed one', () => {
+    const odd = grpcFrame(bytes(3, 1));
+    odd[0] = 0x80;
+    expect(decode([Buffer.concat([odd, grpcFrame(bytes(2, 2))])])).toEqual(['compressed', 'message ' + bytes(2, 2).toString('hex')]);
+  });
+});
