@@ -150,7 +150,7 @@ describe('capacity at SLO of this pod', () => {
     expect(mix.absent).toEqual({ peak_rps: 'no 5-minute rate yet: the first trend point is taken a minute after start', pods_needed_observed: 'no 5-minute rate yet: the first trend point is taken a minute after start' });
   });
 
-  it('gives the mix no capacity when a workload broke at or below the others\' capacity with no counted band beneath its knee (demo reproduction: summarisation broke at 3-4, chat held there, and the mix said "at least 4")', () => {
+  it('gives the mix no capacity when a workload broke at or below the others\' capacity with no counted band beneath its knee (demo reproduction: chat and code broke at 3-4, rag held there, and the mix said "at least 4")', () => {
     const demo = new Map([
       ['chat', (() => {
         const counts = emptyWorkloadCounts();
