@@ -263,3 +263,44 @@ describe('fields HTTP/1.1 cannot carry', () => {
     expect((await h2Request(session, { ':path': '/v1/models' })).head[':status']).toBe(200);
   });
 });
+
+describe('a client that opens a stream and never sends its body', () => {
+  it('answers 408 after request_body_idle_timeout (outcome client_error, counted request_body_idle_timeout), not a 504 blaming the upstream after upstream_idle_timeout', async () => {
+    const { upstream, sidecar } = await setUp('upstream_idle_timeout: 60s\nlimits:\n  request_body_idle_timeout: 400ms\n');
+    const session = http2.connect(sidecar.proxyUrl);
+    session.on('error', () => {});
+    cleanups.push(() => {
+      session.destroy();
+    });
+    // HEADERS without END_STREAM, then nothing: the upstream (which answers at the body's end) waits for the client.
+    const stream = session.request({ ':method': 'POST', ':path': '/v1/completions', 'content-type': 'application/json' }, { endStream: false });
+    stream.on('error', () => {});
+    const status = await new Promise<number>((resolve) => stream.once('response', (headers) => resolve(Number(headers[':status']))));
+    expect(status).toBe(408);
+    const line = await eventually('the request line', () => sidecar.logs.find((l) => l.outcome !== undefined), (l) => l !== undefined, 10_000);
+    expect(line).toMatchObject({ outcome: 'client_error', status: 408 });
+    expect(await limitCount(sidecar.adminUrl, 'request_body_idle_timeout')).toBe(1);
+    await eventually('the upstream stream cancelled', () => upstream.streams, (n) => n === 1);
+    await stillServes(sidecar.proxyUrl);
+  });
+
+  it('lets a streaming gRPC call whose request side stays open after its first message wait for its answer past request_body_idle_timeout', async () => {
+    const { sidecar } = await setUp('limits:\n  request_body_idle_timeout: 200ms\n', () => ({ chunks: [Buffer.from('x')] }));
+    const session = http2.connect(sidecar.proxyUrl);
+    session.on('error', () => {});
+    cleanups.push(() => {
+      session.destroy();
+    });
+    const stream = session.request({ ':method': 'POST', ':path': '/pkg.Svc/Stream', 'content-type': 'application/grpc', te: 'trailers' }, { endStream: false });
+    stream.on('error', () => {});
+    stream.write(Buffer.from([0, 0, 0, 0, 0]));
+    const outcome = await Promise.race([
+      new Promise<string>((resolve) => stream.once('response', (headers) => resolve(`status ${headers[':status']}`))),
+      new Promise<string>((resolve) => setTimeout(() => resolve('still open'), 1_200)),
+    ]);
+    expect(outcome).toBe('still open');
+    stream.end();
+    const status = await new Promise<number>((resolve) => stream.once('response', (headers) => resolve(Number(headers[':status']))));
+    expect(status).toBe(200);
+  });
+});
