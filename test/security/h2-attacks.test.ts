@@ -304,3 +304,32 @@ describe('a client that opens a stream and never sends its body', () => {
     expect(status).toBe(200);
   });
 });
+
+describe('an h2c upstream that stops taking a request body', () => {
+  it('answers 504 after upstream_idle_timeout (outcome timeout): its silence is not the client`s, however long request_body_idle_timeout is', async () => {
+    const stalledServer = http2.createServer();
+    stalledServer.on('stream', (stream) => {
+      stream.on('error', () => {});
+      // Never read: node:http2 stops opening the window of a paused stream.
+      stream.pause();
+    });
+    await new Promise<void>((resolve) => stalledServer.listen(0, '127.0.0.1', resolve));
+    cleanups.push(() => new Promise<void>((resolve) => stalledServer.close(() => resolve())));
+    const upstreamUrl = `http://127.0.0.1:${(stalledServer.address() as { port: number }).port}`;
+    const sidecar = await startTestSidecar(upstreamUrl, 'upstream_protocol: h2c\nupstream_idle_timeout: 600ms\nlimits:\n  request_body_idle_timeout: 60s\n');
+    cleanups.push(() => sidecar.close());
+    const session = http2.connect(sidecar.proxyUrl);
+    session.on('error', () => {});
+    cleanups.push(() => {
+      session.destroy();
+    });
+    const upload = session.request({ ':method': 'POST', ':path': '/upload' });
+    upload.on('error', () => {});
+    const status = new Promise<number>((resolve) => upload.once('response', (headers) => resolve(Number(headers[':status']))));
+    // Far more than the windows on the way hold: the upload blocks, and keeps offering.
+    for (let i = 0; i < 64; i++) upload.write(Buffer.alloc(16 * 1024, 0x63));
+    expect(await status).toBe(504);
+    const line = await eventually('the request line', () => sidecar.logs.find((l) => l.msg === 'request'), (l) => l !== undefined, 10_000);
+    expect(line).toMatchObject({ outcome: 'timeout', status: 504 });
+  });
+});

@@ -150,11 +150,13 @@ export class StreamRelay implements IdleWatched {
    * The upstream's silence is the client's doing: the request body has not ended and no answer has
    * begun (a request is answered after its body). A gRPC call's request side may stay open for the
    * whole call (Triton's ModelStreamInfer), so there only until its first byte: after it, the
-   * upstream is working. Not timed as the upstream's silence (upstream_idle_timeout) but as the
-   * client's (request_body_idle_timeout), as the HTTP/1.1 relay times a body that stops arriving.
+   * upstream is working. Not while reading is stopped because the upstream takes no more of the
+   * body (its window is closed): that silence is the upstream's. Not timed as the upstream's
+   * silence (upstream_idle_timeout) but as the client's (request_body_idle_timeout), as the
+   * HTTP/1.1 relay times a body that stops arriving.
    */
   get waitingForClient(): boolean {
-    return !this.requestEnded && !this.responseStarted && (!this.grpc || this.requestActivity === 0);
+    return !this.requestEnded && !this.responseStarted && (!this.grpc || this.requestActivity === 0) && !this.client.isPaused();
   }
 
   private watchRequestBody(): void {
@@ -164,9 +166,9 @@ export class StreamRelay implements IdleWatched {
       get requestActivity() {
         return relay.requestActivity;
       },
-      // Not the client's silence: the upstream is working, or tokentap stopped reading (upstream backpressure).
+      // Not the client's silence: the upstream is working, or takes no more of the body.
       get waitingForClient() {
-        return !relay.waitingForClient || relay.client.isPaused();
+        return !relay.waitingForClient;
       },
       upstreamTimeout: () => this.requestBodyTimeout(),
     };
