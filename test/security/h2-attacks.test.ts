@@ -333,3 +333,40 @@ describe('an h2c upstream that stops taking a request body', () => {
     expect(line).toMatchObject({ outcome: 'timeout', status: 504 });
   });
 });
+
+describe('an h2c upstream whose response head is too large', () => {
+  it.each([
+    ['one 200,000-byte field', { 'x-big': 'a'.repeat(200_000) }],
+    ['300 fields', Object.fromEntries(Array.from({ length: 300 }, (_, i) => [`x-h${i}`, 'v']))],
+  ])('answers 502 upstream_error naming the upstream for %s, holding none of it, and the sidecar goes on', async (_what, headers) => {
+    const { upstream, sidecar } = await setUp('', () => ({ chunks: [Buffer.from('ok')], headers }));
+    const session = http2.connect(sidecar.proxyUrl);
+    session.on('error', () => {});
+    cleanups.push(() => {
+      session.destroy();
+    });
+    const answer = await h2Request(session, { ':path': '/v1/models' });
+    expect(answer.head[':status']).toBe(502);
+    expect(Object.keys(answer.head).some((name) => name.startsWith('x-'))).toBe(false);
+    expect(answer.body.toString()).toContain(`upstream ${new URL(upstream.url).host} failed`);
+    const line = await eventually('the request line', () => sidecar.logs.find((l) => l.msg === 'request'), (l) => l !== undefined);
+    expect(line).toMatchObject({ outcome: 'upstream_error', status: 502 });
+    await stillServes(sidecar.proxyUrl);
+  });
+});
+
+describe('secrets in HTTP/2 requests', () => {
+  it('logs no authorization, API key or cookie value of an HTTP/2 request, whether it is answered or refused', async () => {
+    const { sidecar } = await setUp('', () => ({ chunks: [Buffer.from('{}')], headers: { 'content-type': 'application/json' }, ending: 'reset' }));
+    const session = http2.connect(sidecar.proxyUrl);
+    session.on('error', () => {});
+    cleanups.push(() => {
+      session.destroy();
+    });
+    const secrets = { authorization: 'Bearer sk-h2-secret-1', 'x-api-key': 'h2-secret-2', cookie: 'session=h2-secret-3' };
+    await h2Request(session, { ':path': '/v1/models', ...secrets }).catch(() => undefined);
+    await h2Request(session, { ':method': 'POST', ':path': '/pkg.Svc/Call', 'content-type': 'application/grpc', te: 'trailers', ...secrets }, Buffer.from([0, 0, 0, 0, 0])).catch(() => undefined);
+    await eventually('both request lines', () => sidecar.logs.filter((l) => l.msg === 'request'), (lines) => lines.length === 2);
+    expect(JSON.stringify(sidecar.logs)).not.toMatch(/h2-secret/);
+  });
+});
