@@ -284,6 +284,16 @@ describe('a client that opens a stream and never sends its body', () => {
     await stillServes(sidecar.proxyUrl);
   });
 
+  it('closes that stream with RST_STREAM(NO_ERROR) after the complete 408 (RFC 9113 section 8.1), so it does not stay open on the session', async () => {
+    const { sidecar } = await setUp('limits:\n  request_body_idle_timeout: 300ms\n');
+    const client = await raw(sidecar.proxyUrl);
+    client.write(frame(FRAME.HEADERS, FLAG.END_HEADERS, 1, getRequestBlock('/v1/completions')));
+    const resets = await eventually('the stream reset', () => client.frames().filter((f) => f.type === FRAME.RST_STREAM && f.streamId === 1), (f) => f.length > 0, 10_000);
+    expect(resets.map((f) => f.payload.readUInt32BE(0))).toEqual([http2.constants.NGHTTP2_NO_ERROR]);
+    const ends = client.frames().filter((f) => f.streamId === 1 && (f.flags & FLAG.END_STREAM) !== 0);
+    expect(ends).toHaveLength(1);
+  });
+
   it('lets a streaming gRPC call whose request side stays open after its first message wait for its answer past request_body_idle_timeout', async () => {
     const { sidecar } = await setUp('limits:\n  request_body_idle_timeout: 200ms\n', () => ({ chunks: [Buffer.from('x')] }));
     const session = http2.connect(sidecar.proxyUrl);
