@@ -99,6 +99,8 @@ export class ProxyServer extends net.Server {
         upstreamHttp2,
         upstreamAddress,
         idleSweep,
+        requestBodyIdleSweep: new IdleSweep(limits.requestBodyIdleTimeoutMs),
+        requestBodyIdleTimeoutMs: limits.requestBodyIdleTimeoutMs,
         observe: options.observe !== false,
         monitor: options.monitor,
         sniffing,

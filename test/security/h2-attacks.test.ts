@@ -263,3 +263,120 @@ describe('fields HTTP/1.1 cannot carry', () => {
     expect((await h2Request(session, { ':path': '/v1/models' })).head[':status']).toBe(200);
   });
 });
+
+describe('a client that opens a stream and never sends its body', () => {
+  it('answers 408 after request_body_idle_timeout (outcome client_error, counted request_body_idle_timeout), not a 504 blaming the upstream after upstream_idle_timeout', async () => {
+    const { upstream, sidecar } = await setUp('upstream_idle_timeout: 60s\nlimits:\n  request_body_idle_timeout: 400ms\n');
+    const session = http2.connect(sidecar.proxyUrl);
+    session.on('error', () => {});
+    cleanups.push(() => {
+      session.destroy();
+    });
+    // HEADERS without END_STREAM, then nothing: the upstream (which answers at the body's end) waits for the client.
+    const stream = session.request({ ':method': 'POST', ':path': '/v1/completions', 'content-type': 'application/json' }, { endStream: false });
+    stream.on('error', () => {});
+    const status = await new Promise<number>((resolve) => stream.once('response', (headers) => resolve(Number(headers[':status']))));
+    expect(status).toBe(408);
+    const line = await eventually('the request line', () => sidecar.logs.find((l) => l.outcome !== undefined), (l) => l !== undefined, 10_000);
+    expect(line).toMatchObject({ outcome: 'client_error', status: 408 });
+    expect(await limitCount(sidecar.adminUrl, 'request_body_idle_timeout')).toBe(1);
+    await eventually('the upstream stream cancelled', () => upstream.streams, (n) => n === 1);
+    await stillServes(sidecar.proxyUrl);
+  });
+
+  it('closes that stream with RST_STREAM(NO_ERROR) after the complete 408 (RFC 9113 section 8.1), so it does not stay open on the session', async () => {
+    const { sidecar } = await setUp('limits:\n  request_body_idle_timeout: 300ms\n');
+    const client = await raw(sidecar.proxyUrl);
+    client.write(frame(FRAME.HEADERS, FLAG.END_HEADERS, 1, getRequestBlock('/v1/completions')));
+    const resets = await eventually('the stream reset', () => client.frames().filter((f) => f.type === FRAME.RST_STREAM && f.streamId === 1), (f) => f.length > 0, 10_000);
+    expect(resets.map((f) => f.payload.readUInt32BE(0))).toEqual([http2.constants.NGHTTP2_NO_ERROR]);
+    const ends = client.frames().filter((f) => f.streamId === 1 && (f.flags & FLAG.END_STREAM) !== 0);
+    expect(ends).toHaveLength(1);
+  });
+
+  it('lets a streaming gRPC call whose request side stays open after its first message wait for its answer past request_body_idle_timeout', async () => {
+    const { sidecar } = await setUp('limits:\n  request_body_idle_timeout: 200ms\n', () => ({ chunks: [Buffer.from('x')] }));
+    const session = http2.connect(sidecar.proxyUrl);
+    session.on('error', () => {});
+    cleanups.push(() => {
+      session.destroy();
+    });
+    const stream = session.request({ ':method': 'POST', ':path': '/pkg.Svc/Stream', 'content-type': 'application/grpc', te: 'trailers' }, { endStream: false });
+    stream.on('error', () => {});
+    stream.write(Buffer.from([0, 0, 0, 0, 0]));
+    const outcome = await Promise.race([
+      new Promise<string>((resolve) => stream.once('response', (headers) => resolve(`status ${headers[':status']}`))),
+      new Promise<string>((resolve) => setTimeout(() => resolve('still open'), 1_200)),
+    ]);
+    expect(outcome).toBe('still open');
+    stream.end();
+    const status = await new Promise<number>((resolve) => stream.once('response', (headers) => resolve(Number(headers[':status']))));
+    expect(status).toBe(200);
+  });
+});
+
+describe('an h2c upstream that stops taking a request body', () => {
+  it('answers 504 after upstream_idle_timeout (outcome timeout): its silence is not the client`s, however long request_body_idle_timeout is', async () => {
+    const stalledServer = http2.createServer();
+    stalledServer.on('stream', (stream) => {
+      stream.on('error', () => {});
+      // Never read: node:http2 stops opening the window of a paused stream.
+      stream.pause();
+    });
+    await new Promise<void>((resolve) => stalledServer.listen(0, '127.0.0.1', resolve));
+    cleanups.push(() => new Promise<void>((resolve) => stalledServer.close(() => resolve())));
+    const upstreamUrl = `http://127.0.0.1:${(stalledServer.address() as { port: number }).port}`;
+    const sidecar = await startTestSidecar(upstreamUrl, 'upstream_protocol: h2c\nupstream_idle_timeout: 600ms\nlimits:\n  request_body_idle_timeout: 60s\n');
+    cleanups.push(() => sidecar.close());
+    const session = http2.connect(sidecar.proxyUrl);
+    session.on('error', () => {});
+    cleanups.push(() => {
+      session.destroy();
+    });
+    const upload = session.request({ ':method': 'POST', ':path': '/upload' });
+    upload.on('error', () => {});
+    const status = new Promise<number>((resolve) => upload.once('response', (headers) => resolve(Number(headers[':status']))));
+    // Far more than the windows on the way hold: the upload blocks, and keeps offering.
+    for (let i = 0; i < 64; i++) upload.write(Buffer.alloc(16 * 1024, 0x63));
+    expect(await status).toBe(504);
+    const line = await eventually('the request line', () => sidecar.logs.find((l) => l.msg === 'request'), (l) => l !== undefined, 10_000);
+    expect(line).toMatchObject({ outcome: 'timeout', status: 504 });
+  });
+});
+
+describe('an h2c upstream whose response head is too large', () => {
+  it.each([
+    ['one 200,000-byte field', { 'x-big': 'a'.repeat(200_000) }],
+    ['300 fields', Object.fromEntries(Array.from({ length: 300 }, (_, i) => [`x-h${i}`, 'v']))],
+  ])('answers 502 upstream_error naming the upstream for %s, holding none of it, and the sidecar goes on', async (_what, headers) => {
+    const { upstream, sidecar } = await setUp('', () => ({ chunks: [Buffer.from('ok')], headers }));
+    const session = http2.connect(sidecar.proxyUrl);
+    session.on('error', () => {});
+    cleanups.push(() => {
+      session.destroy();
+    });
+    const answer = await h2Request(session, { ':path': '/v1/models' });
+    expect(answer.head[':status']).toBe(502);
+    expect(Object.keys(answer.head).some((name) => name.startsWith('x-'))).toBe(false);
+    expect(answer.body.toString()).toContain(`upstream ${new URL(upstream.url).host} failed`);
+    const line = await eventually('the request line', () => sidecar.logs.find((l) => l.msg === 'request'), (l) => l !== undefined);
+    expect(line).toMatchObject({ outcome: 'upstream_error', status: 502 });
+    await stillServes(sidecar.proxyUrl);
+  });
+});
+
+describe('secrets in HTTP/2 requests', () => {
+  it('logs no authorization, API key or cookie value of an HTTP/2 request, whether it is answered or refused', async () => {
+    const { sidecar } = await setUp('', () => ({ chunks: [Buffer.from('{}')], headers: { 'content-type': 'application/json' }, ending: 'reset' }));
+    const session = http2.connect(sidecar.proxyUrl);
+    session.on('error', () => {});
+    cleanups.push(() => {
+      session.destroy();
+    });
+    const secrets = { authorization: 'Bearer sk-h2-secret-1', 'x-api-key': 'h2-secret-2', cookie: 'session=h2-secret-3' };
+    await h2Request(session, { ':path': '/v1/models', ...secrets }).catch(() => undefined);
+    await h2Request(session, { ':method': 'POST', ':path': '/pkg.Svc/Call', 'content-type': 'application/grpc', te: 'trailers', ...secrets }, Buffer.from([0, 0, 0, 0, 0])).catch(() => undefined);
+    await eventually('both request lines', () => sidecar.logs.filter((l) => l.msg === 'request'), (lines) => lines.length === 2);
+    expect(JSON.stringify(sidecar.logs)).not.toMatch(/h2-secret/);
+  });
+});

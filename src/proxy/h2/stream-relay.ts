@@ -37,6 +37,9 @@ export interface StreamRelayContext {
   /** host:port, named in every failure reported to the client and in the log line. */
   readonly upstreamAddress: string;
   readonly idleSweep: IdleSweep;
+  /** Times the client's silence on a request body the upstream waits for (limits.request_body_idle_timeout). */
+  readonly requestBodyIdleSweep: IdleSweep;
+  readonly requestBodyIdleTimeoutMs: number;
   readonly observe: boolean;
   readonly monitor: MonitorDependencies;
   readonly sniffing: SnifferLimits;
@@ -75,6 +78,9 @@ export class StreamRelay implements IdleWatched {
   private readonly sniffer: RequestBodySniffer | undefined;
   private readonly upstreamHeaders: OutgoingHttpHeaders;
   private readonly trailersAsked: boolean;
+  private readonly grpc: boolean;
+  /** Watches the client's request body for limits.request_body_idle_timeout while the upstream waits for it. */
+  private bodyWatch: IdleWatched | undefined;
   private upstream: UpstreamStream | undefined;
   private replay: Buffer[] | undefined = [];
   private replayBytes = 0;
@@ -109,6 +115,7 @@ export class StreamRelay implements IdleWatched {
       this.monitor = new UnobservedRequest();
     }
     this.path = path;
+    this.grpc = grpc;
     if (grpc && context.observe && grpcRequestNamesModel(path.split('?')[0] as string)) this.grpcHead = [];
     const fields = endToEndFields(rawHeaders);
     this.trailersAsked = grpc || /^\s*trailers\s*$/i.test(String(headers.te ?? ''));
@@ -135,7 +142,44 @@ export class StreamRelay implements IdleWatched {
       return;
     }
     context.idleSweep.watch(this);
+    if (!client.endAfterHeaders) this.watchRequestBody();
     this.open();
+  }
+
+  /**
+   * The upstream's silence is the client's doing: the request body has not ended and no answer has
+   * begun (a request is answered after its body). A gRPC call's request side may stay open for the
+   * whole call (Triton's ModelStreamInfer), so there only until its first byte: after it, the
+   * upstream is working. Not while reading is stopped because the upstream takes no more of the
+   * body (its window is closed): that silence is the upstream's. Not timed as the upstream's
+   * silence (upstream_idle_timeout) but as the client's (request_body_idle_timeout), as the
+   * HTTP/1.1 relay times a body that stops arriving.
+   */
+  get waitingForClient(): boolean {
+    return !this.requestEnded && !this.responseStarted && (!this.grpc || this.requestActivity === 0) && !this.client.isPaused();
+  }
+
+  private watchRequestBody(): void {
+    const relay = this;
+    this.bodyWatch = {
+      upstreamActivity: 0,
+      get requestActivity() {
+        return relay.requestActivity;
+      },
+      // Not the client's silence: the upstream is working, or takes no more of the body.
+      get waitingForClient() {
+        return !relay.waitingForClient;
+      },
+      upstreamTimeout: () => this.requestBodyTimeout(),
+    };
+    this.context.requestBodyIdleSweep.watch(this.bodyWatch);
+  }
+
+  /** No byte of the request body came for limits.request_body_idle_timeout while the upstream waited for it. */
+  private requestBodyTimeout(): void {
+    if (this.settled) return;
+    this.context.counters.tripped('request_body_idle_timeout');
+    this.answer(408, 'client_error', `the client sent no request body bytes for ${this.context.requestBodyIdleTimeoutMs} ms (limits.request_body_idle_timeout)`);
   }
 
   /** Cut from outside (the connection was cut, or the process is shutting down): recorded, the upstream stream cancelled. */
@@ -198,6 +242,7 @@ export class StreamRelay implements IdleWatched {
 
   private requestEnd(grpc: boolean): void {
     this.requestEnded = true;
+    if (this.bodyWatch !== undefined) this.context.requestBodyIdleSweep.unwatch(this.bodyWatch);
     if (!grpc) {
       const body = this.sniffer?.parsed();
       this.monitor.requestBody(modelOf(body), body);
@@ -356,7 +401,7 @@ export class StreamRelay implements IdleWatched {
   }
 
   /** Before the response head: tokentap's own error answer (the HTTP/1.1 relay's JSON body). */
-  private answer(status: 400 | 501 | 502 | 504, outcome: 'upstream_error' | 'timeout' | 'client_error', detail: string): void {
+  private answer(status: 400 | 408 | 501 | 502 | 504, outcome: 'upstream_error' | 'timeout' | 'client_error', detail: string): void {
     this.finish();
     this.monitor.fail(outcome, status, detail);
     if (this.upstream !== undefined) reset(this.upstream, NGHTTP2_CANCEL, detail);
@@ -365,6 +410,13 @@ export class StreamRelay implements IdleWatched {
     if (status === 400 || status === 501) {
       client.respond({ ':status': status, 'content-type': 'text/plain; charset=utf-8' });
       client.end(`tokentap: ${detail}\n`);
+      return;
+    }
+    if (status === 408) {
+      client.respond({ ':status': status, 'content-type': 'text/plain; charset=utf-8' });
+      // The rest of the request is not wanted: RST_STREAM(NO_ERROR) after the complete answer (RFC
+      // 9113 section 8.1), so the stream does not stay open (and its session busy) for a client that never ends it.
+      client.end(`tokentap: ${detail}\n`, () => client.close(NGHTTP2_NO_ERROR));
       return;
     }
     client.respond({ ':status': status, 'content-type': 'application/json' });
@@ -381,6 +433,7 @@ export class StreamRelay implements IdleWatched {
   private finish(): void {
     this.settled = true;
     this.context.idleSweep.unwatch(this);
+    if (this.bodyWatch !== undefined) this.context.requestBodyIdleSweep.unwatch(this.bodyWatch);
     this.sniffer?.release();
     if (this.grpcHead !== undefined) {
       this.grpcHead = undefined;
