@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { main } from '../../../src/cli/main.js';
+import { fetchLiveWorkload } from '../../../src/profile/live-profile-client.js';
 import { fakeAdmin, type FakeAdmin } from '../profile/fake-admin.js';
 import { distribution, workloadProfile } from '../profile/workload-profiles.js';
 
@@ -124,5 +125,30 @@ describe('tokentap profile compare with a hostile result file or admin listener'
     expect(compared.code).toBe(2);
     expect(compared.stderr).not.toMatch(CONTROLS);
     expect(compared.stderr).toContain('unit "ms?2J?" is not a time unit');
+  });
+});
+
+describe('profile compare against an admin listener that drips its answer', () => {
+  it('gives up when the answer is not whole within the deadline, though a byte arrives every 100 ms', async () => {
+    server = http.createServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      // Bounded: 50 bytes, one every 100 ms (5 s), never idle long enough for a socket timeout.
+      let sent = 0;
+      const drip = setInterval(() => {
+        if (res.destroyed || sent === 50) {
+          clearInterval(drip);
+          res.end();
+          return;
+        }
+        sent++;
+        res.write(' ');
+      }, 100);
+    });
+    await new Promise<void>((resolve) => server?.listen(0, '127.0.0.1', resolve));
+    const admin = new URL(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+    const started = performance.now();
+    await expect(fetchLiveWorkload(admin, 'chat', '1h', 1000)).rejects.toThrow(/\/profile\/chat\?format=json&window=1h: no whole answer within 1000 ms/);
+    // Well before the drip's 5 s end.
+    expect(performance.now() - started).toBeLessThan(4000);
   });
 });
