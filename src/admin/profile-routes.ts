@@ -29,43 +29,104 @@ interface ProfileQuery {
  * its fitted profile or in a benchmark tool's format (docs/workload-profiles.md). Numbers only:
  * nothing here can carry prompt text, and the fingerprint's hashes leave as per-export ids.
  */
-export function registerProfileRoutes(app: FastifyInstance, store: ProfileStore): void {
+export function registerProfileRoutes(app: FastifyInstance, store: ProfileStore, budget = new ProfileWorkBudget()): void {
   app.get<{ Querystring: ProfileQuery }>('/profile', async (request, reply) => {
     const asked = parseQuery(request.query, reply);
     if (asked === undefined) return reply;
     if (asked.format !== 'json' && asked.format !== 'aiperf') {
       return refuse(reply, 400, `format=${asked.format} exports one workload: ask /profile/<workload>?format=${asked.format} (workloads: ${store.workloads.join(', ')})`);
     }
-    const set = store.profileSet(asked.windowMs);
-    if (asked.format === 'json') return reply.header('cache-control', 'no-store').send(set);
-    return exported(reply, 'text/plain; charset=utf-8', () => aiperfMixtureArguments(set, store.mergedArrivals(asked.windowMs)));
+    if (budget.waitMs() > 0) return busy(reply, budget);
+    return budget.run(() => {
+      const set = store.profileSet(asked.windowMs);
+      if (asked.format === 'json') return reply.header('cache-control', 'no-store').send(set);
+      return exported(reply, 'text/plain; charset=utf-8', () => aiperfMixtureArguments(set, store.mergedArrivals(asked.windowMs)));
+    });
   });
 
   app.get<{ Params: { workload: string }; Querystring: ProfileQuery }>('/profile/:workload', async (request, reply) => {
     const asked = parseQuery(request.query, reply);
     if (asked === undefined) return reply;
-    const workload = request.params.workload;
-    const held = store.shapes(workload, asked.windowMs);
-    if (held === undefined) return refuse(reply, 404, `no workload-shape record for workload ${JSON.stringify(workload)}; recorded workloads: ${store.workloads.join(', ')} (a workload with profile: false keeps none)`);
-    // The profile and the exports read the same requests over the same window.
-    const profile = buildProfile(workload, held.shapes, held.window, store.blockTokens);
-    switch (asked.format) {
-      case 'json':
-        return reply.header('cache-control', 'no-store').send(profile);
-      case 'guidellm':
-        return exported(reply, 'application/json; charset=utf-8', () => `${JSON.stringify(guidellmScenario(profile, held.shapes, store.blockTokens), null, 2)}\n`);
-      case 'aiperf':
-        return exported(reply, 'text/plain; charset=utf-8', () => aiperfArguments(profile));
-      case 'mooncake':
-        return exported(reply, 'application/x-ndjson', () => {
-          const { rows, omitted } = mooncakeRows(held.shapes, store.blockTokens);
-          if (rows.length === 0) throw new ExportRefused(`no request of workload ${JSON.stringify(workload)} in the window reported both its input and output tokens: an empty trace replays nothing`);
-          // Said in a header, since a JSON Lines trace has no room for a note: tokentap profile prints it on stderr.
-          if (omitted > 0) reply.header(OMITTED_ROWS_HEADER, String(omitted));
-          return mooncakeJsonl(rows);
-        });
-    }
+    if (budget.waitMs() > 0) return busy(reply, budget);
+    return budget.run(() => {
+      const workload = request.params.workload;
+      const held = store.shapes(workload, asked.windowMs);
+      if (held === undefined) return refuse(reply, 404, `no workload-shape record for workload ${JSON.stringify(workload)}; recorded workloads: ${store.workloads.join(', ')} (a workload with profile: false keeps none)`);
+      // The profile and the exports read the same requests over the same window.
+      const profile = buildProfile(workload, held.shapes, held.window, store.blockTokens);
+      switch (asked.format) {
+        case 'json':
+          return reply.header('cache-control', 'no-store').send(profile);
+        case 'guidellm':
+          return exported(reply, 'application/json; charset=utf-8', () => `${JSON.stringify(guidellmScenario(profile, held.shapes, store.blockTokens), null, 2)}\n`);
+        case 'aiperf':
+          return exported(reply, 'text/plain; charset=utf-8', () => aiperfArguments(profile));
+        case 'mooncake':
+          return exported(reply, 'application/x-ndjson', () => {
+            const { rows, omitted } = mooncakeRows(held.shapes, store.blockTokens);
+            if (rows.length === 0) throw new ExportRefused(`no request of workload ${JSON.stringify(workload)} in the window reported both its input and output tokens: an empty trace replays nothing`);
+            // Said in a header, since a JSON Lines trace has no room for a note: tokentap profile prints it on stderr.
+            if (omitted > 0) reply.header(OMITTED_ROWS_HEADER, String(omitted));
+            return mooncakeJsonl(rows);
+          });
+      }
+    });
   });
+}
+
+/**
+ * The share of the process's time /profile may take. Fitting a profile and writing an export run on
+ * the event loop that relays every stream: with a full record at the default caps (10,000 requests
+ * of 16 blocks) one answer took 75 to 800 ms here (measured), and a client asking in a loop stalled
+ * every relayed stream by that much, over and over (20 answers in 1.5 s of a 1.5 s loop).
+ * The routes spend a credit of time, earned at a tenth of the time that passes and held up to
+ * PROFILE_BURST_MS; while it is spent, they answer 429 with the wait. Small records cost a few ms
+ * an answer, so people and the status page asking now and then are never held back.
+ */
+const PROFILE_TIME_SHARE = 0.1;
+/** The most the routes may take at once, in ms: a few answers of a full record in a row. */
+const PROFILE_BURST_MS = 500;
+
+export class ProfileWorkBudget {
+  private creditMs = PROFILE_BURST_MS;
+  private readAtMs: number | undefined;
+  private lastWorkMs = 0;
+  private readonly nowMs: () => number;
+
+  /** `nowMs`: a monotonic clock in milliseconds (tests pass their own). */
+  constructor(nowMs: () => number = () => performance.now()) {
+    this.nowMs = nowMs;
+  }
+
+  /** Milliseconds until the routes compute again; 0 when they may now. */
+  waitMs(): number {
+    this.earn();
+    return this.creditMs > 0 ? 0 : -this.creditMs / PROFILE_TIME_SHARE;
+  }
+
+  /** How long the last answer took to compute, in milliseconds (said in the 429's message). */
+  get lastMs(): number {
+    return this.lastWorkMs;
+  }
+
+  /** Runs `work`, spending the time it takes. */
+  run<T>(work: () => T): T {
+    this.earn();
+    const startMs = this.readAtMs as number;
+    try {
+      return work();
+    } finally {
+      this.earn();
+      this.lastWorkMs = (this.readAtMs as number) - startMs;
+      this.creditMs -= this.lastWorkMs;
+    }
+  }
+
+  private earn(): void {
+    const now = this.nowMs();
+    if (this.readAtMs !== undefined) this.creditMs = Math.min(PROFILE_BURST_MS, this.creditMs + (now - this.readAtMs) * PROFILE_TIME_SHARE);
+    this.readAtMs = now;
+  }
 }
 
 function parseQuery(query: ProfileQuery, reply: FastifyReply): { format: ProfileFormat; windowMs: number } | undefined {
@@ -92,6 +153,15 @@ function exported(reply: FastifyReply, contentType: string, render: () => string
     throw error;
   }
   return reply.header('content-type', contentType).header('cache-control', 'no-store').send(body);
+}
+
+function busy(reply: FastifyReply, budget: ProfileWorkBudget): FastifyReply {
+  const seconds = Math.ceil(budget.waitMs() / 1000);
+  return refuse(
+    reply.header('retry-after', String(seconds)),
+    429,
+    `the last /profile answer took ${Math.round(budget.lastMs)} ms of the process's time, which it shares with the relay; ask again in ${seconds} s (at most ${PROFILE_TIME_SHARE * 100} % of its time goes to /profile)`,
+  );
 }
 
 function refuse(reply: FastifyReply, status: number, message: string): FastifyReply {

@@ -6,6 +6,7 @@ import { renderComparison } from '../profile/comparison-report.js';
 import { fetchLiveWorkload } from '../profile/live-profile-client.js';
 import { compareShapes } from '../profile/shape-comparison.js';
 import type { CliIO } from './main.js';
+import { terminalText } from './terminal-text.js';
 
 export const PROFILE_COMPARE_USAGE = `Usage: tokentap profile compare --admin URL --workload NAME --result FILE [flags]
 
@@ -51,10 +52,11 @@ export async function runProfileCompare(argv: readonly string[], io: CliIO): Pro
       throw new Error(`workload "${flags.workload}": no request recorded in the last ${flags.window}; nothing to compare the benchmark with (a longer --window?)`);
     }
     const comparison = compareShapes(live.profile, bench);
-    io.stdout.write(renderComparison(live, bench, flags.result, comparison));
+    // Labels and messages come from the result file and the admin listener's answer.
+    io.stdout.write(terminalText(renderComparison(live, bench, flags.result, comparison)));
     return comparison.flags.length === 0 ? 0 : 1;
   } catch (error) {
-    io.stderr.write(`tokentap profile compare: ${error instanceof Error ? error.message : String(error)}\n`);
+    io.stderr.write(terminalText(`tokentap profile compare: ${error instanceof Error ? error.message : String(error)}\n`));
     return 2;
   }
 }

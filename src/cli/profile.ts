@@ -1,7 +1,9 @@
 import { parseArgs } from 'node:util';
 import { DEFAULT_PROFILE_WINDOW, OMITTED_ROWS_HEADER, PROFILE_FORMATS } from '../admin/profile-routes.js';
 import { TokentapError } from '../errors.js';
+import { readBounded } from './bounded-answer.js';
 import type { CliIO } from './main.js';
+import { terminalText } from './terminal-text.js';
 
 export const PROFILE_USAGE = `Usage: tokentap profile --admin URL [--workload NAME] [--format FORMAT] [--window DURATION]
 
@@ -19,6 +21,12 @@ Flags:
   --window DURATION    how far back, e.g. 10m, 90s, 2h (default ${DEFAULT_PROFILE_WINDOW}, at most 24h)
   --help               show this text
 `;
+
+/**
+ * The largest answer read: a Mooncake trace holds at most 2,000,000 hash ids (under 20 MB) plus a
+ * row per request of the record; past this the answer is not a profile export.
+ */
+const MAX_EXPORT_BYTES = 64 * 1024 * 1024;
 
 /** How long the admin listener may take to answer: the profile is computed from memory, in milliseconds. */
 const REQUEST_TIMEOUT_MS = 10_000;
@@ -39,14 +47,20 @@ export async function runProfile(argv: readonly string[], io: CliIO): Promise<nu
     io.stderr.write(`tokentap profile: cannot reach the admin listener at ${url.origin} (${cause}); is the sidecar running, and is --admin its admin_listen address?\n`);
     return 1;
   }
-  const body = await response.text();
+  let body: string;
+  try {
+    body = await readBounded(response, MAX_EXPORT_BYTES);
+  } catch (error) {
+    io.stderr.write(terminalText(`tokentap profile: ${url.pathname}: ${(error as Error).message}: not a tokentap admin listener's profile, or ask a shorter --window\n`));
+    return 1;
+  }
   if (!response.ok) {
-    io.stderr.write(`tokentap profile: ${url.pathname}: HTTP ${response.status}: ${refusalMessage(body)}\n`);
+    io.stderr.write(terminalText(`tokentap profile: ${url.pathname}: HTTP ${response.status}: ${refusalMessage(body)}\n`));
     return 1;
   }
   io.stdout.write(body.endsWith('\n') ? body : `${body}\n`);
   const omitted = response.headers.get(OMITTED_ROWS_HEADER);
-  if (omitted !== null) io.stderr.write(`tokentap profile: warning: ${omitted} requests left out of the trace, which holds at most 2,000,000 hash ids; ask a shorter --window\n`);
+  if (omitted !== null) io.stderr.write(`tokentap profile: warning: ${terminalText(omitted)} requests left out of the trace, which holds at most 2,000,000 hash ids; ask a shorter --window\n`);
   return 0;
 }
 

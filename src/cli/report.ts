@@ -2,7 +2,9 @@ import { parseArgs } from 'node:util';
 import type { CapacityFigures, CapacityStatus } from '../admin/status-capacity.js';
 import type { StatusReport } from '../admin/status-report.js';
 import { TokentapError } from '../errors.js';
+import { readBounded } from './bounded-answer.js';
 import type { CliIO } from './main.js';
+import { terminalText } from './terminal-text.js';
 
 export const REPORT_USAGE = `Usage: tokentap report [--admin URL]
 
@@ -36,10 +38,12 @@ export async function runReport(argv: readonly string[], io: CliIO): Promise<num
   try {
     report = await fetchReport(url);
   } catch (error) {
-    io.stderr.write(`tokentap report: ${url.href}: ${(error as Error).message}\n`);
+    io.stderr.write(terminalText(`tokentap report: ${url.href}: ${(error as Error).message}\n`));
     return 1;
   }
-  io.stdout.write(formatReport(url.origin, report));
+  // Every field passes printable(); the whole text is cleaned again for what a hostile answer puts
+  // where a number belongs (the answer is checked for its schema version only).
+  io.stdout.write(terminalText(formatReport(url.origin, report)));
   return 0;
 }
 
@@ -70,7 +74,12 @@ async function fetchReport(url: URL): Promise<StatusReport> {
     throw new Error(`no answer (${cause ?? (error as Error).message}): is the sidecar running, and its admin listener reachable here (kubectl port-forward)?`);
   }
   if (response.status !== 200) throw new Error(`HTTP ${response.status}: not a tokentap admin listener (it answers /status.json with 200)`);
-  const body = await readBounded(response);
+  let body: string;
+  try {
+    body = await readBounded(response, MAX_BODY_BYTES);
+  } catch (error) {
+    throw new Error(`${(error as Error).message}: not a tokentap status report`);
+  }
   let report: Partial<StatusReport>;
   try {
     report = JSON.parse(body) as Partial<StatusReport>;
@@ -80,23 +89,6 @@ async function fetchReport(url: URL): Promise<StatusReport> {
   if (typeof report !== 'object' || report === null || typeof report.schema_version !== 'number') throw new Error('the answer is not a tokentap status report');
   if (report.capacity === undefined) throw new Error(`the sidecar (tokentap ${String(report.version)}) reports no capacity figures: it is older than tokentap report; upgrade it`);
   return report as StatusReport;
-}
-
-async function readBounded(response: Response): Promise<string> {
-  const reader = (response.body as ReadableStream<Uint8Array>).getReader();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > MAX_BODY_BYTES) {
-      await reader.cancel();
-      throw new Error(`the answer exceeds ${MAX_BODY_BYTES} bytes: not a tokentap status report`);
-    }
-    chunks.push(value);
-  }
-  return Buffer.concat(chunks).toString('utf8');
 }
 
 /** C0 and C1 controls (ESC, CR, BEL...) as "?": text from the network never steers the terminal. */

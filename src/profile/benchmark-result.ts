@@ -1,4 +1,4 @@
-import { readFile, stat } from 'node:fs/promises';
+import { createReadStream } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import { aiperfAggregateShape, aiperfRecordsShape } from './aiperf-result.js';
 import type { BenchmarkShape } from './benchmark-shape.js';
@@ -20,17 +20,32 @@ export const EXPECTED_RESULTS =
  * a GuideLLM report has `benchmarks`; an AIPerf aggregate has metric objects with a `unit`; AIPerf
  * records are JSON lines each with `metadata` and `metrics`.
  */
-export async function readBenchmarkResult(path: string): Promise<BenchmarkShape[]> {
-  let size: number;
+export async function readBenchmarkResult(path: string, maxBytes = MAX_RESULT_BYTES): Promise<BenchmarkShape[]> {
+  return parseBenchmarkResult(await readCapped(path, maxBytes), path);
+}
+
+/**
+ * The file's text, read until `maxBytes` and no further. Counted as it is read rather than taken
+ * from stat(): a pipe (`--result <(curl ...)`, /dev/stdin) or a device reports size 0 and would be
+ * read without end.
+ */
+async function readCapped(path: string, maxBytes: number): Promise<string> {
+  const chunks: Buffer[] = [];
+  let size = 0;
   try {
-    size = (await stat(path)).size;
+    for await (const chunk of createReadStream(path, { highWaterMark: 1 << 20 }) as AsyncIterable<Buffer>) {
+      size += chunk.length;
+      if (size > maxBytes) {
+        throw new Error(`${path}: more than the ${maxBytes} bytes this command reads; rerun GuideLLM with --metrics kind=generative,sample_size=1000 to keep fewer request texts`);
+      }
+      chunks.push(chunk);
+    }
   } catch (error) {
-    throw new Error(`${path}: cannot read the result file (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`);
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === undefined) throw error;
+    throw new Error(`${path}: cannot read the result file (${code})`);
   }
-  if (size > MAX_RESULT_BYTES) {
-    throw new Error(`${path}: ${size} bytes, more than the ${MAX_RESULT_BYTES} this command reads; rerun GuideLLM with --metrics kind=generative,sample_size=1000 to keep fewer request texts`);
-  }
-  return parseBenchmarkResult(await readFile(path, 'utf8'), path);
+  return Buffer.concat(chunks).toString('utf8');
 }
 
 export function parseBenchmarkResult(text: string, where: string): BenchmarkShape[] {

@@ -18,16 +18,17 @@ export interface LiveWorkload {
  * What a running sidecar's admin listener says about one workload: its profile
  * (`GET /profile/<workload>?format=json&window=...`) and its live TTFT/ITL p50 and p99
  * (`GET /status.json`, over the status page's SLO window). Relative paths, so an admin URL with a
- * path prefix (a port-forward through a proxy) works.
+ * path prefix (a port-forward through a proxy) works. Each answer must be whole within
+ * `answerTimeoutMs`.
  */
-export async function fetchLiveWorkload(admin: URL, workload: string, window: string): Promise<LiveWorkload> {
+export async function fetchLiveWorkload(admin: URL, workload: string, window: string, answerTimeoutMs = ANSWER_TIMEOUT_MS): Promise<LiveWorkload> {
   const base = new URL(admin.href.endsWith('/') ? admin.href : `${admin.href}/`);
   const profileUrl = new URL(`profile/${encodeURIComponent(workload)}`, base);
   profileUrl.searchParams.set('format', 'json');
   profileUrl.searchParams.set('window', window);
-  const profile = asProfile(await getJson(profileUrl), profileUrl, workload);
+  const profile = asProfile(await getJson(profileUrl, answerTimeoutMs), profileUrl, workload);
   const statusUrl = new URL('status.json', base);
-  const status = await getJson(statusUrl);
+  const status = await getJson(statusUrl, answerTimeoutMs);
   const workloads = isObject(status) && Array.isArray(status['workloads']) ? status['workloads'].filter(isObject) : undefined;
   if (workloads === undefined) throw new Error(`${statusUrl.href}: not tokentap's status.json (no "workloads" list)`);
   const entry = workloads.find((w) => w['name'] === workload);
@@ -77,7 +78,7 @@ function asProfile(value: unknown, url: URL, workload: string): WorkloadProfile 
   return value as unknown as WorkloadProfile;
 }
 
-function getJson(url: URL): Promise<unknown> {
+function getJson(url: URL, answerTimeoutMs = ANSWER_TIMEOUT_MS): Promise<unknown> {
   if (url.protocol !== 'http:' && url.protocol !== 'https:') return Promise.reject(new Error(`--admin: expected an http:// or https:// URL, got ${url.protocol}`));
   const client = url.protocol === 'https:' ? https : http;
   return new Promise((resolve, reject) => {
@@ -108,6 +109,9 @@ function getJson(url: URL): Promise<unknown> {
       });
       response.on('error', (error) => reject(new Error(`${url.href}: ${error.message}`)));
     });
+    // `timeout` above is the socket's idle time only: an answer that drips a byte at a time never idles.
+    const deadline = setTimeout(() => request.destroy(new Error(`no whole answer within ${answerTimeoutMs} ms`)), answerTimeoutMs);
+    request.on('close', () => clearTimeout(deadline));
     request.on('timeout', () => request.destroy(new Error(`no answer within ${ANSWER_TIMEOUT_MS} ms`)));
     request.on('error', (error: NodeJS.ErrnoException) => reject(new Error(`${url.href}: ${error.code ?? error.message}${error.code === undefined ? '' : ` (${error.message})`}`)));
   });

@@ -11,12 +11,16 @@
  * which gives its arrival. A message cut off by the end of the body is reported through onTruncated.
  *
  * A message wholly inside one chunk is handed over as a view of that chunk (no copy); one spread
- * over chunks is gathered into a buffer of its announced length, which the cap bounds. Either is
- * valid only during the onMessage call.
+ * over chunks is gathered into a buffer that starts at one HTTP/2 DATA frame (16 KiB) and doubles as
+ * bytes arrive, up to the announced length: what is held is at most twice what was received, never
+ * the length a prefix claims (allocated up front, an upstream announcing 1 MiB and sending nothing
+ * more on 1,000 streams made 1,000 MiB of buffers). Either is valid only during the onMessage call.
  */
 export const MAX_MESSAGE_BYTES = 1 << 20;
 
 const PREFIX_BYTES = 5;
+/** The first buffer of a gathered message: HTTP/2's default SETTINGS_MAX_FRAME_SIZE (RFC 9113 section 6.5.2). */
+const FIRST_GATHER_BYTES = 16_384;
 
 export interface GrpcFrameHandlers {
   onMessage(message: Buffer): void;
@@ -63,10 +67,7 @@ export class GrpcFrameDecoder {
         continue;
       }
       const take = Math.min(this.remaining, length - offset);
-      if (this.gathered !== undefined) {
-        chunk.copy(this.gathered, this.gatheredLength, offset, offset + take);
-        this.gatheredLength += take;
-      }
+      if (this.gathered !== undefined) this.gather(chunk, offset, take);
       this.remaining -= take;
       offset += take;
       if (this.remaining === 0) this.finishMessage();
@@ -94,13 +95,26 @@ export class GrpcFrameDecoder {
         this.handlers.onMessage(chunk.subarray(offset, offset + messageLength));
         return offset + messageLength;
       }
-      this.gathered = Buffer.allocUnsafe(messageLength);
+      this.gathered = Buffer.allocUnsafe(Math.min(messageLength, FIRST_GATHER_BYTES));
       this.gatheredLength = 0;
     }
     if (messageLength === 0) return offset;
     this.inMessage = true;
     this.remaining = messageLength;
     return offset;
+  }
+
+  /** Appends `take` bytes of `chunk` to the message gathered, doubling its buffer as needed (never past the message's length). */
+  private gather(chunk: Buffer, offset: number, take: number): void {
+    let gathered = this.gathered as Buffer;
+    const needed = this.gatheredLength + take;
+    if (needed > gathered.length) {
+      const grown = Buffer.allocUnsafe(Math.min(needed + this.remaining - take, Math.max(needed, gathered.length * 2)));
+      gathered.copy(grown, 0, 0, this.gatheredLength);
+      this.gathered = gathered = grown;
+    }
+    chunk.copy(gathered, this.gatheredLength, offset, offset + take);
+    this.gatheredLength = needed;
   }
 
   private finishMessage(): void {

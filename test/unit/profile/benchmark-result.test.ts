@@ -1,3 +1,5 @@
+import { execFileSync } from 'node:child_process';
+import { createWriteStream } from 'node:fs';
 import { readFile, writeFile, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -153,6 +155,26 @@ describe('telling result files apart by content', () => {
     ['an AIPerf latency in an unknown unit', '{"metadata": {"request_start_ns": 1}, "metrics": {"time_to_first_token": {"value": 3, "unit": "fortnights"}}, "error": null}\n{"metadata": {}, "metrics": {}}', /line 1: time_to_first_token: unit "fortnights" is not a time unit \(expected one of ns, us, ms, sec\)/],
   ])('names what it expected for %s', (_name, text, message) => {
     expect(() => parseBenchmarkResult(text, 'x.json')).toThrow(message);
+  });
+
+  it('stops reading a result that is a pipe at the cap, though stat() says a pipe holds 0 bytes (--result <(curl ...))', async () => {
+    const fifo = join(dir, 'endless.fifo');
+    execFileSync('mkfifo', [fifo]);
+    // Bounded: 16 MiB at most, twice the cap this read is given; stops once the reader goes away.
+    const writer = createWriteStream(fifo);
+    writer.on('error', () => undefined);
+    const chunk = Buffer.alloc(1 << 20, 0x20);
+    let written = 0;
+    const pump = (): void => {
+      while (written < 16 && !writer.destroyed) {
+        written++;
+        if (!writer.write(chunk)) return void writer.once('drain', pump);
+      }
+      writer.end();
+    };
+    pump();
+    await expect(readBenchmarkResult(fifo, 8 << 20)).rejects.toThrow(/endless\.fifo: more than the 8388608 bytes this command reads; rerun GuideLLM with --metrics kind=generative,sample_size=1000/);
+    writer.destroy();
   });
 
   it('names the file and the reason when it cannot be read', async () => {
