@@ -1,0 +1,141 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { ManualClock } from '../../../src/clock/clock.js';
+import { loadSettings } from '../../../src/config/load.js';
+import { createLogger } from '../../../src/log/logger.js';
+import type { StatusReport } from '../../../src/admin/status-report.js';
+import { StatusSource } from '../../../src/admin/status-source.js';
+import { ModelLabels } from '../../../src/metrics/model-labels.js';
+import { createPodTime } from '../../../src/metrics/pod-time.js';
+import { Recorder } from '../../../src/metrics/recorder.js';
+import { Telemetry } from '../../../src/metrics/telemetry.js';
+import { RequestMonitor } from '../../../src/proxy/request-monitor.js';
+import { WorkloadMatcher } from '../../../src/slo/workload-matcher.js';
+import { chatChunk, sse } from '../../helpers/tap-harness.js';
+
+/**
+ * Cost on /status.json with a known answer (issue 25 item 5): the three overlapping requests of
+ * docs/capacity-and-cost.md's table (test/unit/metrics/accelerator-time.test.ts) on a fake clock,
+ * through the request monitor, read back by the status page's own source.
+ *
+ *   A (chat):  0 .. first token 200 .. end 380    prefill 150 ms, decode  70 ms of the pod
+ *   B (chat):  100 .. 320 .. 580                  prefill 100 ms, decode 120 ms
+ *   C (batch): 260 .. 480 .. 680                  prefill  90 ms, decode 150 ms
+ *   report at 1000 ms: busy 680 ms, idle 320 ms
+ *
+ * Two accelerators at 3.6 EUR an hour: 0.001 EUR per accelerator-second. Each request reports 100
+ * input and 4 output tokens; A 50 of its input cached, B none, C all 100.
+ */
+const SCRIPT = {
+  A: { workload: 'chat', startMs: 0, firstTokenMs: 200, endMs: 380, cached: 50 },
+  B: { workload: 'chat', startMs: 100, firstTokenMs: 320, endMs: 580, cached: 0 },
+  C: { workload: 'batch', startMs: 260, firstTokenMs: 480, endMs: 680, cached: 100 },
+} as const;
+type Name = keyof typeof SCRIPT;
+
+const WORKLOADS = `
+workloads:
+  - name: chat
+    match: { header: { x-workload: chat } }
+    slo: { objective: 0.99, ttft: 1s }
+  - name: batch
+`;
+const WITH_COST = `cost: { accelerator_price_per_hour: 3.6, accelerators: 2, currency: EUR }\n${WORKLOADS}`;
+
+const stops: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  await Promise.all(stops.splice(0).map((stop) => stop()));
+});
+
+/** Runs the script through a request monitor and answers what /status.json would at 1000 ms. */
+async function scriptedReport(config: string): Promise<StatusReport> {
+  const clock = new ManualClock(0);
+  const telemetry = new Telemetry();
+  const settings = loadSettings({ flags: { config: 't.yaml' }, env: {}, readFile: () => config });
+  const podTime = createPodTime(telemetry.meter, clock, settings.cost, undefined);
+  const deps = { clock, recorder: new Recorder(telemetry.meter, settings.buckets), models: new ModelLabels(8), logger: createLogger('error'), workloads: new WorkloadMatcher(settings.workloads), podTime };
+  const source = new StatusSource({ telemetry, settings, clock, version: 't', probe: () => Promise.resolve({ ready: true, detail: 'ok' }) });
+  stops.push(async () => {
+    source.stop();
+    await telemetry.shutdown();
+  });
+  const events = (Object.keys(SCRIPT) as Name[])
+    .flatMap((name) => (['startMs', 'firstTokenMs', 'endMs'] as const).map((kind) => ({ atMs: SCRIPT[name][kind], name, kind })))
+    .sort((a, b) => a.atMs - b.atMs);
+  const monitors = new Map<Name, RequestMonitor>();
+  for (const { atMs, name, kind } of events) {
+    clock.advance(atMs - clock.nowMs());
+    if (kind === 'startMs') {
+      const monitor = new RequestMonitor(deps, 'POST', '/v1/chat/completions', { 'x-workload': SCRIPT[name].workload });
+      monitor.requestBody('m');
+      monitor.response(200, 'text/event-stream');
+      monitors.set(name, monitor);
+    } else if (kind === 'firstTokenMs') {
+      monitors.get(name)?.body(sse(chatChunk({ content: 'a' }))[0] as Buffer);
+    } else {
+      const monitor = monitors.get(name) as RequestMonitor;
+      const usage = { prompt_tokens: 100, completion_tokens: 4, total_tokens: 104, prompt_tokens_details: { cached_tokens: SCRIPT[name].cached } };
+      for (const frame of sse(chatChunk({ content: 'b' }, {}, 'stop'), chatChunk({}, { choices: [], usage }), '[DONE]')) monitor.body(frame as Buffer);
+      monitor.bodyEnd();
+      monitor.delivered();
+    }
+  }
+  clock.advance(1000 - clock.nowMs());
+  // What the admin listener serves: the report as JSON.
+  return JSON.parse(JSON.stringify(await source.report())) as StatusReport;
+}
+
+describe('cost on /status.json', () => {
+  it('gives the scripted requests exact cost per request, per good request and per million input and output tokens, on both bases', async () => {
+    const { cost } = await scriptedReport(WITH_COST);
+    expect(cost).toMatchObject({ configured: true, currency: 'EUR', price_per_hour: 3.6, accelerators: 2, window_s: 1 });
+    expect(cost.busy_ratio).toBeCloseTo(0.68, 12);
+    const chat = cost.workloads.find((w) => w.name === 'chat')!;
+    const batch = cost.workloads.find((w) => w.name === 'batch')!;
+    // chat: prefill (150 + 100) ms x 2 accelerators = 0.5 s, decode (70 + 120) ms x 2 = 0.38 s.
+    expect(chat).toMatchObject({ requests: 2, input_tokens: 200, output_tokens: 8 });
+    expect(chat.accelerator_seconds).toBeCloseTo(0.88, 12);
+    expect(chat.usage.cost).toBeCloseTo(0.00088, 15);
+    expect(chat.usage.per_request).toBeCloseTo(0.00044, 15);
+    expect(chat.usage.per_good_request).toBeCloseTo(0.00044, 15);
+    // Prefill's 0.0005 EUR over 200 input tokens; decode's 0.00038 EUR over 8 output tokens.
+    expect(chat.usage.per_million_input_tokens).toBeCloseTo(2.5, 9);
+    expect(chat.usage.per_million_output_tokens).toBeCloseTo(47.5, 9);
+    // Allocation: the pod's 1 s x 2 accelerators x 0.001 = 0.002 EUR, chat's share 0.88 / 1.36.
+    expect(chat.allocation.cost).toBeCloseTo((0.002 * 0.88) / 1.36, 15);
+    expect(chat.allocation.per_request).toBeCloseTo((0.002 * 0.88) / 1.36 / 2, 15);
+    expect(chat.allocation.per_million_input_tokens).toBeCloseTo(((((0.002 * 0.88) / 1.36) * 0.5) / 0.88) * 1e6 / 200, 9);
+    // batch: C alone, 0.48 accelerator-seconds; no SLO, so no request "met its SLOs".
+    expect(batch.usage.per_request).toBeCloseTo(0.00048, 15);
+    expect(batch.usage.per_million_output_tokens).toBeCloseTo((0.0003 * 1e6) / 4, 9);
+    expect(batch.usage.per_good_request).toBeNull();
+    expect(batch.absent['usage.per_good_request']).toBe('no SLO: set slo: on the workload');
+    // The pod: every workload; its allocation is its whole wall time.
+    expect(cost.pod.usage.per_request).toBeCloseTo(0.00136 / 3, 15);
+    expect(cost.pod.allocation.cost).toBeCloseTo(0.002, 15);
+    expect(cost.pod.allocation.per_request).toBeCloseTo(0.002 / 3, 15);
+    expect(cost.pod.allocation.per_million_input_tokens).toBeCloseTo((((0.002 * 0.68) / 1.36) * 1e6) / 300, 9);
+  });
+
+  it('gives the share of requests with cached input and the mean cached ratio per workload and for the pod', async () => {
+    const { cost } = await scriptedReport(WITH_COST);
+    const chat = cost.workloads.find((w) => w.name === 'chat')!;
+    expect([chat.requests_with_cached_input_ratio, chat.mean_cached_input_ratio]).toEqual([0.5, 0.25]);
+    expect(cost.pod.requests_with_cached_input_ratio).toBeCloseTo(2 / 3, 12);
+    expect(cost.pod.mean_cached_input_ratio).toBeCloseTo(0.5, 12);
+  });
+
+  it('says "no cost: configured" for every money figure without cost:, and still gives the busy share and cached input', async () => {
+    const { cost } = await scriptedReport(WORKLOADS);
+    expect(cost).toMatchObject({ configured: false, price_per_hour: null, accelerators: null });
+    expect(cost.busy_ratio).toBeCloseTo(0.68, 12);
+    for (const figures of [cost.pod, ...cost.workloads]) {
+      for (const basis of ['usage', 'allocation'] as const) {
+        for (const field of ['cost', 'per_request', 'per_million_input_tokens', 'per_million_output_tokens'] as const) {
+          expect(figures[basis][field]).toBeNull();
+          expect(figures.absent[`${basis}.${field}`]).toBe('no cost: configured');
+        }
+      }
+    }
+    expect(cost.pod.mean_cached_input_ratio).toBeCloseTo(0.5, 12);
+  });
+});
