@@ -100,11 +100,13 @@ export const CAPACITY_SECTION_SCRIPT = String.raw`
   /** One figure of one basis ('usage' or 'allocation'), or its reason. */
   function costFigure(f, basis, key, field, currency) {
     var v = f[basis][key];
-    return figure(v === null ? '' : money(v, currency) + (basis === 'allocation' ? ' allocated' : ''), v, field + '-' + basis, f.absent[basis + '.' + key]);
+    return figure(v === null ? '' : money(v, currency) + (basis === 'allocation' ? ' allocated' : ' used'), v, field + '-' + basis, f.absent[basis + '.' + key]);
   }
-  /** Usage above, allocation below: the two bases of one figure. */
+  /** Usage above, allocation below: the two bases of one figure; one reason when both lack it for the same one. */
   function bases(f, key, field, currency) {
-    return el('span', { class: 'bases' }, [costFigure(f, 'usage', key, field, currency), el('br'), costFigure(f, 'allocation', key, field, currency)]);
+    var usage = costFigure(f, 'usage', key, field, currency);
+    if (f.usage[key] === null && f.allocation[key] === null && f.absent['usage.' + key] === f.absent['allocation.' + key]) return usage;
+    return el('span', { class: 'bases' }, [usage, el('br'), costFigure(f, 'allocation', key, field, currency)]);
   }
   function cachedFigures(f) {
     return [
