@@ -96,6 +96,7 @@ export async function startSidecar(
     upstream: settings.upstream,
     upstreamIdleTimeoutMs: settings.upstreamIdleTimeoutMs,
     upstreamRetryBodyLimitBytes: settings.upstreamRetryBodyLimitBytes,
+    upstreamProtocol: settings.upstreamProtocol,
     observe: settings.observe,
     limits,
     counters: limitCounters,

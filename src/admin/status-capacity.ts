@@ -179,8 +179,14 @@ export function capacityStatus(inputs: CapacityInputs): CapacityStatus {
   else if (measured.length === 0) mixCapacity = { inFlight: null, band: null, atLeast: false, knee: null, reason: workloads.map((w) => `${w.name}: ${w.absent.capacity_in_flight as string}`).join('; ') };
   else {
     const least = Math.min(...measured.map((w) => w.capacity_in_flight as number));
+    // A workload that broke at or below that band, with no counted band beneath its knee, has no
+    // capacity of its own, yet the mix broke there too: it holds only where every workload holds.
+    const brokenBelow = workloads.find((w) => w.capacity_in_flight === null && w.knee_band !== null && bandUpperBound(w.knee_band as (typeof IN_FLIGHT_BANDS)[number]) <= least);
     const atMin = measured.filter((w) => w.capacity_in_flight === least);
-    mixCapacity = { inFlight: least, band: atMin[0]?.capacity_band ?? null, atLeast: atMin.every((w) => w.at_least), knee: atMin.find((w) => !w.at_least)?.knee_band ?? null, reason: undefined };
+    mixCapacity =
+      brokenBelow === undefined
+        ? { inFlight: least, band: atMin[0]?.capacity_band ?? null, atLeast: atMin.every((w) => w.at_least), knee: atMin.find((w) => !w.at_least)?.knee_band ?? null, reason: undefined }
+        : { inFlight: null, band: null, atLeast: false, knee: brokenBelow.knee_band, reason: `${brokenBelow.name}: ${brokenBelow.absent.capacity_in_flight as string}` };
   }
   let e2eSum = 0;
   let e2eCount = 0;

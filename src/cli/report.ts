@@ -126,14 +126,18 @@ function line(label: string, value: string | null, reason: string | undefined): 
   return `  ${label.padEnd(30)}${value ?? `none: ${printable(reason ?? 'not known yet')}`}\n`;
 }
 
+/** What a figure that follows from the capacity says while there is none: the capacity line gives the reason once. */
+const NO_CAPACITY = 'no capacity (the reason is under capacity at SLO)';
+
 function figureLines(f: CapacityFigures, peakInFlight: number | undefined): string {
+  const noCapacity = f.capacity_in_flight === null ? NO_CAPACITY : undefined;
   return [
     line('capacity at SLO', capacityText(f), f.absent.capacity_in_flight),
-    line('sustainable', f.sustainable_rps === null ? null : `${rate(f.sustainable_rps)} (Little's law: ${f.capacity_in_flight} / ${(f.mean_e2e_s as number).toFixed(2)} s mean e2e)`, f.absent.sustainable_rps),
+    line('sustainable', f.sustainable_rps === null ? null : `${rate(f.sustainable_rps)} (Little's law: ${f.capacity_in_flight} / ${(f.mean_e2e_s as number).toFixed(2)} s mean e2e)`, noCapacity ?? f.absent.sustainable_rps),
     peakInFlight === undefined ? '' : line('peak in flight', `${peakInFlight} since start`, undefined),
     line('peak rate', f.peak_rps === null ? null : `${rate(f.peak_rps)} (highest 5-minute rate, last hour)`, f.absent.peak_rps),
-    line('headroom', f.headroom === null ? null : `${percent(f.headroom)}${f.at_least ? ' or more' : ''}`, f.absent.headroom),
-    line('pods needed, observed peak', f.pods_needed_observed === null ? null : `${f.pods_needed_observed} for this pod's traffic`, f.absent.pods_needed_observed),
+    line('headroom', f.headroom === null ? null : `${percent(f.headroom)}${f.at_least ? ' or more' : ''}`, noCapacity ?? f.absent.headroom),
+    line('pods needed, observed peak', f.pods_needed_observed === null ? null : `${f.pods_needed_observed} for this pod's traffic`, noCapacity ?? f.absent.pods_needed_observed),
   ].join('');
 }
 
@@ -192,7 +196,7 @@ export function formatReport(origin: string, report: StatusReport): string {
   text += line(
     'pods needed, planned peak',
     c.pods_needed_planned === null || c.planned_peak_rps === null ? null : `${c.pods_needed_planned} for ${rate(c.planned_peak_rps)}`,
-    c.mix.absent.pods_needed_planned,
+    c.planned_peak_rps !== null && c.mix.capacity_in_flight === null ? NO_CAPACITY : c.mix.absent.pods_needed_planned,
   );
   for (const w of c.workloads) {
     text += `\nWorkload ${printable(w.name)}\n`;

@@ -57,6 +57,8 @@ export interface Settings {
   readonly upstreamIdleTimeoutMs: number;
   /** `upstream_retry_body_limit`: request bytes held for one retry on a fresh upstream connection. */
   readonly upstreamRetryBodyLimitBytes: number;
+  /** `upstream_protocol`: whether HTTP/2 clients' streams go upstream over h2c (`h2c`) or as HTTP/1.1 requests (`http1`). */
+  readonly upstreamProtocol: 'http1' | 'h2c';
   readonly upstreamHealthPath: string;
   /** After SIGTERM, how long in-flight requests may run before they are cut (lifecycle/drain-proxy.ts). */
   readonly drainTimeoutMs: number;
@@ -342,6 +344,7 @@ function freezeSettings(config: ConfigFile, configFile: string | undefined, env:
     adminListen: parseListenAddress(config.admin_listen ?? DEFAULTS.adminListen) as ListenAddress,
     upstreamIdleTimeoutMs: parseDurationMs(config.upstream_idle_timeout ?? DEFAULTS.upstreamIdleTimeout) as number,
     upstreamRetryBodyLimitBytes: config.upstream_retry_body_limit ?? DEFAULTS.upstreamRetryBodyLimit,
+    upstreamProtocol: config.upstream_protocol ?? 'http1',
     upstreamHealthPath: config.upstream_health_path ?? DEFAULTS.upstreamHealthPath,
     drainTimeoutMs: parseDurationMs(config.drain_timeout ?? DEFAULTS.drainTimeout) as number,
     logLevel: config.log_level ?? DEFAULTS.logLevel,
@@ -473,6 +476,10 @@ function freezeLimits(config: ConfigFile['limits']): RelayLimits {
     interimResponses: config?.interim_responses ?? LIMIT_DEFAULTS.interimResponses,
     interimResponseBytes: config?.interim_response_bytes ?? LIMIT_DEFAULTS.interimResponseBytes,
     logBufferBytes: config?.log_buffer_bytes ?? LIMIT_DEFAULTS.logBufferBytes,
+    h2MaxConcurrentStreams: config?.h2_max_concurrent_streams ?? LIMIT_DEFAULTS.h2MaxConcurrentStreams,
+    h2MaxHeaderListBytes: config?.h2_max_header_list_bytes ?? LIMIT_DEFAULTS.h2MaxHeaderListBytes,
+    h2StreamWindowBytes: config?.h2_stream_window_bytes ?? LIMIT_DEFAULTS.h2StreamWindowBytes,
+    h2ClientResetsPerSecond: config?.h2_client_resets_per_second ?? LIMIT_DEFAULTS.h2ClientResetsPerSecond,
   });
 }
 

@@ -418,6 +418,14 @@ const limitSettings = z.strictObject({
   interim_response_bytes: limitCount.optional(),
   /** Bytes of log lines waiting for stdout before further lines are dropped (default 16 MiB). */
   log_buffer_bytes: limitCount.optional(),
+  /** HTTP/2: streams one client session may have open at once (default 128). */
+  h2_max_concurrent_streams: limitCount.optional(),
+  /** HTTP/2: bytes of one request's decoded header list (default 32 KiB). */
+  h2_max_header_list_bytes: limitCount.optional(),
+  /** HTTP/2: each stream's flow-control window, 65,535 to 2^31-1 bytes (default 65,535). */
+  h2_stream_window_bytes: z.number({ error: 'expected a number of bytes from 65535 to 2147483647' }).int().min(65_535).max(2 ** 31 - 1).optional(),
+  /** HTTP/2: streams a client may reset before their answer is complete, per session and second (default 100). */
+  h2_client_resets_per_second: limitCount.optional(),
 });
 
 /** The workload-shape record and its exports (docs/workload-profiles.md). */
@@ -458,6 +466,8 @@ export const configFileSchema = z.strictObject({
   admin_listen: listenAddress.optional(),
   /** Seconds of silence from the upstream (before headers or between chunks) before the request is cut as `timeout`. */
   upstream_idle_timeout: duration.optional(),
+  /** What the upstream speaks: `http1` (default; HTTP/2 clients' streams forwarded as HTTP/1.1 requests) or `h2c` (forwarded as HTTP/2 streams, prior knowledge). */
+  upstream_protocol: z.enum(['http1', 'h2c'], { error: 'expected http1 or h2c' }).optional(),
   /** Bytes of a request held to retry it on a fresh connection when a reused one closes before answering; 0 disables retries. */
   upstream_retry_body_limit: z.number({ error: 'expected a number of bytes, e.g. 65536 (0 disables retries)' }).int().min(0).max(16 * 1024 * 1024).optional(),
   /** Path the readiness check requests from the upstream (vLLM, TGI, llama.cpp: /health). */

@@ -16,7 +16,12 @@ export type LimitName =
   | 'min_request_chunk_bytes'
   | 'interim_responses'
   | 'interim_response_bytes'
-  | 'log_buffer_bytes';
+  | 'log_buffer_bytes'
+  | 'h2_max_header_list_bytes'
+  | 'h2_client_resets_per_second'
+  | 'h2_invalid_frames'
+  | 'h2_continuation_frames'
+  | 'h2_flood';
 
 /** The `reason` label of tokentap_upstream_requests_not_retried_total (src/proxy/exchange.ts). */
 export type NotRetriedReason = 'request_sent' | 'retry_body_limit';

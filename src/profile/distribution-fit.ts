@@ -20,7 +20,9 @@ export function summarize(values: number[]): Distribution {
   for (const v of values) squares += (v - mean) * (v - mean);
   // The sample standard deviation (n − 1), as GuideLLM and AIPerf take their `stdev`/`stddev`.
   const stdev = count > 1 ? Math.sqrt(squares / (count - 1)) : 0;
-  const fit = count >= MIN_FIT_SAMPLES ? bestFit(values, mean, stdev) : undefined;
+  // Every value equal (a benchmark's fixed lengths, the demo's one prompt): no continuous family
+  // describes it, and the exponential would be "best" at a KS distance of 0.63; the summary says it all.
+  const fit = count >= MIN_FIT_SAMPLES && stdev > 0 ? bestFit(values, mean, stdev) : undefined;
   return {
     count,
     mean,

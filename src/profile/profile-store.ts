@@ -55,12 +55,15 @@ export class ProfileStore {
   private readonly clock: Clock;
   /** Unix ms at monotonic 0: the wall clock read once, then monotonic differences (STYLE.md, pino's lib/time.js). */
   private readonly unixOffsetMs: number;
+  /** When the store was created: nothing before it was seen, so no window reaches further back. */
+  private readonly createdUnixMs: number;
 
   /** `options.key`: the fingerprint key, for tests that prove it never leaves; `nowUnixMs`: the wall clock, read once. */
   constructor(settings: ProfileSettings, clock: Clock, options: { readonly key?: Buffer; readonly nowUnixMs?: number } = {}) {
     this.blockTokens = settings.blockTokens;
     this.clock = clock;
     this.unixOffsetMs = (options.nowUnixMs ?? Date.now()) - clock.nowMs();
+    this.createdUnixMs = this.unixOffsetMs + clock.nowMs();
     this.fingerprinter = new PromptFingerprinter(options.key);
     for (const name of settings.workloads) {
       this.records.set(name, {
@@ -153,12 +156,14 @@ export class ProfileStore {
   }
 
   /**
-   * The last `windowMs` up to now. Where a record has dropped requests that started inside it, the
-   * window starts at the oldest request still held, so a profile never claims a span it cannot see.
+   * The last `windowMs` up to now, starting no earlier than the store (the sidecar) did. Where a
+   * record has dropped requests that started inside it, the window starts at the oldest request
+   * still held, so a profile never claims a span it cannot see: a rate over a span it did not see
+   * would be diluted by it (30 minutes asked of a sidecar up for one would give a thirtieth).
    */
   private window(windowMs: number, records: readonly WorkloadRecord[]): ProfileWindow {
     const endUnixMs = this.unixOffsetMs + this.clock.nowMs();
-    let startUnixMs = endUnixMs - windowMs;
+    let startUnixMs = Math.max(endUnixMs - windowMs, this.createdUnixMs);
     for (const { ring } of records) {
       const oldest = ring.oldestStartUnixMs;
       if (ring.evicted > 0 && oldest !== undefined && oldest > startUnixMs) startUnixMs = oldest;

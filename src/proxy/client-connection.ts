@@ -1,12 +1,13 @@
 import type net from 'node:net';
 import { Exchange, type ExchangeClient, type ExchangeContext } from './exchange.js';
 import { HTTPParser, isParseError, METHODS, parserResource, STOP_AFTER_HEAD, type NativeHttpParser, type ParseError } from './http1/node-http-parser.js';
-import { HTTP2_PREFACE_ERROR, HTTP2_REFUSAL } from './http1/http2-preface.js';
 import { checkRequestHead, targetPath } from './http1/request-rules.js';
 import { hasTransferEncoding, offersOnlyH2c, withoutH2cOffer } from './http1/upgrade-offer.js';
 import { simpleResponse } from './http1/wire.js';
 import { recordRefusal } from './refused-request.js';
 import { UNUSED_BEFORE_DISPLACED_MS } from './connection-shares.js';
+import type { Http2ClientSession } from './h2/client-session.js';
+import { detectProtocol } from './h2/preface.js';
 
 /** Idle time after which a keep-alive client connection is closed by default: node:http's keepAliveTimeout. */
 export const KEEP_ALIVE_TIMEOUT_MS = 5_000;
@@ -26,13 +27,6 @@ export const MAX_QUEUED_BODY_BYTES = 1 << 20;
  */
 export const HALF_CLOSE_PROBE_MS = 100;
 const PROBE = 'HTTP/1.1 100 Continue\r\n\r\n';
-
-/**
- * How long a connection that spoke HTTP/2 is still read (and dropped) after the GOAWAY and the FIN:
- * closing with its frames unread would send a reset, which can discard the GOAWAY before the client
- * reads it (the lingering close of nginx and Apache). A client closes at once on GOAWAY.
- */
-export const HTTP2_LINGER_MS = 1_000;
 
 /** Chunks of a request body before their average size is checked: a small body may come in a few tiny chunks. */
 export const MIN_CHUNKS_CHECKED = 1024;
@@ -79,7 +73,7 @@ export class ClientConnection implements ExchangeClient {
   /** Reading stopped because the queued requests hold MAX_QUEUED_BODY_BYTES of body. */
   private pausedForQueue = false;
   private wasCut = false;
-  /** Request heads read on this connection: the HTTP/2 preface is answered in HTTP/2 only as the first. */
+  /** Request heads read on this connection. */
   private headsRead = 0;
   /**
    * An h2c offer was declined on the request being read: llhttp stops after that message (it
@@ -101,6 +95,8 @@ export class ClientConnection implements ExchangeClient {
   private bodyBytes = 0;
   bodyCheckedActivity = 0;
   bodyActiveSinceMs = -1;
+  /** Set when the connection opened with the HTTP/2 preface: node:http2 serves it from then on (h2/). */
+  private h2: Http2ClientSession | undefined;
 
   constructor(context: ExchangeContext, socket: net.Socket, forget: (connection: ClientConnection) => void) {
     this.context = context;
@@ -140,7 +136,7 @@ export class ClientConnection implements ExchangeClient {
       }
       exchange?.requestEnd();
     };
-    socket.on('data', (data: Buffer) => {
+    const http1 = (data: Buffer): void => {
       // Refused: nothing after the refused bytes is parsed, let alone forwarded. Still read, so a
       // client that leaves is noticed.
       if (this.discarding || this.refusal !== undefined) return;
@@ -170,8 +166,15 @@ export class ClientConnection implements ExchangeClient {
         return;
       }
       if (isParseError(result)) this.malformed(result);
+    };
+    // The first bytes tell an HTTP/2 client (prior knowledge) from an HTTP/1.1 one, once per
+    // connection; later reads go straight to the parser (preface.ts).
+    detectProtocol(socket, http1, (held) => {
+      this.h2 = context.http2.adopt(socket, held, this);
     });
-    socket.on('end', () => this.clientFinished());
+    socket.on('end', () => {
+      if (this.h2 === undefined) this.clientFinished();
+    });
     socket.on('error', () => {
       // Followed by 'close', which ends what is in flight.
     });
@@ -190,6 +193,7 @@ export class ClientConnection implements ExchangeClient {
     this.wasCut = true;
     this.forget(this);
     this.parser.close();
+    if (this.h2 !== undefined) return this.h2.cut();
     let cut = 0;
     const current = this.current;
     this.current = undefined;
@@ -239,7 +243,7 @@ export class ClientConnection implements ExchangeClient {
    * max_connections (connection-shares.ts), losing no request and no answer.
    */
   get unused(): boolean {
-    if (this.headsRead !== 0 || this.current !== undefined || this.socket.writableLength !== 0) return false;
+    if (this.headsRead !== 0 || this.h2 !== undefined || this.current !== undefined || this.socket.writableLength !== 0) return false;
     const since = this.headStartedMs === -1 ? this.idleSinceMs : this.headStartedMs;
     return performance.now() - since >= UNUSED_BEFORE_DISPLACED_MS;
   }
@@ -251,6 +255,7 @@ export class ClientConnection implements ExchangeClient {
 
   /** Between requests: nothing in flight and no request head begun. */
   get idle(): boolean {
+    if (this.h2 !== undefined) return this.h2.idle;
     return this.current === undefined && this.receiving === undefined && this.headStartedMs === -1;
   }
 
@@ -462,8 +467,15 @@ export class ClientConnection implements ExchangeClient {
    * with no complete request (idle, or half a head) is closed at once: it must not hold the drain
    * until its head timeout.
    */
+  /** Closes a connection found idle: an HTTP/2 session with GOAWAY (a stream opened meanwhile still finishes), else at once. */
+  closeIdle(): void {
+    if (this.h2 !== undefined) this.h2.closeWhenIdle();
+    else this.socket.destroy();
+  }
+
   closeWhenIdle(): void {
-    if (this.current === undefined) this.socket.destroy();
+    if (this.h2 !== undefined) this.h2.closeWhenIdle();
+    else if (this.current === undefined) this.socket.destroy();
     else this.closing = true;
   }
 
@@ -494,10 +506,6 @@ export class ClientConnection implements ExchangeClient {
    * counted `timeout` (issue 13).
    */
   private malformed(error: ParseError): void {
-    if (error.code === HTTP2_PREFACE_ERROR && this.headsRead === 0) {
-      this.spokeHttp2();
-      return;
-    }
     const tooLarge = error.code === 'HPE_HEADER_OVERFLOW';
     const problem = `malformed request (${error.code}: ${error.reason ?? error.message})`;
     const status = tooLarge ? 431 : 400;
@@ -512,21 +520,6 @@ export class ClientConnection implements ExchangeClient {
     if (queued !== -1) this.queue.splice(queued, 1);
     // For the exchange in flight this ends it; the refusal follows through exchangeFinished.
     broken.requestMalformed(status, problem);
-  }
-
-  /**
-   * The connection opened with the HTTP/2 preface (prior knowledge): answered in HTTP/2 with SETTINGS
-   * and GOAWAY(HTTP_1_1_REQUIRED) (http2-preface.ts), counted and logged as a refused `PRI *`
-   * request (505: HTTP/2 is the version not supported), then closed after a lingering read.
-   */
-  private spokeHttp2(): void {
-    this.closing = true;
-    this.discarding = true;
-    this.headStartedMs = -1;
-    recordRefusal(this.context, 'PRI', '*', 505, 'this client spoke HTTP/2 (prior knowledge); tokentap serves HTTP/1.1 on this port');
-    const socket = this.socket;
-    socket.end(HTTP2_REFUSAL);
-    setTimeout(() => socket.destroy(), HTTP2_LINGER_MS).unref();
   }
 
   /** A head the relay will not forward (request-rules.ts): answered, counted `client_error`, logged by its path only. */

@@ -13,6 +13,7 @@ import { UnobservedRequest } from './unobserved-request.js';
 import { DEFAULT_TAP_SELECTOR } from '../taps/select.js';
 import { upstreamErrorBody } from './upstream-error.js';
 import type { IdleSweep, IdleWatched } from './idle-sweep.js';
+import type { Http2Listener } from './h2/h2-listener.js';
 import type { UpstreamConnection, UpstreamOwner, UpstreamPool } from './upstream-pool.js';
 import type { RequestInjection, UpstreamRequestBody, UsageChunkStripper, UsageInjector } from './usage-injection.js';
 
@@ -45,6 +46,8 @@ export interface ExchangeContext {
   readonly counters: LimitCounters;
   /** The model sniffers' cap and the held-bytes budget they share with inject_usage. */
   readonly sniffing: SnifferLimits;
+  /** Where connections that open with the HTTP/2 preface are served. */
+  readonly http2: Http2Listener;
 }
 
 /** One parsed client request head, as request-rules.ts accepted it. */

@@ -8,6 +8,9 @@ import { defaultLimits, type RelayLimits } from './relay-limits.js';
 import { IdleSweep } from './idle-sweep.js';
 import type { MonitorDependencies } from './request-monitor.js';
 import { UpstreamPool } from './upstream-pool.js';
+import { Http2Listener } from './h2/h2-listener.js';
+import { UpstreamSessions } from './h2/upstream-sessions.js';
+import { Http1Upstream } from './h2/http1-upstream.js';
 import type { UsageInjector } from './usage-injection.js';
 
 export interface ProxyOptions {
@@ -31,6 +34,8 @@ export interface ProxyOptions {
   readonly heldBytes?: HeldBytesBudget;
   /** Request bytes held for a retry on a fresh upstream connection (exchange.ts); default RETRY_BODY_LIMIT_BYTES. */
   readonly upstreamRetryBodyLimitBytes?: number;
+  /** `upstream_protocol`: `h2c` forwards HTTP/2 clients' streams over h2c; `http1` (default) as HTTP/1.1 requests. */
+  readonly upstreamProtocol?: 'http1' | 'h2c';
 }
 
 /** `upstream_retry_body_limit`'s default: 64 KiB holds any chat request but a long-context one. */
@@ -63,6 +68,7 @@ export const HEADERS_TIMEOUT_MS = 60_000;
 export class ProxyServer extends net.Server {
   private readonly clients = new Set<ClientConnection>();
   private readonly pool: UpstreamPool;
+  private readonly h2Upstream: UpstreamSessions | Http1Upstream;
   private readonly timersCheck: NodeJS.Timeout;
   private readonly headersTimeoutMs: number;
   private readonly clientKeepAliveMs: number;
@@ -82,12 +88,32 @@ export class ProxyServer extends net.Server {
     const counters = options.counters ?? new LimitCounters();
     this.connectionLimit = limits.maxConnections;
     this.requestBodyIdleTimeoutMs = limits.requestBodyIdleTimeoutMs;
+    const sniffing = { maxBytes: limits.sniffedBodyBytes, budget: options.heldBytes ?? new HeldBytesBudget(limits.heldBodyBytes), counters };
+    const idleSweep = new IdleSweep(options.upstreamIdleTimeoutMs);
+    const upstreamAddress = `${hostname}:${upstreamPort}`;
+    const upstreamHttp2 = options.upstreamProtocol === 'h2c';
+    this.h2Upstream = upstreamHttp2 ? new UpstreamSessions(`http://${hostname}:${upstreamPort}`, limits.h2StreamWindowBytes) : new Http1Upstream(host, upstreamPort);
+    const http2 = new Http2Listener(
+      {
+        upstream: this.h2Upstream,
+        upstreamHttp2,
+        upstreamAddress,
+        idleSweep,
+        observe: options.observe !== false,
+        monitor: options.monitor,
+        sniffing,
+        retryBodyLimitBytes: options.upstreamRetryBodyLimitBytes ?? RETRY_BODY_LIMIT_BYTES,
+        counters,
+      },
+      limits,
+      counters,
+    );
     const context: ExchangeContext = {
       pool: this.pool,
-      upstreamAddress: `${hostname}:${upstreamPort}`,
+      upstreamAddress,
       upstreamIdleTimeoutMs: options.upstreamIdleTimeoutMs,
       upstreamRetryBodyLimitBytes: options.upstreamRetryBodyLimitBytes ?? RETRY_BODY_LIMIT_BYTES,
-      idleSweep: new IdleSweep(options.upstreamIdleTimeoutMs),
+      idleSweep,
       observe: options.observe !== false,
       monitor: options.monitor,
       usageInjection: options.usageInjection,
@@ -96,7 +122,8 @@ export class ProxyServer extends net.Server {
       keepAliveHeaders: `Connection: keep-alive\r\nKeep-Alive: timeout=${Math.floor((options.clientKeepAliveMs ?? KEEP_ALIVE_TIMEOUT_MS) / 1000)}\r\n`,
       limits,
       counters,
-      sniffing: { maxBytes: limits.sniffedBodyBytes, budget: options.heldBytes ?? new HeldBytesBudget(limits.heldBodyBytes), counters },
+      sniffing,
+      http2,
     };
     const shares = new ConnectionShares<ClientConnection>(limits.maxConnections, limits.maxConnectionsPerClient);
     this.on('connection', (socket: net.Socket) => {
@@ -152,6 +179,7 @@ export class ProxyServer extends net.Server {
     this.on('close', () => {
       clearInterval(this.timersCheck);
       this.pool.close();
+      this.h2Upstream.close();
     });
   }
 
@@ -168,7 +196,7 @@ export class ProxyServer extends net.Server {
       for (const connection of this.clients) connection.closeWhenIdle();
       return;
     }
-    for (const connection of this.clients) if (connection.idle) connection.socket.destroy();
+    for (const connection of this.clients) if (connection.idle) connection.closeIdle();
   }
 
   /** Cuts every connection at once, streams included. */
@@ -200,7 +228,7 @@ export class ProxyServer extends net.Server {
     for (const connection of this.clients) {
       if (connection.headStartedMs !== -1 && now - connection.headStartedMs > this.headersTimeoutMs) connection.headersTimedOut();
       else if (connection.bodyActiveSinceMs !== -1) this.checkBodyIdle(connection, now);
-      else if (connection.idleSinceMs !== -1 && now - connection.idleSinceMs > this.clientKeepAliveMs && connection.idle) connection.socket.destroy();
+      else if (connection.idleSinceMs !== -1 && now - connection.idleSinceMs > this.clientKeepAliveMs && connection.idle) connection.closeIdle();
     }
   }
 

@@ -33,6 +33,14 @@ export interface RelayLimits {
   readonly interimResponseBytes: number;
   /** Bytes of log lines waiting for stdout before further lines are dropped. */
   readonly logBufferBytes: number;
+  /** HTTP/2: streams one client session may have open at once (SETTINGS_MAX_CONCURRENT_STREAMS). */
+  readonly h2MaxConcurrentStreams: number;
+  /** HTTP/2: bytes of one request's header list, HPACK-decoded (SETTINGS_MAX_HEADER_LIST_SIZE). */
+  readonly h2MaxHeaderListBytes: number;
+  /** HTTP/2: each stream's flow-control window, both ways (SETTINGS_INITIAL_WINDOW_SIZE): what one stream can hold when its reader stops. */
+  readonly h2StreamWindowBytes: number;
+  /** HTTP/2: streams a client may reset before their answer is complete, per session and second (rapid reset). */
+  readonly h2ClientResetsPerSecond: number;
 }
 
 /**
@@ -99,6 +107,14 @@ export const LIMIT_DEFAULTS = {
   interimResponseBytes: 64 << 10,
   /** About 40,000 request lines (400 bytes each): a minute of 600 requests a second. */
   logBufferBytes: 16 << 20,
+  /** nginx's http2_max_concurrent_streams; vLLM's default max_num_seqs (256) streams fit in two sessions. */
+  h2MaxConcurrentStreams: 128,
+  /** nginx's large_client_header_buffers (4 x 8k); Envoy's max_request_headers_kb is 60 KiB. */
+  h2MaxHeaderListBytes: 32 << 10,
+  /** RFC 9113's initial window (65,535 bytes), as nginx's; Envoy's default is 256 MiB. */
+  h2StreamWindowBytes: 65_535,
+  /** Far above a router cancelling streams; far below a reset loop (thousands a second). */
+  h2ClientResetsPerSecond: 100,
 } as const;
 
 export function defaultLimits(): RelayLimits {

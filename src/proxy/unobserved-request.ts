@@ -1,7 +1,7 @@
 import type { RequestMonitor } from './request-monitor.js';
 
 /** The part of RequestMonitor the proxy calls; the unobserved stand-in must answer all of it. */
-type ProxiedRequest = Pick<RequestMonitor, 'trace' | 'requestBody' | 'response' | 'arrived' | 'body' | 'bodyEnd' | 'delivered' | 'fail' | 'finished' | 'terminalSeen' | 'retried' | 'upstreamNotReused'>;
+type ProxiedRequest = Pick<RequestMonitor, 'trace' | 'requestBody' | 'response' | 'arrived' | 'body' | 'bodyEnd' | 'delivered' | 'fail' | 'finished' | 'terminalSeen' | 'retried' | 'upstreamNotReused' | 'trailers'>;
 
 /**
  * Stands in for a RequestMonitor when observation is switched off (`TOKENTAP_OBSERVE=off`): no tap,
@@ -28,6 +28,7 @@ export class UnobservedRequest implements ProxiedRequest {
   arrived(): void {}
   body(): void {}
   bodyEnd(): void {}
+  trailers(): void {}
 
   delivered(): void {
     this.done = true;

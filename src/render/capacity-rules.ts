@@ -200,7 +200,12 @@ function trafficRules(reads: HistogramReads, window: string, peakWindow: string,
 function mixRules(settings: Settings, reads: HistogramReads, window: string, peakWindow: string): RecordingRule[] {
   const mix = CAPACITY_RECORD.mix;
   const rules: RecordingRule[] = [
-    { record: mix.inFlight, expr: `min by (${NS}) (${CAPACITY_RECORD.inFlight})` },
+    {
+      // The mix holds only where every workload holds: a workload that broke at or below the least
+      // capacity with no held band beneath its knee (so no capacity of its own) leaves the mix none.
+      record: mix.inFlight,
+      expr: `min by (${NS}) (${CAPACITY_RECORD.inFlight})\nunless on (${NS})\n(min by (${NS}) (${CAPACITY_RECORD.knee} unless on (${labelList(...WORKLOAD_KEY)}) ${CAPACITY_RECORD.inFlight}) <= on (${NS}) min by (${NS}) (${CAPACITY_RECORD.inFlight}))`,
+    },
     {
       // The workloads that set the least capacity: the mix is "at least" it only while every one of them is.
       record: mix.atLeast,

@@ -27,7 +27,8 @@ import { requestBehaviour, SIM_HEADER, type Behaviour, type RequestBehaviour } f
  * vLLM call with INTERNAL after n tokens, and a Triton request with `error_message`; `reset:<n>`
  * resets the stream (RST_STREAM INTERNAL_ERROR), never the connection; `truncate:<n>` ends the
  * stream without trailers; `stall:<n>` sends nothing more. Token ids are positions (1000 + index):
- * the simulator has no tokenizer.
+ * the simulator has no tokenizer; with `x-sim-stamp`, a vLLM chunk's are its send time
+ * (stampedTokenIds).
  */
 
 /** gRPC's default maximum message size (grpc-js and grpcio alike); a larger request is refused. */
@@ -106,6 +107,17 @@ function tokenIds(step: ChunkStep): number[] {
   return Array.from({ length: step.tokens }, (_, i) => FIRST_TOKEN_ID + step.first + i);
 }
 
+/**
+ * `x-sim-stamp` for vLLM `Generate`, whose chunks carry no text: every token id of the chunk is its
+ * send time, `process.hrtime.bigint()` (CLOCK_MONOTONIC) in microseconds modulo 2^32 (a uint32
+ * field; it wraps every 71 minutes, so a client takes its own receive time minus the stamp modulo
+ * 2^32). The counts stay those of the plan.
+ */
+function stampedTokenIds(step: ChunkStep): number[] {
+  const stamp = Number((process.hrtime.bigint() / 1000n) & 0xffffffffn);
+  return new Array<number>(step.tokens).fill(stamp);
+}
+
 /** Reads a unary call's request message: the whole body, its one message, bounded. */
 function readUnaryMessage(stream: ServerHttp2Stream, done: (message: Buffer | string) => void): void {
   const parts: Buffer[] = [];
@@ -179,7 +191,7 @@ export function serveVllmGenerate(stream: ServerHttp2Stream, headers: IncomingHt
         case 'chunk':
           if (step.tokens > 0) {
             sent += step.tokens;
-            write({ chunk: { token_ids: tokenIds(step), prompt_tokens: promptTokens, completion_tokens: sent, cached_tokens: 0 } });
+            write({ chunk: { token_ids: behaviour.stamp ? stampedTokenIds(step) : tokenIds(step), prompt_tokens: promptTokens, completion_tokens: sent, cached_tokens: 0 } });
           }
           if (step.finish === null) return true;
           write({

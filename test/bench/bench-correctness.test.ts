@@ -9,7 +9,7 @@ import type { ClientRequest, StreamResult } from './load.js';
  * and off), nginx when installed. No timing is asserted: the machine is shared.
  */
 describe('bench correctness mode', () => {
-  it('streams identical bytes through every path and the sidecar counts every token', { timeout: 90_000 }, async () => {
+  it('streams identical bytes through every path and the sidecar counts every token', { timeout: 120_000 }, async () => {
     const lines: string[] = [];
     const result = await runBench({ ...CORRECTNESS_PLAN, log: (line) => lines.push(line) });
     expect(result.correctnessProblems, lines.join('\n')).toEqual([]);
@@ -18,12 +18,18 @@ describe('bench correctness mode', () => {
       expect(cell.completed, `${cell.system}: ${JSON.stringify(cell.failures)}`).toBe(cell.sent);
       expect(cell.tokensPerS).toBeGreaterThan(0);
     }
-    const tokentap = result.streaming.find((c) => c.system === 'tokentap');
+    // The HTTP/2 cells ran on every path, each chunk stamped (gRPC through its token ids).
+    for (const protocol of ['grpc', 'sse-h2c'] as const) {
+      const h2 = result.streaming.filter((c) => c.protocol === protocol);
+      expect(h2.map((c) => c.system), protocol).toEqual(expect.arrayContaining(['direct', 'tokentap']));
+      for (const cell of h2) expect(cell.delayMs?.p50, `${protocol} ${cell.system}`).toBeGreaterThan(0);
+    }
+    const tokentap = result.streaming.find((c) => c.system === 'tokentap' && c.protocol === 'http1');
     // The accuracy comparison found log lines to pair with the client's requests. Not all of them:
     // pairing goes by model name and start time, which a loaded machine blurs; that every request
     // was logged once with 64 tokens is checked exactly above (correctnessProblems).
     expect(tokentap?.accuracy?.pairs).toBeGreaterThan(0);
-    expect(result.streaming.map((c) => c.system)).toEqual(expect.arrayContaining(['direct', 'tokentap', 'tokentap-unobserved']));
+    expect(result.streaming.filter((c) => c.protocol === 'http1').map((c) => c.system)).toEqual(expect.arrayContaining(['direct', 'tokentap', 'tokentap-unobserved']));
     for (const cell of result.unary) expect(cell.completed, cell.system).toBe(cell.sent);
     // The paired cell measured both processes (CPU time is read from /proc, so both must have used some).
     expect(result.pairedObservation).toHaveLength(1);

@@ -2,7 +2,8 @@ import { existsSync } from 'node:fs';
 import { histogram, scrape, sumValues } from '../helpers/prometheus-text.js';
 import { compareItlQuantile, fineItlBuckets, pairByStart, tpotDifference, ttftDifference, type Difference, type QuantileComparison } from './accuracy.js';
 import { compareBodies } from './correctness.js';
-import { runStreamLoad, runUnaryLoad, simulatorStamps, type StreamLoad } from './load.js';
+import { runStreamLoad, runUnaryLoad, simulatorStamps, type StreamLoad, type StreamResult } from './load.js';
+import { runH2StreamLoad, type H2Kind } from './load-h2.js';
 import { CLOCK_TICKS_PER_S, cpuTicks, groupCpuMs, groupRssKiB, groupUserMs } from './procfs.js';
 import {
   NGINX_BINARY,
@@ -13,6 +14,7 @@ import {
   startTcpRelayProcess,
   type BenchProcess,
   type SidecarProcess,
+  type SimulatorProcess,
 } from './processes.js';
 import { quantile } from './stats.js';
 
@@ -23,6 +25,17 @@ import { quantile } from './stats.js';
  */
 
 export type SystemName = 'direct' | 'tokentap' | 'tokentap-unobserved' | 'nginx' | 'node-tcp-relay';
+
+/** What a streaming cell's clients speak: HTTP/1.1 SSE, vLLM gRPC over h2c, or SSE over h2c. */
+export type StreamProtocol = 'http1' | 'grpc' | 'sse-h2c';
+
+/** A cell of the HTTP/2 phase: every system over h2c, the same load shape as the HTTP/1.1 cells. */
+export interface H2CellPlan {
+  readonly protocol: Exclude<StreamProtocol, 'http1'>;
+  readonly itlMs: number;
+  readonly concurrency: number;
+  readonly rounds: number;
+}
 
 export interface StreamCellPlan {
   readonly itlMs: number;
@@ -46,6 +59,10 @@ export interface BenchPlan {
   readonly correctnessRequests: number;
   /** Rounds of the paired observation cell (runPairedObservation); its streams per system and gap. */
   readonly pairedObservation: { readonly rounds: number; readonly concurrency: number; readonly itlMs: number };
+  /** The HTTP/2 cleartext cells, run last (runH2Phase). */
+  readonly h2Cells: readonly H2CellPlan[];
+  /** HTTP/2 connections each h2 load generator spreads its streams over. */
+  readonly h2Sessions: number;
   /** Also run the Node TCP relay (tcp-relay.ts): the floor for a proxy on Node's sockets. Needs the compiled bench. */
   readonly relay: boolean;
   /** Stop starting cells after this long (the whole run must stay under 10 minutes). */
@@ -71,6 +88,11 @@ export const FULL_PLAN: Omit<BenchPlan, 'log'> = {
   unaryDurationMs: 1500,
   unaryReferenceRate: 1000,
   pairedObservation: { rounds: 3, concurrency: 64, itlMs: 20 },
+  h2Cells: [
+    { protocol: 'grpc', itlMs: 20, concurrency: 64, rounds: 2 },
+    { protocol: 'sse-h2c', itlMs: 20, concurrency: 64, rounds: 2 },
+  ],
+  h2Sessions: 2,
   correctnessRequests: 24,
   relay: true,
   budgetMs: 8.5 * 60_000,
@@ -87,6 +109,11 @@ export const CORRECTNESS_PLAN: Omit<BenchPlan, 'log'> = {
   unaryDurationMs: 300,
   unaryReferenceRate: 200,
   pairedObservation: { rounds: 1, concurrency: 8, itlMs: 2 },
+  h2Cells: [
+    { protocol: 'grpc', itlMs: 2, concurrency: 8, rounds: 1 },
+    { protocol: 'sse-h2c', itlMs: 2, concurrency: 8, rounds: 1 },
+  ],
+  h2Sessions: 2,
   correctnessRequests: 12,
   relay: false,
   budgetMs: 60_000,
@@ -94,6 +121,7 @@ export const CORRECTNESS_PLAN: Omit<BenchPlan, 'log'> = {
 
 export interface StreamCell {
   readonly system: SystemName;
+  readonly protocol: StreamProtocol;
   readonly itlMs: number;
   readonly concurrency: number;
   readonly round: number;
@@ -181,6 +209,8 @@ export interface BenchResult {
 interface System {
   readonly name: SystemName;
   readonly url: string;
+  /** Unset: HTTP/1.1 SSE (load.ts); set: over h2c with load-h2.ts. */
+  readonly h2?: H2Kind;
   /** CPU and memory are read from these; none for direct (its cost is the simulator's). */
   pids(): number[];
   readonly sidecar: SidecarProcess | undefined;
@@ -358,6 +388,15 @@ export async function runBench(plan: BenchPlan): Promise<BenchResult> {
       unaryMaxRateP99Under5Ms[system.name] = held.length === 0 ? null : Math.max(...held);
     }
 
+    if (plan.h2Cells.length > 0) {
+      if (overBudget()) notes.push('time budget reached: the HTTP/2 cells were skipped');
+      else {
+        // The HTTP/1.1 systems stop first: the h2 ones get the proxy core to themselves.
+        await Promise.all(owned.splice(1).map((p) => p.stop()));
+        streaming.push(...(await runH2Phase({ plan, bin, simulator, proxyCpu, withNginx, itlBuckets, stamps, problems, notes, owned, overBudget, proxyCore })));
+      }
+    }
+
     return {
       startedAt,
       durationS: (performance.now() - started) / 1000,
@@ -375,6 +414,81 @@ export async function runBench(plan: BenchPlan): Promise<BenchResult> {
     await stopAll();
     snapshot.remove();
   }
+}
+
+interface H2PhaseContext {
+  readonly plan: BenchPlan;
+  readonly bin: string;
+  readonly simulator: SimulatorProcess;
+  readonly proxyCpu: number | undefined;
+  readonly withNginx: boolean;
+  readonly itlBuckets: readonly number[];
+  readonly stamps: boolean;
+  readonly problems: string[];
+  readonly notes: string[];
+  /** Processes started here are added, so runBench stops them whatever happens. */
+  readonly owned: BenchProcess[];
+  overBudget(): boolean;
+  readonly proxyCore: ProxyCoreLoad;
+}
+
+/**
+ * The HTTP/2 cleartext cells: the simulator's h2c listener direct, tokentap with
+ * `upstream_protocol: h2c`, and nginx on an `http2` listener (nginxH2Config: `grpc_pass` for gRPC,
+ * HTTP/1.1 `proxy_pass` for SSE), first the correctness checks of load.ts's cells (same seeds and
+ * request ids; every gRPC message and SSE byte identical to the direct ones; the sidecar counts
+ * exactly the tokens), then each cell's rounds with the systems in rotating order.
+ */
+async function runH2Phase(context: H2PhaseContext): Promise<StreamCell[]> {
+  const { plan, simulator, proxyCpu, stamps, problems } = context;
+  const tokentap = await startSidecarProcess({ bin: context.bin, name: 'tokentap', cpu: proxyCpu, upstream: simulator.h2cUrl, upstreamProtocol: 'h2c', observe: true, itlBuckets: context.itlBuckets });
+  context.owned.push(tokentap);
+  const base: { name: SystemName; url: string; pids(): number[]; sidecar: SidecarProcess | undefined }[] = [
+    { name: 'direct', url: simulator.h2cUrl, pids: () => [], sidecar: undefined },
+    { name: 'tokentap', url: tokentap.url, pids: tokentap.pids, sidecar: tokentap },
+  ];
+  if (context.withNginx) {
+    const nginx = await startNginxProcess({ cpu: proxyCpu, upstream: simulator.url, h2cUpstream: simulator.h2cUrl });
+    context.owned.push(nginx);
+    base.push({ name: 'nginx', url: nginx.url, pids: nginx.pids, sidecar: undefined });
+  }
+  const systemsFor = (kind: H2Kind): System[] => base.map((s) => ({ ...s, h2: kind }));
+  const kindOf = (protocol: H2CellPlan['protocol']): H2Kind => (protocol === 'grpc' ? 'grpc' : 'sse');
+  const kinds = [...new Set(plan.h2Cells.map((c) => kindOf(c.protocol)))];
+
+  const before = await scrape(tokentap.adminUrl);
+  const linesBefore = tokentap.requestLines.length;
+  const found: string[] = [];
+  for (const kind of kinds) {
+    const systems = systemsFor(kind);
+    const load = (system: System): Promise<StreamResult> =>
+      runSystemLoad(system, plan, { url: system.url, concurrency: 4, ttftMs: 0, itlMs: 1, tokens: plan.tokens, arrivalMs: 1_000_000, maxRequests: plan.correctnessRequests, stamp: false, keepBodies: true, drainTimeoutMs: 30_000 });
+    const reference = await load(systems[0] as System);
+    for (const system of systems.slice(1)) found.push(...compareBodies(`${system.name} ${protocolOf(system)}`, reference, await load(system)));
+  }
+  await settle();
+  found.push(...(await checkSidecarCounts(tokentap, before, linesBefore, plan.correctnessRequests * kinds.length, plan.tokens)).map((p) => `tokentap over h2c (${kinds.join(', ')}): ${p}`));
+  problems.push(...found);
+  plan.log(found.length === 0 ? `correctness h2c: ${plan.correctnessRequests} calls per protocol (${kinds.join(', ')}) identical on every path; sidecar token counts right` : `correctness h2c FAILED:\n  ${found.join('\n  ')}`);
+
+  const cells: StreamCell[] = [];
+  for (const cellPlan of plan.h2Cells) {
+    const systems = systemsFor(kindOf(cellPlan.protocol));
+    if (context.overBudget()) {
+      context.notes.push(`time budget reached: skipped the ${cellPlan.protocol} cell and later ones`);
+      break;
+    }
+    await warmUp(systems, plan, stamps);
+    for (let round = 0; round < cellPlan.rounds; round++) {
+      for (const system of rotate(systems, round)) {
+        const cell = await runStreamCell(system, plan, { ...cellPlan, onlyIfDirectHolds: false }, round, stamps, problems, context.proxyCore);
+        cells.push(cell);
+        plan.log(streamCellLine(cell));
+      }
+      computeAddedDelay(cells, cellPlan.itlMs, cellPlan.concurrency, round, cellPlan.protocol);
+    }
+  }
+  return cells;
 }
 
 /**
@@ -416,7 +530,7 @@ function settle(): Promise<void> {
 /** JIT, connection pools and heap sized before anything is measured. */
 async function warmUp(systems: readonly System[], plan: BenchPlan, stamps: boolean): Promise<void> {
   for (const system of systems) {
-    await runStreamLoad({
+    await runSystemLoad(system, plan, {
       url: system.url,
       concurrency: 8,
       ttftMs: 0,
@@ -428,7 +542,7 @@ async function warmUp(systems: readonly System[], plan: BenchPlan, stamps: boole
       keepBodies: false,
       drainTimeoutMs: 10_000,
     });
-    await runUnaryLoad({ url: system.url, ratePerS: 500, durationMs: 200, drainTimeoutMs: 5000 });
+    if (system.h2 === undefined) await runUnaryLoad({ url: system.url, ratePerS: 500, durationMs: 200, drainTimeoutMs: 5000 });
   }
   await settle();
 }
@@ -440,6 +554,10 @@ async function checkSidecarCounts(
   requests: number,
   tokens: number,
 ): Promise<string[]> {
+  // The log lines come through a pipe the sidecar writes asynchronously: on a loaded machine the last
+  // ones can land after settle() (46 of 48 had at load average 17), so wait for them, bounded.
+  const deadline = performance.now() + 5000;
+  while (sidecar.requestLines.length - linesBefore < requests && performance.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
   const after = await scrape(sidecar.adminUrl);
   const problems: string[] = [];
   const outputTokens = (m: typeof before): number => sumValues(m, 'tokentap_tokens_total', { gen_ai_token_type: 'output' });
@@ -456,6 +574,16 @@ async function checkSidecarCounts(
   const wrong = lines.filter((l) => l.outcome !== 'completed' || l.output_tokens !== tokens || l.content_events !== tokens);
   if (wrong.length > 0) problems.push(`${wrong.length} request log lines with outcome/output_tokens/content_events not completed/${tokens}/${tokens}, e.g. ${JSON.stringify(wrong[0])}`);
   return problems;
+}
+
+function protocolOf(system: System): StreamProtocol {
+  if (system.h2 === undefined) return 'http1';
+  return system.h2 === 'grpc' ? 'grpc' : 'sse-h2c';
+}
+
+/** One load through `system`, over HTTP/1.1 or h2c as the system speaks. */
+function runSystemLoad(system: System, plan: BenchPlan, load: StreamLoad): Promise<StreamResult> {
+  return system.h2 === undefined ? runStreamLoad(load) : runH2StreamLoad({ ...load, kind: system.h2, sessions: plan.h2Sessions });
 }
 
 async function runStreamCell(
@@ -489,7 +617,7 @@ async function runStreamCell(
   const cpuBefore = groupCpuMs(pids);
   const userBefore = groupUserMs(pids);
   const coreBefore = proxyCore.read();
-  const result = await runStreamLoad({
+  const result = await runSystemLoad(system, plan, {
     url: system.url,
     concurrency: cellPlan.concurrency,
     ttftMs: plan.ttftMs,
@@ -511,7 +639,7 @@ async function runStreamCell(
     await settle();
     const lines = sidecar.requestLines.slice(linesBefore);
     const wrong = lines.filter((l) => l.outcome === 'completed' && (l.output_tokens !== plan.tokens || l.content_events !== plan.tokens));
-    if (wrong.length > 0) problems.push(`${system.name} ${cellPlan.itlMs} ms × ${cellPlan.concurrency}: ${wrong.length} completed requests logged with a token count other than ${plan.tokens}`);
+    if (wrong.length > 0) problems.push(`${system.name} ${protocolOf(system)} ${cellPlan.itlMs} ms × ${cellPlan.concurrency}: ${wrong.length} completed requests logged with a token count other than ${plan.tokens}`);
     const metricsAfter = await scrape(sidecar.adminUrl);
     const bucketsBefore = histogram(metricsBefore, 'tokentap_inter_chunk_latency_seconds').buckets;
     const bucketsAfter = histogram(metricsAfter, 'tokentap_inter_chunk_latency_seconds').buckets;
@@ -534,6 +662,7 @@ async function runStreamCell(
   const tokensPerS = (result.tokens / result.wallMs) * 1000;
   return {
     system: system.name,
+    protocol: protocolOf(system),
     itlMs: cellPlan.itlMs,
     concurrency: cellPlan.concurrency,
     round,
@@ -590,8 +719,8 @@ async function runPairedObservation(systems: readonly System[], plan: BenchPlan)
   return { observedCpuMsPer1kTokens: observed, unobservedCpuMsPer1kTokens: unobserved, ratio: observed / unobserved };
 }
 
-function computeAddedDelay(cells: StreamCell[], itlMs: number, concurrency: number, round: number): void {
-  const same = cells.filter((c) => c.itlMs === itlMs && c.concurrency === concurrency && c.round === round);
+function computeAddedDelay(cells: StreamCell[], itlMs: number, concurrency: number, round: number, protocol: StreamProtocol = 'http1'): void {
+  const same = cells.filter((c) => c.protocol === protocol && c.itlMs === itlMs && c.concurrency === concurrency && c.round === round);
   const direct = same.find((c) => c.system === 'direct');
   if (direct?.delayMs == null) return;
   for (const cell of same) {
@@ -607,7 +736,7 @@ function computeAddedDelay(cells: StreamCell[], itlMs: number, concurrency: numb
 const f = (value: number, digits = 1): string => (Number.isFinite(value) ? value.toFixed(digits) : '-');
 
 function streamCellLine(cell: StreamCell): string {
-  return `stream ${cell.itlMs}ms x${cell.concurrency} r${cell.round + 1} ${cell.system}: ${f(cell.tokensPerS, 0)} tok/s, cpu ${f(cell.cpuMsPer1kTokens)} ms/1k, ttft p50 ${f(cell.ttftP50Ms, 2)} ms, delay p50 ${f(cell.delayMs?.p50 ?? Number.NaN, 3)} ms${cell.saturated ? ' (saturated)' : ''}${cell.failed > 0 ? ` failed ${cell.failed} ${JSON.stringify(cell.failures)}` : ''}`;
+  return `stream${cell.protocol === 'http1' ? '' : ` ${cell.protocol}`} ${cell.itlMs}ms x${cell.concurrency} r${cell.round + 1} ${cell.system}: ${f(cell.tokensPerS, 0)} tok/s, cpu ${f(cell.cpuMsPer1kTokens)} ms/1k, ttft p50 ${f(cell.ttftP50Ms, 2)} ms, delay p50 ${f(cell.delayMs?.p50 ?? Number.NaN, 3)} ms${cell.saturated ? ' (saturated)' : ''}${cell.failed > 0 ? ` failed ${cell.failed} ${JSON.stringify(cell.failures)}` : ''}`;
 }
 
 function unaryCellLine(cell: UnaryCell): string {

@@ -4,7 +4,7 @@ import { setPriority } from 'node:os';
 import { dirname, join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { AGAINST_PLAN, renderAgainst, runAgainst } from './against.js';
-import { CORRECTNESS_PLAN, FULL_PLAN, runBench } from './bench.js';
+import { CORRECTNESS_PLAN, FULL_PLAN, runBench, type BenchPlan } from './bench.js';
 import { hasTaskset, pin } from './procfs.js';
 import { repoRoot } from './processes.js';
 import { runProfile } from './profile-run.js';
@@ -17,6 +17,8 @@ import { renderSoak, runSoak, SOAK_PLAN } from './soak.js';
  *   (none)           the full benchmark: correctness checks, streaming cells, non-streaming sweep;
  *                    table on stdout, JSON in test/bench/results/latest.json; exit 1 if a check failed
  *   --correctness    the same checks at tiny sizes, no pinning (what `npm test` runs)
+ *   --cells h2       only the HTTP/2 cleartext cells (gRPC and SSE over h2c) after the correctness
+ *                    checks; --cells http1: everything but them (with or without --correctness)
  *   --profile        tokentap alone under node --cpu-prof at 64 streams; top self-time functions
  *   --no-observe     with --profile: the proxy with observation off
  *   --no-request-log with --profile: log_level warn (no per-request log line)
@@ -29,7 +31,7 @@ import { renderSoak, runSoak, SOAK_PLAN } from './soak.js';
  *                    with other work, so the proxy is not waiting for its core)
  *   --out PATH       where to write the JSON
  */
-const USAGE = 'usage: npm run bench [-- --correctness | --profile [--no-observe] [--no-request-log] | --soak [--soak-requests N] [--soak-seconds S] | --against DIR] [--priority] [--out PATH]';
+const USAGE = 'usage: npm run bench [-- [--correctness] [--cells h2|http1] | --profile [--no-observe] [--no-request-log] | --soak [--soak-requests N] [--soak-seconds S] | --against DIR] [--priority] [--out PATH]';
 
 /**
  * nice -10 for this process and everything it starts (children inherit it). With autogroup
@@ -41,12 +43,20 @@ function raisePriority(): void {
   if (existsSync('/proc/self/autogroup')) writeFileSync('/proc/self/autogroup', '-10');
 }
 
+/** `--cells`: the plan with only the HTTP/2 cells (`h2`) or without them (`http1`); the correctness checks always run. */
+function selectCells(plan: Omit<BenchPlan, 'log'>, cells: 'h2' | 'http1' | undefined): Omit<BenchPlan, 'log'> {
+  if (cells === 'h2') return { ...plan, streamCells: [], unaryRates: [], pairedObservation: { ...plan.pairedObservation, rounds: 0 } };
+  if (cells === 'http1') return { ...plan, h2Cells: [] };
+  return plan;
+}
+
 async function main(): Promise<number> {
   let values;
   try {
     ({ values } = parseArgs({
       options: {
         correctness: { type: 'boolean' },
+        cells: { type: 'string' },
         profile: { type: 'boolean' },
         'no-observe': { type: 'boolean' },
         'no-request-log': { type: 'boolean' },
@@ -62,6 +72,10 @@ async function main(): Promise<number> {
     }));
   } catch (error) {
     process.stderr.write(`${(error as Error).message}\n${USAGE}\n`);
+    return 2;
+  }
+  if (values.cells !== undefined && values.cells !== 'h2' && values.cells !== 'http1') {
+    process.stderr.write(`--cells: expected h2 or http1, got "${values.cells}"\n${USAGE}\n`);
     return 2;
   }
   if (process.platform !== 'linux') {
@@ -116,7 +130,7 @@ async function main(): Promise<number> {
     return result.rounds.some((r) => r.failed[0] + r.failed[1] > 0) ? 1 : 0;
   }
 
-  const plan = { ...(values.correctness ? CORRECTNESS_PLAN : FULL_PLAN), pin: canPin, log };
+  const plan = { ...selectCells(values.correctness ? CORRECTNESS_PLAN : FULL_PLAN, values.cells as 'h2' | 'http1' | undefined), pin: canPin, log };
   const result = await runBench(plan);
   process.stdout.write(`${renderReport(result, plan.unaryReferenceRate)}\n`);
   const out = values.out ?? join(repoRoot(), 'test', 'bench', 'results', values.correctness ? 'correctness.json' : 'latest.json');

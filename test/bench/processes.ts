@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import http2 from 'node:http2';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -131,7 +132,12 @@ export interface SimulatorProcessOptions {
   readonly ttftMs: number;
 }
 
-export async function startSimulatorProcess(options: SimulatorProcessOptions): Promise<BenchProcess> {
+export interface SimulatorProcess extends BenchProcess {
+  /** Its HTTP/2 cleartext listener (`--h2c-port`): gRPC services and every HTTP API. */
+  readonly h2cUrl: string;
+}
+
+export async function startSimulatorProcess(options: SimulatorProcessOptions): Promise<SimulatorProcess> {
   const root = repoRoot();
   const [command, args] = pinned(options.cpu, process.execPath, [
     options.bin,
@@ -142,19 +148,27 @@ export async function startSimulatorProcess(options: SimulatorProcessOptions): P
     '0',
     '--ttft-ms',
     String(options.ttftMs),
+    '--h2c-port',
+    '0',
   ]);
   const child = spawn(command, args, { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
-  const url = await waitForLine(child, 'simulator', () => output, (line) => {
+  // Two lines: the HTTP/1.1 listener, then the h2c one.
+  let url: string | undefined;
+  const urls = await waitForLine(child, 'simulator', () => output, (line) => {
     output += `${line}\n`;
-    return /listening on (http:\/\/\S+)/.exec(line)?.[1];
+    const found = /listening on (http:\/\/\S+)/.exec(line)?.[1];
+    if (found === undefined) return undefined;
+    if (!line.includes(' h2c ')) url = found;
+    else if (url !== undefined) return { url, h2cUrl: found };
+    return undefined;
   }, 20_000).catch(async (error: unknown) => {
     await terminate(child);
     throw error;
   });
   child.stdout!.resume();
-  return { name: 'simulator', url, pids: () => [child.pid!], output: () => output, stop: () => terminate(child) };
+  return { name: 'simulator', ...urls, pids: () => [child.pid!], output: () => output, stop: () => terminate(child) };
 }
 
 /** The Node TCP relay (tcp-relay.ts), compiled beside this file. */
@@ -187,13 +201,16 @@ export interface SidecarProcessOptions {
   readonly cpuProfileDir?: string | undefined;
   /** False: request lines are read and dropped, not kept (the soak's 100,000 would fill the bench's memory). */
   readonly keepRequestLines?: boolean;
+  /** `upstream_protocol`; unset, the default (http1). */
+  readonly upstreamProtocol?: 'h2c';
 }
 
 export async function startSidecarProcess(options: SidecarProcessOptions): Promise<SidecarProcess> {
   const root = repoRoot();
   const dir = await mkdtemp(join(tmpdir(), 'tokentap-bench-sidecar-'));
   const config = join(dir, 'tokentap.yaml');
-  await writeFile(config, `log_level: ${options.logLevel ?? 'info'}\nmetrics:\n  buckets:\n    itl: [${options.itlBuckets.join(', ')}]\n`);
+  const protocol = options.upstreamProtocol === undefined ? '' : `upstream_protocol: ${options.upstreamProtocol}\n`;
+  await writeFile(config, `${protocol}log_level: ${options.logLevel ?? 'info'}\nmetrics:\n  buckets:\n    itl: [${options.itlBuckets.join(', ')}]\n`);
   // At log_level info the sidecar announces the ports it got for port 0; quieter, it says nothing,
   // so the bench picks free ports itself and polls /metrics (another process may take a port first:
   // then start-up fails with the sidecar's own error).
@@ -279,6 +296,11 @@ function parseJsonLine(line: string): Record<string, unknown> | undefined {
 export interface NginxProcessOptions {
   readonly cpu: number | undefined;
   readonly upstream: string;
+  /**
+   * The simulator's h2c listener: set, nginx listens for HTTP/2 cleartext (prior knowledge) instead
+   * of HTTP/1.1 (nginxH2Config).
+   */
+  readonly h2cUpstream?: string;
 }
 
 /**
@@ -319,12 +341,37 @@ http {
 `;
 }
 
+/**
+ * nginx as the reference HTTP/2 hop, tuned as nginxConfig: an HTTP/2 cleartext listener (nginx
+ * 1.22's `listen ... http2`, prior knowledge only), the vLLM gRPC service to the simulator's h2c port
+ * with `grpc_pass` (gRPC is the one upstream nginx speaks HTTP/2 to, over a kept-alive connection),
+ * everything else (SSE) with `proxy_pass` to the simulator's HTTP/1.1 port: nginx's proxy module has
+ * no HTTP/2 upstreams, so its SSE-over-h2c path is h2 to the client and HTTP/1.1 to the upstream.
+ */
+export function nginxH2Config(dir: string, listenPort: number, upstream: URL, h2cUpstream: URL): string {
+  return nginxConfig(dir, listenPort, upstream)
+    .replace(`listen 127.0.0.1:${listenPort};`, `listen 127.0.0.1:${listenPort} http2;
+    http2_max_concurrent_streams 128;
+    location /vllm.grpc.engine.VllmEngine/ {
+      grpc_pass grpc://simulator_h2c;
+      grpc_read_timeout 300s;
+    }`)
+    .replace(`  server {`, `  upstream simulator_h2c {
+    server ${h2cUpstream.hostname}:${h2cUpstream.port};
+    keepalive 64;
+    keepalive_requests 1000000;
+  }
+  server {`);
+}
+
 export async function startNginxProcess(options: NginxProcessOptions): Promise<BenchProcess> {
   const dir = await mkdtemp(join(tmpdir(), 'tokentap-bench-nginx-'));
   let lastError = '';
   for (let attempt = 0; attempt < 3; attempt++) {
     const port = await freeLoopbackPort();
-    await writeFile(join(dir, 'nginx.conf'), nginxConfig(dir, port, new URL(options.upstream)));
+    const h2 = options.h2cUpstream !== undefined;
+    const config = h2 ? nginxH2Config(dir, port, new URL(options.upstream), new URL(options.h2cUpstream as string)) : nginxConfig(dir, port, new URL(options.upstream));
+    await writeFile(join(dir, 'nginx.conf'), config);
     const [command, args] = pinned(options.cpu, NGINX_BINARY, ['-p', dir, '-e', join(dir, 'error.log'), '-c', join(dir, 'nginx.conf'), '-g', 'daemon off;']);
     const child = spawn(command, args, { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
     let output = '';
@@ -337,8 +384,8 @@ export async function startNginxProcess(options: NginxProcessOptions): Promise<B
     const url = `http://127.0.0.1:${port}`;
     const deadline = performance.now() + 10_000;
     while (performance.now() < deadline && child.exitCode === null) {
-      if (childPids(child.pid!).length > 0 && (await answers(`${url}/health`))) {
-        return { name: 'nginx', url, pids: () => [child.pid!, ...childPids(child.pid!)], output: () => output, stop };
+      if (childPids(child.pid!).length > 0 && (await (h2 ? answersH2 : answers)(`${url}/health`))) {
+        return { name: h2 ? 'nginx-h2' : 'nginx', url, pids: () => [child.pid!, ...childPids(child.pid!)], output: () => output, stop };
       }
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
@@ -359,4 +406,25 @@ async function answers(url: string): Promise<boolean> {
   } catch {
     return false;
   }
+}
+
+/** answers() over HTTP/2 with prior knowledge (an nginx `http2` cleartext listener speaks nothing else). */
+function answersH2(url: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    const session = http2.connect(url);
+    const finish = (ok: boolean): void => {
+      clearTimeout(timer);
+      session.destroy();
+      resolve(ok);
+    };
+    const timer = setTimeout(() => finish(false), 1000);
+    session.on('error', () => finish(false));
+    const request = session.request({ ':path': new URL(url).pathname });
+    request.on('response', (headers) => {
+      request.resume();
+      request.on('end', () => finish(headers[':status'] === 200));
+    });
+    request.on('error', () => finish(false));
+    request.end();
+  });
 }

@@ -1,4 +1,4 @@
-import type { BenchResult, StreamCell, SystemName, UnaryCell } from './bench.js';
+import type { BenchResult, StreamCell, StreamProtocol, SystemName, UnaryCell } from './bench.js';
 import { quantile } from './stats.js';
 
 /** Turns a BenchResult into the stdout tables and the target verdicts (issue 7's targets, ratios within one run). */
@@ -17,8 +17,35 @@ function median(values: number[]): number {
   return quantile(values.filter(Number.isFinite), 0.5);
 }
 
-function cells(result: BenchResult, system: SystemName, itlMs: number, concurrency: number): StreamCell[] {
-  return result.streaming.filter((c) => c.system === system && c.itlMs === itlMs && c.concurrency === concurrency);
+function cells(result: BenchResult, system: SystemName, itlMs: number, concurrency: number, protocol: StreamProtocol = 'http1'): StreamCell[] {
+  return result.streaming.filter((c) => c.protocol === protocol && c.system === system && c.itlMs === itlMs && c.concurrency === concurrency);
+}
+
+/**
+ * The HTTP/2 cleartext cells in the shape of docs/benchmark.md's table: per protocol, gap and
+ * streams, each proxy's median CPU per 1k tokens and added delay over the rounds.
+ */
+export function h2Summary(result: BenchResult): string[][] {
+  const rows: string[][] = [];
+  const shapes = new Map(result.streaming.filter((c) => c.protocol !== 'http1').map((c) => [`${c.protocol} ${c.itlMs} ${c.concurrency}`, c]));
+  for (const { protocol, itlMs, concurrency } of shapes.values()) {
+    for (const system of ['tokentap', 'nginx'] as const) {
+      const own = cells(result, system, itlMs, concurrency, protocol);
+      if (own.length === 0) continue;
+      const med = (pick: (c: StreamCell) => number | undefined): number => median(own.map((c) => pick(c) ?? Number.NaN));
+      rows.push([
+        protocol,
+        `${itlMs} ms`,
+        String(concurrency),
+        system,
+        `${f(med((c) => c.cpuMsPer1kTokens))} (${own.map((c) => f(c.cpuMsPer1kTokens)).join(', ')})`,
+        f(med((c) => c.addedDelayMs?.p50), 3),
+        f(med((c) => c.addedDelayMs?.p99), 2),
+        `${f(med((c) => c.ttftP50Ms - (cells(result, 'direct', itlMs, concurrency, protocol).find((d) => d.round === c.round)?.ttftP50Ms ?? Number.NaN)), 2)}`,
+      ]);
+    }
+  }
+  return rows;
 }
 
 function medianOf(result: BenchResult, system: SystemName, itlMs: number, concurrency: number, pick: (c: StreamCell) => number | undefined): number {
@@ -80,6 +107,7 @@ function table(header: string[], rows: string[][]): string {
 
 export function renderReport(result: BenchResult, unaryReferenceRate: number): string {
   const streamRows = result.streaming.map((c) => [
+    c.protocol,
     `${c.itlMs} ms`,
     String(c.concurrency),
     String(c.round + 1),
@@ -109,9 +137,12 @@ export function renderReport(result: BenchResult, unaryReferenceRate: number): s
   return [
     'Streaming (64 tokens per request; delays in ms; added delay = this system\'s quantile − direct\'s in the same round)',
     table(
-      ['gap', 'streams', 'round', 'system', 'req/s', 'tok/s', 'TTFT p50 / p99', 'added delay p50 / p99 / p99.9', 'CPU ms / 1k tok (user)', 'RSS KiB / stream', 'TTFT acc. median / p99|d|', 'ITL acc. Δp50 / Δp99', 'CPU 0 busy with others', ''],
+      ['protocol', 'gap', 'streams', 'round', 'system', 'req/s', 'tok/s', 'TTFT p50 / p99', 'added delay p50 / p99 / p99.9', 'CPU ms / 1k tok (user)', 'RSS KiB / stream', 'TTFT acc. median / p99|d|', 'ITL acc. Δp50 / Δp99', 'CPU 0 busy with others', ''],
       streamRows,
     ),
+    '',
+    'HTTP/2 cleartext (medians over the rounds; rounds in brackets; nginx: grpc_pass for gRPC, HTTP/1.1 proxy_pass behind its http2 listener for SSE)',
+    table(['protocol', 'gap', 'streams', 'system', 'CPU ms / 1k tok', 'added delay p50', 'added delay p99', 'added TTFT p50'], h2Summary(result)),
     '',
     'Non-streaming (1 output token, no simulated delay)',
     table(['offered req/s', 'system', 'req/s', 'latency p50 / p99 ms', 'CPU µs / req', 'CPU 0 busy with others', ''], unaryRows),

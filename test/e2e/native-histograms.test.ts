@@ -202,9 +202,18 @@ describe('native histograms in the real Prometheus 2.42', () => {
   });
 
   it('evaluates every rendered native rule without error, and the native TTFT SLI equals the classic one (tokentap_slo_events_total) at the 0.25 s boundary', async () => {
-    const response = await fetch(`${prometheus.url}/api/v1/rules`);
-    const body = (await response.json()) as { data: { groups: Array<{ rules: Array<{ name: string; health: string; lastError?: string }> }> } };
-    const rules = body.data.groups.flatMap((g) => g.rules);
+    // A group is first evaluated at an offset within its interval: tokentap-capacity's is 5 minutes,
+    // 30 s at this window scale, so wait until every rule has been evaluated once (health not unknown).
+    type Rule = { name: string; health: string; lastError?: string };
+    const deadline = Date.now() + 90_000;
+    let rules: Rule[] = [];
+    for (;;) {
+      const response = await fetch(`${prometheus.url}/api/v1/rules`);
+      const body = (await response.json()) as { data: { groups: Array<{ rules: Rule[] }> } };
+      rules = body.data.groups.flatMap((g) => g.rules);
+      if (rules.every((rule) => rule.health !== 'unknown') || Date.now() > deadline) break;
+      await new Promise((resolve) => setTimeout(resolve, 500));
+    }
     expect(rules.length).toBeGreaterThan(10);
     for (const rule of rules) expect(`${rule.name}: ${rule.health} ${rule.lastError ?? ''}`).toBe(`${rule.name}: ok `);
 
@@ -234,7 +243,7 @@ describe('native histograms in the real Prometheus 2.42', () => {
     expect(nativeShare).toBeCloseTo(classicBad / classicAll, 9);
     const recorded = await prometheus.query('tokentap:ttft_seconds:p99_rate5m{workload="chat"}', at);
     expect(recorded).toHaveLength(1);
-  });
+  }, 180_000);
 
   it('answers the dashboard quantile panels of a native config from the native series (no _bucket in this Prometheus)', async () => {
     const grafana = (expr: string) => expr.replaceAll('$__rate_interval', '30s').replace(/\$(namespace|pod|model)/g, '.*');

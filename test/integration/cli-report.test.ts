@@ -60,6 +60,31 @@ describe('tokentap report', () => {
     expect(result.err).toContain('the answer exceeds 8388608 bytes');
   });
 
+  it('gives the reason for a missing capacity once, not again on every figure that follows from it (newcomer run: four lines of 300 characters repeating it)', async () => {
+    const reason = 'rag: no band has 100 requests yet (the most is 4 in band 3-4); chat: no band has 100 requests yet (the most is 18 in band 3-4)';
+    const young = {
+      schema_version: 1,
+      version: '0.1.0',
+      uptime_s: 11,
+      capacity: {
+        min_samples_per_band: 100,
+        planned_peak_rps: 50,
+        peak_in_flight: 4,
+        pods_needed_planned: null,
+        mix: { ...FIGURES, absent: { capacity_in_flight: reason, sustainable_rps: `no capacity: ${reason}`, peak_rps: 'no 5-minute rate yet', headroom: `no capacity: ${reason}`, pods_needed_observed: `no capacity: ${reason}`, pods_needed_planned: `no capacity: ${reason}` } },
+        workloads: [],
+      },
+    };
+    const result = await report('--admin', await answering(JSON.stringify(young)));
+    expect(result.code).toBe(0);
+    expect(result.out.split(reason)).toHaveLength(2);
+    expect(result.out).toContain(`  capacity at SLO               none: ${reason}\n`);
+    for (const label of ['sustainable', 'headroom', 'pods needed, observed peak', 'pods needed, planned peak']) {
+      expect(result.out).toContain(`  ${label.padEnd(30)}none: no capacity (the reason is under capacity at SLO)\n`);
+    }
+    expect(result.out).toContain('  peak rate                     none: no 5-minute rate yet\n');
+  });
+
   it('prints no control character from the answer: escape sequences in a name or a reason reach the terminal as "?"', async () => {
     const hostile = {
       schema_version: 1,

@@ -6,6 +6,31 @@
 // never run a mutant (Stryker mutates src/) and refuse to start in Stryker's sandbox copy, where
 // src/ looks newer than dist/: keep them out of these lists.
 
+/**
+ * The tests that run the OpenAI SSE tap on a stream (route-table.test.ts only selects it). Not
+ * test/unit/taps/every-cut-replay.test.ts: it replays each capture once per byte (2-35 s per capture),
+ * and each mutant the replays reach would run them all; the tests here cut the captures at random.
+ */
+const OPENAI_SSE_TAP_TESTS = [
+  'test/unit/taps/openai-sse.test.ts',
+  'test/unit/taps/first-token.test.ts',
+  'test/unit/taps/first-answer-token.test.ts',
+  'test/unit/taps/plain-content-event.test.ts',
+  'test/unit/taps/token-count-mismatch.test.ts',
+  'test/unit/taps/upstream-numbers.test.ts',
+  'test/unit/taps/vllm-captures.test.ts',
+];
+
+/** The tests that run the other protocols' taps on a body (the engine-timings tests through RequestMonitor). */
+const PROTOCOL_TAP_TESTS = [
+  'test/unit/taps/hostile-events.test.ts',
+  'test/unit/taps/protocol-fixtures.test.ts',
+  'test/unit/taps/first-token.test.ts',
+  'test/unit/taps/first-answer-token.test.ts',
+  'test/unit/taps/openai-json.test.ts',
+  'test/unit/proxy/engine-timings.test.ts',
+];
+
 /** @type {Record<string, string[]>} */
 export const moduleTests = {
   'src/proxy/http1/chunked-body.ts': [
@@ -44,9 +69,27 @@ export const moduleTests = {
   'src/taps/grpc/generate-stream-tap.ts': ['test/unit/taps/grpc/*.test.ts', 'test/unit/proxy/grpc-outcomes.test.ts'],
   'src/taps/triton-grpc.ts': ['test/unit/taps/grpc/*.test.ts'],
   'src/taps/grpc/request-model.ts': ['test/unit/taps/grpc/triton-grpc.test.ts'],
-  'src/taps/openai-sse.ts': ['test/unit/taps/*.test.ts'],
+  'src/taps/openai-sse.ts': OPENAI_SSE_TAP_TESTS,
+  ...Object.fromEntries(
+    ['anthropic-sse', 'openai-responses-sse', 'tgi-sse', 'llamacpp-sse', 'triton-sse', 'ollama-ndjson', 'openai-json'].map((name) => [
+      `src/taps/${name}.ts`,
+      PROTOCOL_TAP_TESTS,
+    ]),
+  ),
+  // Shared by the taps: the tests of every tap.
+  ...Object.fromEntries(
+    ['sse-event-tap', 'event-json', 'bounded-body', 'server-timings', 'upstream-numbers', 'plain-content-event'].map((name) => [
+      `src/taps/${name}.ts`,
+      [...new Set([...OPENAI_SSE_TAP_TESTS, ...PROTOCOL_TAP_TESTS])],
+    ]),
+  ),
   'src/slo/slo-events.ts': ['test/unit/slo/*.test.ts'],
-  'src/clock/token-timeline.ts': ['test/unit/taps/*.test.ts', 'test/unit/clock/*.test.ts'],
+  'src/clock/token-timeline.ts': [
+    'test/unit/clock/*.test.ts',
+    ...OPENAI_SSE_TAP_TESTS,
+    'test/unit/taps/openai-json.test.ts',
+    'test/unit/taps/protocol-fixtures.test.ts',
+  ],
   'src/metrics/processor-sharing.ts': ['test/unit/metrics/accelerator-time.test.ts'],
   // The rule renderers, without the committed-files comparison (committed-artefacts.test.ts): it fails
   // on any change to the rendered text but passes again once the files are re-rendered, so the score

@@ -86,7 +86,7 @@ for (const mutant of results) {
   if (detected.has(mutant.status)) counts.detected += 1;
   if (undetected.has(mutant.status)) {
     counts.undetected += 1;
-    counts.survivors.push(`${mutant.location.start.line}:${mutant.location.start.column + 1} ${mutant.mutatorName} ${mutant.status}: ${mutant.replacement ?? ''}`);
+    counts.survivors.push(`${mutant.location.start.line}:${mutant.location.start.column} ${mutant.mutatorName} ${mutant.status}: ${mutant.replacement ?? ''}`);
   }
   byFile.set(file, counts);
 }

@@ -4,15 +4,15 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RequestSplitter, startCaptureUpstream } from '../helpers/capture-upstream.js';
 import { scrape, sumValues } from '../helpers/prometheus-text.js';
 import { RawClient } from '../helpers/raw-http.js';
-import { eventually, startTestSidecar } from '../helpers/sidecar.js';
+import { startTestSidecar } from '../helpers/sidecar.js';
 import { requireTool } from '../helpers/required-tools.js';
 
 /**
  * HTTP/2 offers on the HTTP/1.1 listener (issue 22 item 5). `curl --http2` on http:// sends an
  * HTTP/1.1 request offering `Upgrade: h2c`: tokentap answered 501 where the engine answers 200, so
  * it now declines the offer (RFC 9110 section 7.8) and forwards the request without it. A
- * prior-knowledge HTTP/2 client got an HTTP/1.1 error text it cannot read ("empty reply"): it now
- * gets SETTINGS and GOAWAY(HTTP_1_1_REQUIRED). Real curl and node:http2 are the clients; the
+ * prior-knowledge HTTP/2 client got an HTTP/1.1 error text it cannot read ("empty reply"): it is
+ * now served (issue 24), its streams forwarded as HTTP/1.1 requests. Real curl and node:http2 are the clients; the
  * upstream is a raw TCP capture, so what reaches it is asserted byte for byte.
  */
 
@@ -55,9 +55,6 @@ function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
 async function outcome(name: string): Promise<number> {
   return sumValues(await scrape(sidecar.adminUrl), 'tokentap_requests_total', { outcome: name });
 }
-
-/** The GOAWAY's debug data: what the client is told to do. */
-const HTTP2_REFUSAL_DEBUG = 'tokentap serves HTTP/1.1 on this port; use HTTP/1.1 (curl: drop --http2-prior-knowledge)';
 
 /** The h2c offer lines `curl --http2` adds to an HTTP/1.1 request head (curl 7.88: these three). */
 const OFFER_LINES = /^(Connection: Upgrade, HTTP2-Settings|Upgrade: h2c|HTTP2-Settings: [A-Za-z0-9_-]*)\r\n/gm;
@@ -188,58 +185,57 @@ describe('an HTTP/1.1 request offering h2c (curl --http2) is answered in HTTP/1.
   });
 });
 
-describe('a prior-knowledge HTTP/2 client gets SETTINGS and GOAWAY(HTTP_1_1_REQUIRED), not an empty reply', () => {
-  it('sends exactly an empty SETTINGS frame and a GOAWAY with last stream 0, code 0xd and debug text, then closes (issue 22: empty reply, HPE_PAUSED_H2_UPGRADE)', async () => {
-    upstream.mark();
-    const before = await outcome('client_error');
-    const c = await client();
-    c.write('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n');
-    // The client's SETTINGS follows the preface, as real clients send it; it is read and dropped.
-    c.write(Buffer.from('000000040000000000', 'hex'));
-    const text = await c.readToClose(3_000);
-    const debug = Buffer.from(HTTP2_REFUSAL_DEBUG, 'latin1');
-    const goawayLength = Buffer.alloc(3);
-    goawayLength.writeUIntBE(8 + debug.length, 0, 3);
-    const expected = Buffer.concat([
-      Buffer.from('000000040000000000', 'hex'), // SETTINGS, no parameters, stream 0
-      goawayLength,
-      Buffer.from('07' + '00' + '00000000' + '00000000' + '0000000d', 'hex'), // GOAWAY, flags 0, stream 0, last stream 0, HTTP_1_1_REQUIRED
-      debug,
-    ]);
-    expect(Buffer.from(text, 'latin1').toString('hex')).toBe(expected.toString('hex'));
-    expect(upstream.since()).toBe('');
-    expect(await outcome('client_error')).toBe(before + 1);
-    const line = await eventually('the request line', () => sidecar.logs.find((l) => l.method === 'PRI'), (l) => l !== undefined);
-    expect(line).toMatchObject({ msg: 'request', path: '*', status: 505, outcome: 'client_error', error: 'this client spoke HTTP/2 (prior knowledge); tokentap serves HTTP/1.1 on this port' });
-    expect(JSON.stringify(sidecar.logs)).not.toContain('HPE_PAUSED_H2_UPGRADE');
-  });
-
-  it('gives node:http2`s client the GOAWAY with HTTP_1_1_REQUIRED, not a hang or a bare reset', async () => {
+describe('a prior-knowledge HTTP/2 client is served, its streams forwarded as HTTP/1.1 requests to an HTTP/1.1 upstream (upstream_protocol: http1)', () => {
+  it('gives node:http2`s client the engine`s answer, the upstream one HTTP/1.1 request with Host from :authority and no HTTP/2 field (issue 22 gave it GOAWAY; issue 24 serves it)', async () => {
     upstream.mark();
     const session = http2.connect(sidecar.proxyUrl);
-    const goaway = new Promise<{ code: number; lastStreamID: number; debug: string }>((resolve) =>
-      session.on('goaway', (code: number, lastStreamID: number, data?: Buffer) => resolve({ code, lastStreamID, debug: data?.toString('latin1') ?? '' })),
-    );
-    const sessionError = new Promise<NodeJS.ErrnoException>((resolve) => session.on('error', resolve));
-    const stream = session.request({ ':path': '/v1/models' });
-    const streamError = new Promise<NodeJS.ErrnoException>((resolve) => stream.on('error', resolve));
+    session.on('error', () => {});
+    const stream = session.request({ ':path': '/v1/models', ':authority': 'engine.test', 'x-request': 'one', te: 'trailers' });
     stream.end();
-    const received = await within(goaway, 5_000, 'GOAWAY');
-    expect(received).toEqual({ code: http2.constants.NGHTTP2_HTTP_1_1_REQUIRED, lastStreamID: 0, debug: HTTP2_REFUSAL_DEBUG });
-    expect(received.code).toBe(0xd);
-    expect((await sessionError).code).toBe('ERR_HTTP2_SESSION_ERROR');
-    expect((await sessionError).message).toContain('13');
-    // The request was never processed (last stream 0): the client may send it again over HTTP/1.1.
-    expect((await streamError).code).toMatch(/^ERR_HTTP2_(SESSION_ERROR|GOAWAY_SESSION|STREAM_CANCEL)$/);
-    expect(upstream.since()).toBe('');
+    const chunks: Buffer[] = [];
+    let head: http2.IncomingHttpHeaders = {};
+    stream.on('response', (h) => (head = h));
+    stream.on('data', (d: Buffer) => chunks.push(d));
+    await within(new Promise((resolve) => stream.on('close', resolve)), 5_000, 'the answer');
     session.destroy();
+    expect(head[':status']).toBe(200);
+    const sent = upstream.since();
+    expect(sent).toMatch(/^GET \/v1\/models HTTP\/1\.1\r\n/);
+    expect(sent).toMatch(/\r\nhost: engine\.test\r\n/i);
+    expect(sent).toMatch(/\r\nx-request: one\r\n/i);
+    expect(sent).not.toMatch(/^te:/im);
+    expect(sent).not.toMatch(/^:/m);
+    // The capture upstream answers a JSON echo of the request it read: the client got those bytes.
+    expect(JSON.parse(Buffer.concat(chunks).toString('utf8'))).toMatchObject({ method: 'GET', target: '/v1/models' });
   });
 
-  it('gives curl --http2-prior-knowledge the GOAWAY with error 13 and last stream 0', async () => {
+  it('gives curl --http2-prior-knowledge the engine`s 200', async () => {
     upstream.mark();
-    const result = await curl(['--http2-prior-knowledge', '--verbose', `${sidecar.proxyUrl}/v1/models`]);
-    expect(result.stderr).toMatch(/GOAWAY, error=13, last_stream=0/);
-    expect(result.stdout).toBe('');
+    const result = await curl(['--http2-prior-knowledge', '--include', `${sidecar.proxyUrl}/v1/models`]);
+    expect(result.code).toBe(0);
+    expect(result.stdout).toMatch(/^HTTP\/2 200 ?\r\n/);
+    expect(upstream.since()).toMatch(/^GET \/v1\/models HTTP\/1\.1\r\n/);
+  });
+
+  it('answers a gRPC call with a trailers-only grpc-status 14 naming upstream_protocol, forwarding nothing (gRPC needs HTTP/2 end to end)', async () => {
+    upstream.mark();
+    const session = http2.connect(sidecar.proxyUrl);
+    session.on('error', () => {});
+    const stream = session.request({ ':method': 'POST', ':path': '/vllm.grpc.engine.VllmEngine/Generate', 'content-type': 'application/grpc', te: 'trailers' });
+    stream.end(Buffer.alloc(5));
+    const head = await within(new Promise<http2.IncomingHttpHeaders>((resolve) => stream.on('response', resolve)), 5_000, 'the answer');
+    session.destroy();
+    expect(head).toMatchObject({ ':status': 200, 'content-type': 'application/grpc', 'grpc-status': '14' });
+    expect(head['grpc-message']).toContain('upstream_protocol: h2c');
+    expect(upstream.since()).toBe('');
+  });
+
+  it('answers a connection that opens like the preface but is not it as malformed HTTP/1.1 (400), forwarding nothing', async () => {
+    upstream.mark();
+    const c = await client();
+    c.write('PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n');
+    const text = await c.readToClose(3_000);
+    expect(text).toMatch(/^HTTP\/1\.1 400 /);
     expect(upstream.since()).toBe('');
   });
 

@@ -1,6 +1,6 @@
 import type protobuf from 'protobufjs';
 import type { TapContext } from '../tap.js';
-import { eventTokens, tokenCount } from '../upstream-numbers.js';
+import { cachedTokenCount, eventTokens, tokenCount } from '../upstream-numbers.js';
 import type { GenerateResponseView } from './engine-protos.js';
 import { GrpcMessageTap } from './grpc-message-tap.js';
 
@@ -36,8 +36,8 @@ export class GenerateStreamTap extends GrpcMessageTap {
     if (chunk != null) {
       const tokens = chunk.token_ids.length;
       if (tokens > 0) timeline.content(this.nowMs, eventTokens(tokens, 1, context));
-      timeline.usage(tokenCount(chunk.prompt_tokens, context), undefined);
-      this.cached(chunk.cached_tokens);
+      const input = tokenCount(chunk.prompt_tokens, context);
+      timeline.usage(input, undefined, this.cached(chunk.cached_tokens, input));
       return;
     }
     const complete = response.complete;
@@ -47,12 +47,13 @@ export class GenerateStreamTap extends GrpcMessageTap {
       const total = tokenCount(this.completedOutputTokens + output, context);
       if (total !== undefined) this.completedOutputTokens = total;
     }
-    timeline.usage(tokenCount(complete.prompt_tokens, context), output === undefined ? undefined : this.completedOutputTokens);
-    this.cached(complete.cached_tokens);
+    const input = tokenCount(complete.prompt_tokens, context);
+    timeline.usage(input, output === undefined ? undefined : this.completedOutputTokens, this.cached(complete.cached_tokens, input));
   }
 
-  private cached(value: number | undefined): void {
-    const cached = tokenCount(value, this.context);
-    if (cached !== undefined) this.context.timeline.reportedCachedInputTokens = cached;
+  /** Cached input, never above the input of the same message (or the input reported before it): cachedTokenCount. */
+  private cached(value: number | undefined, input: number | undefined): number | undefined {
+    const reported = this.context.timeline.reportedInputTokens;
+    return cachedTokenCount(value, input ?? (Number.isNaN(reported) ? undefined : reported), this.context);
   }
 }

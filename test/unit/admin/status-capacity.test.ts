@@ -149,4 +149,40 @@ describe('capacity at SLO of this pod', () => {
     // Capacity is there, the peak is not: pods needed says it is the peak that is missing.
     expect(mix.absent).toEqual({ peak_rps: 'no 5-minute rate yet: the first trend point is taken a minute after start', pods_needed_observed: 'no 5-minute rate yet: the first trend point is taken a minute after start' });
   });
+
+  it('gives the mix no capacity when a workload broke at or below the others\' capacity with no counted band beneath its knee (demo reproduction: chat and code broke at 3-4, rag held there, and the mix said "at least 4")', () => {
+    const demo = new Map([
+      ['chat', (() => {
+        const counts = emptyWorkloadCounts();
+        counts.bands.set('3-4', { ttft: buckets(ttftBounds, 0.2, 120, 0), itl: buckets(itlBounds, 0.05, 5000, 10) });
+        counts.histograms.e2e = [120];
+        counts.e2eSumS = 120;
+        return counts;
+      })()],
+      ['batch', (() => {
+        // 21 of 100 first tokens late against a 0.99 objective: band 3-4 broke, nothing counted below it.
+        const counts = emptyWorkloadCounts();
+        counts.bands.set('2', { ttft: buckets(ttftBounds, 2, 3, 0), itl: [] });
+        counts.bands.set('3-4', { ttft: buckets(ttftBounds, 2, 100, 21), itl: [] });
+        return counts;
+      })()],
+    ]);
+    const status = capacityStatus({ settings, counts: (name) => demo.get(name) ?? emptyWorkloadCounts(), peakInFlight: 4, trend: new Map() });
+    expect(status.workloads.find((w) => w.name === 'chat')).toMatchObject({ capacity_in_flight: 4, at_least: true });
+    expect(status.mix).toMatchObject({ capacity_in_flight: null, at_least: false, knee_band: '3-4', headroom: null });
+    expect(status.mix.absent.capacity_in_flight).toBe('batch: band 3-4 broke, and no band below it has 100 requests yet');
+  });
+
+  it('keeps the least capacity when the workload without one broke only above it', () => {
+    const above = new Map([
+      ['chat', chat()],
+      ['batch', (() => {
+        const counts = emptyWorkloadCounts();
+        counts.bands.set('33-64', { ttft: buckets(ttftBounds, 2, 100, 21), itl: [] });
+        return counts;
+      })()],
+    ]);
+    const mix = capacityStatus({ settings, counts: (name) => above.get(name) ?? emptyWorkloadCounts(), peakInFlight: 4, trend: new Map() }).mix;
+    expect(mix).toMatchObject({ capacity_in_flight: 16, at_least: false, knee_band: '17-32' });
+  });
 });

@@ -39,6 +39,10 @@ describe('limits: settings', () => {
         '  interim_responses: 3',
         '  interim_response_bytes: 4000',
         '  log_buffer_bytes: 5000',
+        '  h2_max_concurrent_streams: 16',
+        '  h2_max_header_list_bytes: 6000',
+        '  h2_stream_window_bytes: 70000',
+        '  h2_client_resets_per_second: 7',
       ].join('\n'),
     );
     expect(limits).toEqual({
@@ -54,6 +58,10 @@ describe('limits: settings', () => {
       interimResponses: 3,
       interimResponseBytes: 4000,
       logBufferBytes: 5000,
+      h2MaxConcurrentStreams: 16,
+      h2MaxHeaderListBytes: 6000,
+      h2StreamWindowBytes: 70000,
+      h2ClientResetsPerSecond: 7,
     });
   });
 
@@ -68,7 +76,7 @@ describe('limits: settings', () => {
     const { limits } = withFile(example as string);
     expect(limits.maxConnections).toBe(2000);
     expect(limits.maxConnectionsPerClient).toBe(2000);
-    expect(Object.keys(limits).length).toBe((example as string).split('\n').filter((line) => /^ {2}[a-z_]+:/.test(line)).length);
+    expect(Object.keys(limits).length).toBe((example as string).split('\n').filter((line) => /^ {2}[a-z0-9_]+:/.test(line)).length);
   });
 
   it('names the file, line and key of a bad limit', () => {

@@ -91,6 +91,26 @@ describe('the simulator\'s vLLM Generate over h2c, read by @grpc/grpc-js', () =>
     ]);
   });
 
+  it('with x-sim-stamp, makes each chunk\'s token_ids its send time in microseconds modulo 2^32, the counts unchanged', async () => {
+    const sim = await simulator({ h2cPort: 0, outputTokens: 4, ttftMs: 0, itlMs: 30 });
+    const receivedUs: bigint[] = [];
+    const call = clientOf(sim.h2cUrl!).Generate!(GenerateRequest.fromObject({ text: 'hi' }), metadata({ 'x-sim-stamp': '1' }));
+    call.on('data', () => receivedUs.push(process.hrtime.bigint() / 1000n));
+    const { messages, error } = await collect(call);
+    expect(error).toBeUndefined();
+    const chunks = messages.slice(0, -1).map((m) => (m as { chunk: { token_ids: number[]; completion_tokens: number } }).chunk);
+    expect(chunks.map((c) => [c.token_ids.length, c.completion_tokens])).toEqual([[1, 1], [1, 2], [1, 3], [1, 4]]);
+    const wrap = 2n ** 32n;
+    chunks.forEach((chunk, i) => {
+      // Received after it was sent, well within a (loaded) second.
+      const delayUs = (((receivedUs[i] as bigint) - BigInt(chunk.token_ids[0] as number)) % wrap + wrap) % wrap;
+      expect(delayUs).toBeLessThan(1_000_000n);
+      // Consecutive chunks were sent about 30 ms apart: their stamps are, too (positions would differ by 1).
+      if (i > 0) expect((BigInt(chunk.token_ids[0] as number) - BigInt(chunks[i - 1]!.token_ids[0] as number) + wrap) % wrap).toBeGreaterThan(20_000n);
+    });
+    expect(messages.at(-1)).toMatchObject({ complete: { output_ids: [1000, 1001, 1002, 1003], completion_tokens: 4 } });
+  });
+
   it('stops at the request\'s max_tokens with finish_reason length', async () => {
     const sim = await simulator({ h2cPort: 0, outputTokens: 50 });
     const { messages } = await generate(clientOf(sim.h2cUrl!), { text: 'three word prompt', sampling_params: { max_tokens: 2 } });

@@ -8,7 +8,13 @@ function usageOf(body: object | string) {
   // Split in two to show the body is read whole at the end, not per chunk.
   const bytes = Buffer.from(text);
   const run = runTap(createOpenAIJsonTap, [bytes.subarray(0, 7), bytes.subarray(7)]);
-  return { input: run.timeline.reportedInputTokens, output: run.timeline.reportedOutputTokens, problems: run.problems, contentEvents: run.timeline.contentEvents };
+  return {
+    input: run.timeline.reportedInputTokens,
+    output: run.timeline.reportedOutputTokens,
+    problems: run.problems,
+    contentEvents: run.timeline.contentEvents,
+    serverTimings: run.timeline.serverTimings,
+  };
 }
 
 describe('the JSON (non-streamed) tap', () => {
@@ -36,4 +42,49 @@ describe('the JSON (non-streamed) tap', () => {
     const html = usageOf('<html>not json</html>');
     expect(Number.isNaN(html.input) && Number.isNaN(html.output) && html.problems.length === 0).toBe(true);
   });
+
+  it('reads a body of exactly the size cap, and refuses one a byte longer', () => {
+    const sized = (bytes: number) => {
+      const tail = '","usage":{"prompt_tokens":1,"completion_tokens":2}}';
+      return `{"pad":"${'x'.repeat(bytes - tail.length - 8)}${tail}`;
+    };
+    expect(Buffer.byteLength(sized(MAX_JSON_BODY_BYTES))).toBe(MAX_JSON_BODY_BYTES);
+    expect(usageOf(sized(MAX_JSON_BODY_BYTES))).toMatchObject({ input: 1, output: 2, problems: [] });
+    expect(usageOf(sized(MAX_JSON_BODY_BYTES + 1))).toMatchObject({ problems: ['oversized_body'] });
+  });
+
+  it('reads nothing, without failing, from a JSON body that is null, a number or a string', () => {
+    for (const body of ['null', '5', '"text"']) {
+      const read = usageOf(body);
+      expect(Number.isNaN(read.input) && Number.isNaN(read.output), body).toBe(true);
+      expect(read.problems, body).toEqual([]);
+    }
+  });
+
+  it("reads llama.cpp's or Ollama's counts when usage is null or not an object, without failing", () => {
+    for (const usage of [null, 5, 'x']) {
+      expect(usageOf({ usage, tokens_evaluated: 3, tokens_predicted: 2 }), JSON.stringify(usage)).toMatchObject({ input: 3, output: 2, problems: [] });
+      expect(usageOf({ usage, done: true, prompt_eval_count: 4, eval_count: 6 }), JSON.stringify(usage)).toMatchObject({ input: 4, output: 6, problems: [] });
+    }
+  });
+
+  it('records no server timings for an answer that reports none (an OpenAI chat answer is not an Ollama one with its durations missing)', () => {
+    expect(usageOf({ object: 'chat.completion', choices: [], usage: { prompt_tokens: 1, completion_tokens: 1 } }).serverTimings).toBeUndefined();
+    expect(usageOf({ model: 'm', done: true, total_duration: 2_000_000 }).serverTimings).toMatchObject({ totalMs: 2 });
+  });
 });
+
+/*
+ * Mutants of src/taps/openai-json.ts that change no behaviour (npm run mutate, each also applied by hand):
+ * - the `typeof completion !== 'object'` half of the body guard made false: a number or a string
+ *   read as an object has none of the fields, so nothing is read, as for a body that is not one;
+ * - `timings !== undefined` made true: the tap is the only writer of serverTimings, once, at the end,
+ *   so writing undefined leaves it as it was.
+ * Of src/taps/bounded-body.ts (the body this tap keeps):
+ * - push()'s `if (this.oversized) return` made false: the size only grows, so the chunk is dropped
+ *   by the cap check instead;
+ * - json()'s `oversized || size === 0` test made false, or `&&`: what is left is no bytes, which
+ *   JSON.parse refuses, giving the same undefined (and end() checks `oversized` first);
+ * - json()'s `catch` emptied: it then returns undefined anyway; its `finally` emptied: the chunks
+ *   are then released with the tap, dropped with its request just after end() reads them once.
+ */

@@ -200,6 +200,62 @@ describe('SSE decoder paths a random stream seldom takes', () => {
 });
 
 /**
+ * When the whole-event shortcut (a chunk of exactly `data: …\n\n` dispatched without the parser) may
+ * run: only when the parser holds nothing. Each case below is a chunking where taking the shortcut
+ * would turn bytes that belong to another line or event into an event of their own.
+ */
+describe('SSE decoder: the whole-event shortcut only at an event boundary', () => {
+  it('does not dispatch a whole-event chunk that arrives while the rest of an oversized event is being skipped (an upstream cannot smuggle an event through an oversized one)', () => {
+    const endless = `data: ${'y'.repeat(2000)}`;
+    // Straight after the chunk that overflowed the buffer cap: `data: smuggled` continues the endless line.
+    expect(decode([endless, 'data: smuggled\n\n', 'data: b\n\n'], 256)).toEqual({ events: [[undefined, 'b']], oversized: 1 });
+    // After a further chunk of the endless line that does not reach its end.
+    expect(decode(['data: a\n\n', endless, 'y'.repeat(100), 'data: smuggled\n\n', 'data: b\n\n'], 256)).toEqual({
+      events: [
+        [undefined, 'a'],
+        [undefined, 'b'],
+      ],
+      oversized: 1,
+    });
+  });
+
+  it('joins a data line after a CR-ended line and a lone LF (its CRLF pair) to the same event, not to a new one', () => {
+    expect(decode(['data: a\r', '\n', 'data: b\n\n', 'data: c\n\n'])).toEqual({
+      events: [
+        [undefined, 'a\nb'],
+        [undefined, 'c'],
+      ],
+      oversized: 0,
+    });
+  });
+
+  it('lets the next chunk complete the partial line of a chunk that opens with a blank line, rather than read it as a whole event', () => {
+    // A server that writes each event's blank line at the start of its next write.
+    expect(decode(['data: first', '\n\ndata: par', 'data: tial\n\n', 'data: c\n\n'])).toEqual({
+      events: [
+        [undefined, 'first'],
+        [undefined, 'pardata: tial'],
+        [undefined, 'c'],
+      ],
+      oversized: 0,
+    });
+  });
+});
+
+describe('SSE decoder at the end of the body', () => {
+  it('counts an unterminated event as oversized when the replacement for a truncated last character takes it past the buffer cap, as decoding the body whole does', () => {
+    // Cap 256: the parser's buffer holds 2 * 256 + 1024 = 1536 characters, which the line fills exactly.
+    const line = `data: ${'y'.repeat(1536 - 6)}`;
+    const truncatedSnowman = Buffer.from('☕').subarray(0, 1);
+    const asWritten = decode([line, truncatedSnowman], 256);
+    expect(asWritten).toEqual({ events: [], oversized: 1 });
+    expect(asWritten).toEqual(decode([Buffer.concat([Buffer.from(line), truncatedSnowman])], 256));
+    expect(asWritten).toEqual(decode([`${line}\uFFFD`], 256));
+    expect(decode([line], 256)).toEqual({ events: [], oversized: 0 });
+  });
+});
+
+/**
  * Differential check of every path through the decoder (the whole-event shortcut, Buffer's and the
  * streaming TextDecoder's conversions, CR handling across chunks, the size cap) against the
  * reference reading: the whole body decoded as UTF-8 at once (its byte-order mark dropped), CR and
@@ -266,19 +322,35 @@ describe('SSE decoder against the reference reading of the whole body', () => {
 });
 
 /*
- * Mutants of src/taps/sse-decoder.ts that change no behaviour (Stryker 9.6.1 reports 45 surviving,
- * but also lists some these tests fail when the mutant is applied by hand, e.g. the `swallowLF`
- * condition made true or DATA_FIELD emptied; the rest of its list is still to be checked by hand):
- * - the path a chunk takes, not what it gives: `endsInAscii` false, `mayOpenWithMark` or
- *   `decoderNeeded` true, the `!decoderNeeded` branch or the wholeDataEvent() call dropped, and every
- *   wholeDataEvent() refusal made stricter (body emptied, `lineEnd` past the end, its checks made
- *   true, `i <= DATA_FIELD_BYTES`, indexOf('') for the line-end checks): the chunk goes through the
- *   streaming decoder and the parser, which give the same events (the reference test above);
- * - initial values overwritten before they are read: `dataOnlyEvent`'s fields, `skipAtLineStart`,
- *   `decoderHolds` true (the first chunk then takes the decoder), `atBodyStart` left true (a later
- *   chunk opening with EF takes the decoder, created once without BOM removal);
- * - `swallowLF` true at the start: it swallows an LF opening the body, a blank line with no event;
- * - write()'s empty-chunk return dropped: an empty chunk decodes to no text;
- * - end()'s flush dropped: what a trailing partial character decodes to cannot end an event, and an
- *   unterminated event is not dispatched.
+ * Mutants of src/taps/sse-decoder.ts that change no behaviour: the 40 that Stryker 9.6.1 reports
+ * surviving (`npm run mutate -- src/taps/sse-decoder.ts`), each also applied to the source by hand
+ * with these tests passing.
+ * - The path a chunk takes, not the events it gives (the reference test above checks the paths
+ *   agree): `endsInAscii` false; `mayOpenWithMark` true, its `&&` as `||` or its mark test true;
+ *   `decoderNeeded` true; the `!decoderNeeded` test false or its block emptied; the shortcut's call
+ *   false; `atBodyStart` left true once the decoder is made (the decoder exists by then, so only later
+ *   chunks opening with EF take it); the CR test true or searching '' (the replace finds no CR).
+ * - wholeDataEvent() refusing more, so the chunk goes through the parser, which gives the same event:
+ *   its body emptied; `lineEnd` past the end; its first test true; `lineEnd < DATA_FIELD_BYTES` as
+ *   `<=`, `>=` or false (the `data: ` prefix check refuses a chunk under 8 bytes anyway);
+ *   `chunk[lineEnd - 1]` for `chunk[lineEnd + 1]` (an LF there lies in the data, which the line-end
+ *   check refuses); the cap test true, `>=` or adding DATA_FIELD_BYTES; `i <= DATA_FIELD_BYTES`; the
+ *   prefix mismatch test true; the line-end test true or searching ''.
+ * - The boundary flag after a parsed text never set (false), or set only while an LF may be owed
+ *   (`this.swallowLF`): a shortcut chunk may then pass before that LF is swallowed, but the LF then
+ *   opens a text at an event boundary, where a blank line dispatches nothing.
+ * - Initial values overwritten before they are read: `dataOnlyEvent`'s data, or the literal `{}` (data
+ *   is set before each dispatch; the absent `event` and `id` read as undefined); `atEventBoundary`
+ *   false (the first chunk goes through the parser, which holds nothing); `skipAtLineStart` true;
+ *   `decoderHolds` true (the first chunk takes the decoder, made at the body start so it still drops a
+ *   mark); `swallowLF` true (the first text fed clears it, and an LF opening that text, the parser
+ *   holding nothing, is a blank line with no event).
+ * - write()'s empty-chunk return dropped: an empty chunk makes the decoder (made at the body start, it
+ *   still drops the mark of the next chunk: an empty input is not the stream's first character) and
+ *   feeds no text.
+ * - The swallow's `text.length > 0` true or `>= 0`: an empty text comes only from the bytes of an
+ *   unfinished character, so the next text opens with that character or U+FFFD, never with the LF.
+ * - feed()'s two empty-text returns dropped (at the start, and after a skipped event's end): the
+ *   parser is fed '' and the boundary flag stays false.
+ * - DATA_FIELD's 'latin1' emptied: `data: ` is ASCII, the same bytes in UTF-8.
  */

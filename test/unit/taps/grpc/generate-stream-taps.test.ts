@@ -113,6 +113,13 @@ describe.each(ENGINES)('$name tap', ({ create, response, logprobs }) => {
       expect(run.timeline.reportedCachedInputTokens).toBeNaN();
     });
 
+    it('drops a cached count above the prompt it was served for (a cached share above 1 is no hit rate)', () => {
+      const run = runGrpcTap(create, [grpcFrame(encode(response, { complete: { finish_reason: 'stop', prompt_tokens: 7, completion_tokens: 1, cached_tokens: 8 } }))], OK);
+      expect(run.problems).toEqual(['implausible_value']);
+      expect(run.timeline.reportedInputTokens).toBe(7);
+      expect(run.timeline.reportedCachedInputTokens).toBeNaN();
+    });
+
     it('counts a message that is not protobuf as malformed and reads the next one', () => {
       // Field 1 length-delimited claiming 2^32 bytes, then a field of the invalid wire type 7.
       const run = runGrpcTap(create, [grpcFrame(Buffer.from([0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f])), grpcFrame(Buffer.from([0x0f, 0x01])), chunk([1], 1)], OK);

@@ -1,0 +1,396 @@
+import http2 from 'node:http2';
+import type { IncomingHttpHeaders, OutgoingHttpHeaders, ServerHttp2Stream, ClientHttp2Stream } from 'node:http2';
+import type { LimitCounters } from '../../metrics/limit-counters.js';
+import { modelOf, RequestBodySniffer, type SnifferLimits } from '../request-body-sniffer.js';
+import { RequestMonitor, type MonitorDependencies } from '../request-monitor.js';
+import { UnobservedRequest } from '../unobserved-request.js';
+import { upstreamErrorBody } from '../upstream-error.js';
+import type { IdleSweep, IdleWatched } from '../idle-sweep.js';
+import { DEFAULT_TAP_SELECTOR } from '../../taps/select.js';
+import { grpcRequestModel, grpcRequestNamesModel } from '../../taps/grpc/request-model.js';
+import { endToEndFields, fieldObject, flatFields, upstreamRequestHeaders } from './h2-headers.js';
+import type { UpstreamSessions } from './upstream-sessions.js';
+import type { Http1Leg, Http1Upstream } from './http1-upstream.js';
+
+/** The upstream side of a relayed stream: an HTTP/2 stream (h2c upstream) or an HTTP/1.1 exchange presented as one. */
+type UpstreamStream = ClientHttp2Stream | Http1Leg;
+
+const { NGHTTP2_NO_ERROR, NGHTTP2_CANCEL, NGHTTP2_INTERNAL_ERROR, NGHTTP2_REFUSED_STREAM, NGHTTP2_FLAG_END_STREAM } = http2.constants;
+
+/**
+ * Resets `stream`. node:http2's close(code) first ends the stream's writable side (an empty DATA
+ * frame with END_STREAM) and only then sends RST_STREAM: a response cut mid-body would reach the
+ * client as complete, and a request cut mid-upload would reach the upstream as a whole one. While
+ * the writable side is open, destroy() resets without ending (INTERNAL_ERROR, the one code it sends).
+ */
+function reset(stream: ServerHttp2Stream | UpstreamStream, code: number, why: string): void {
+  if (stream.destroyed) return;
+  if (stream.writableEnded) stream.close(code);
+  else stream.destroy(new Error(why));
+}
+
+/** What every HTTP/2 stream of one proxy listener shares: built once. */
+export interface StreamRelayContext {
+  readonly upstream: UpstreamSessions | Http1Upstream;
+  /** The upstream speaks HTTP/2 (`upstream_protocol: h2c`); gRPC cannot be carried over HTTP/1.1. */
+  readonly upstreamHttp2: boolean;
+  /** host:port, named in every failure reported to the client and in the log line. */
+  readonly upstreamAddress: string;
+  readonly idleSweep: IdleSweep;
+  readonly observe: boolean;
+  readonly monitor: MonitorDependencies;
+  readonly sniffing: SnifferLimits;
+  /** Request-body bytes held to send a request again when the upstream proves it never processed it (upstream_retry_body_limit). */
+  readonly retryBodyLimitBytes: number;
+  readonly counters: LimitCounters;
+}
+
+/** The session a stream belongs to hears of its end, and of a client reset before its answer was complete. */
+export interface StreamOwner {
+  streamEnded(relay: StreamRelay, resetEarly: boolean): void;
+}
+
+/**
+ * One client HTTP/2 stream relayed to one upstream HTTP/2 stream (h2c), both framed by Node's codec.
+ * Each upstream DATA read is written to the client stream as it arrives, then handed to the
+ * monitor, its time taken at the read (arrived()), as the HTTP/1.1 exchange does.
+ *
+ * Flow control is per stream: when the client stream's buffer is full (a client that does not open
+ * its window), the upstream stream is paused, so nghttp2 stops sending it WINDOW_UPDATE and the
+ * upstream stops after one window; other streams on both sessions go on (RFC 9113 section 5.2).
+ * The request body is relayed the same way in the other direction.
+ *
+ * A request is sent again only when the upstream proves it never processed it: its stream was
+ * refused (REFUSED_STREAM, which nghttp2 also reports for streams above a GOAWAY's last-stream-id;
+ * RFC 9113 section 8.7) or could not be opened on a session already going away; never after a
+ * response byte, and only while the body sent so far is held (upstream_retry_body_limit).
+ */
+export class StreamRelay implements IdleWatched {
+  upstreamActivity = 0;
+  requestActivity = 0;
+  private readonly context: StreamRelayContext;
+  private readonly client: ServerHttp2Stream;
+  private readonly owner: StreamOwner;
+  private readonly monitor: RequestMonitor | UnobservedRequest;
+  private readonly sniffer: RequestBodySniffer | undefined;
+  private readonly upstreamHeaders: OutgoingHttpHeaders;
+  private readonly trailersAsked: boolean;
+  private upstream: UpstreamStream | undefined;
+  private replay: Buffer[] | undefined = [];
+  private replayBytes = 0;
+  private retried = false;
+  private requestEnded = false;
+  private responseStarted = false;
+  private upstreamPaused = false;
+  private upstreamTrailers: IncomingHttpHeaders | undefined;
+  private upstreamError: string | undefined;
+  /** A gRPC call whose request names its model (Triton): its first bytes, until the first message is whole (sniffing's cap and budget). */
+  private grpcHead: Buffer[] | undefined;
+  private grpcHeadBytes = 0;
+  private readonly path: string;
+  /** Nothing more is relayed: the response ended, or the stream failed. */
+  private settled = false;
+
+  constructor(context: StreamRelayContext, client: ServerHttp2Stream, headers: IncomingHttpHeaders, rawHeaders: string[], owner: StreamOwner) {
+    this.context = context;
+    this.client = client;
+    this.owner = owner;
+    const method = headers[':method'] ?? '';
+    const path = headers[':path'] ?? '';
+    const contentType = headers['content-type'];
+    const grpc = contentType !== undefined && /^application\/grpc/i.test(contentType);
+    if (context.observe) {
+      this.monitor = new RequestMonitor(context.monitor, method, path, headers);
+      const query = path.indexOf('?');
+      const protocol = (context.monitor.taps ?? DEFAULT_TAP_SELECTOR).protocolFor(method, query === -1 ? path : path.slice(0, query));
+      // gRPC bodies are protobuf: their model is read by the gRPC taps, not the JSON sniffer.
+      this.sniffer = grpc ? undefined : new RequestBodySniffer(contentType, protocol, context.sniffing);
+    } else {
+      this.monitor = new UnobservedRequest();
+    }
+    this.path = path;
+    if (grpc && context.observe && grpcRequestNamesModel(path.split('?')[0] as string)) this.grpcHead = [];
+    const fields = endToEndFields(rawHeaders);
+    this.trailersAsked = grpc || /^\s*trailers\s*$/i.test(String(headers.te ?? ''));
+    this.monitor.trace(fields);
+    this.upstreamHeaders = upstreamRequestHeaders(headers, fields);
+    client.on('data', (chunk: Buffer) => this.requestBody(chunk));
+    client.on('end', () => this.requestEnd(grpc));
+    client.on('drain', () => {
+      if (this.upstreamPaused) {
+        this.upstreamPaused = false;
+        this.upstream?.resume();
+      }
+    });
+    client.on('error', () => {
+      // Followed by 'close', which ends the relay.
+    });
+    client.on('close', () => this.clientClosed());
+    if (method === 'CONNECT') {
+      this.answer(501, 'upstream_error', 'CONNECT is not proxied over HTTP/2');
+      return;
+    }
+    if (grpc && !context.upstreamHttp2) {
+      this.grpcUnavailable();
+      return;
+    }
+    context.idleSweep.watch(this);
+    this.open();
+  }
+
+  /** Cut from outside (the connection was cut, or the process is shutting down): recorded, the upstream stream cancelled. */
+  cut(): void {
+    if (!this.settled) this.clientClosed();
+  }
+
+  upstreamTimeout(): void {
+    if (this.settled) return;
+    const detail = `upstream ${this.context.upstreamAddress} sent nothing for upstream_idle_timeout`;
+    if (this.upstream !== undefined) reset(this.upstream, NGHTTP2_CANCEL, detail);
+    if (!this.responseStarted) this.answer(504, 'timeout', detail);
+    else this.failMidBody('timeout', detail);
+  }
+
+  private open(): void {
+    let upstream: UpstreamStream;
+    try {
+      upstream = this.context.upstream.request(this.upstreamHeaders, { endStream: this.client.endAfterHeaders });
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      // The session was going away before the stream was opened: nothing of it was sent.
+      if (code === 'ERR_HTTP2_GOAWAY_SESSION' || code === 'ERR_HTTP2_INVALID_SESSION') this.unprocessed((error as Error).message);
+      // Anything else the upstream's client refuses in the request (node:http throws on what HTTP/1.1
+      // cannot carry; nghttp2 already drops fields with control characters, so none is known to
+      // pass): refused as the client's, never thrown out of the 'stream' event (it would end the process).
+      else this.answer(400, 'client_error', `the request cannot be forwarded (${(error as Error).message})`);
+      return;
+    }
+    this.upstream = upstream;
+    upstream.on('response', (headers: IncomingHttpHeaders, flags: number) => this.response(headers, flags));
+    upstream.on('data', (chunk: Buffer) => this.responseBody(chunk));
+    upstream.on('trailers', (trailers: IncomingHttpHeaders) => {
+      this.upstreamTrailers = trailers;
+      this.monitor.trailers(trailers);
+    });
+    upstream.on('end', () => this.responseEnd());
+    upstream.on('drain', () => this.client.resume());
+    upstream.on('error', (error: Error) => {
+      this.upstreamError = error.message;
+    });
+    upstream.on('close', () => this.upstreamClosed(upstream));
+    const replay = this.replay;
+    if (this.retried && replay !== undefined) for (const chunk of replay) upstream.write(chunk);
+    if (this.requestEnded && !this.client.endAfterHeaders) upstream.end();
+  }
+
+  private requestBody(chunk: Buffer): void {
+    this.requestActivity++;
+    this.sniffer?.push(chunk);
+    if (this.grpcHead !== undefined) this.holdGrpcHead(chunk);
+    if (this.replay !== undefined) {
+      this.replayBytes += chunk.length;
+      if (this.replayBytes > this.context.retryBodyLimitBytes) this.replay = undefined;
+      else this.replay.push(chunk);
+    }
+    const upstream = this.upstream;
+    if (upstream !== undefined && !upstream.destroyed && !upstream.write(chunk)) this.client.pause();
+  }
+
+  private requestEnd(grpc: boolean): void {
+    this.requestEnded = true;
+    if (!grpc) {
+      const body = this.sniffer?.parsed();
+      this.monitor.requestBody(modelOf(body), body);
+    }
+    else if (this.grpcHead !== undefined) this.grpcModel();
+    const upstream = this.upstream;
+    if (upstream !== undefined && !upstream.destroyed && !this.client.endAfterHeaders) upstream.end();
+  }
+
+  /**
+   * The first bytes of a gRPC request body whose method names its model, held (against the sniffed
+   * body cap and the held-bytes budget, as a JSON body is) until its first message is whole: a
+   * Triton stream's request side may stay open for the whole call.
+   */
+  private holdGrpcHead(chunk: Buffer): void {
+    const budget = this.context.sniffing.budget;
+    if (this.grpcHeadBytes + chunk.length > this.context.sniffing.maxBytes || !budget.take(chunk.length)) {
+      this.context.counters.tripped(this.grpcHeadBytes + chunk.length > this.context.sniffing.maxBytes ? 'sniffed_body_bytes' : 'held_body_bytes');
+      this.grpcModel();
+      return;
+    }
+    (this.grpcHead as Buffer[]).push(chunk);
+    this.grpcHeadBytes += chunk.length;
+    const first = (this.grpcHead as Buffer[])[0] as Buffer;
+    const head = first.length >= 5 ? first : Buffer.concat(this.grpcHead as Buffer[]);
+    if (head.length >= 5 && this.grpcHeadBytes >= 5 + head.readUInt32BE(1)) this.grpcModel();
+  }
+
+  /** Hands the monitor the model the first message names (undefined if it is not whole), once, and lets go of the bytes. */
+  private grpcModel(): void {
+    const held = this.grpcHead;
+    if (held === undefined) return;
+    this.grpcHead = undefined;
+    this.monitor.requestBody(grpcRequestModel(this.path.split('?')[0] as string, Buffer.concat(held)));
+    this.context.sniffing.budget.give(this.grpcHeadBytes);
+    this.grpcHeadBytes = 0;
+  }
+
+  private response(headers: IncomingHttpHeaders, flags: number): void {
+    if (this.settled || this.client.destroyed) return;
+    // A response has begun: the request is never sent again.
+    this.replay = undefined;
+    this.responseStarted = true;
+    const status = Number(headers[':status']);
+    const contentType = headers['content-type'];
+    this.monitor.response(status, contentType);
+    const fields = endToEndFields(flatFields(headers));
+    const outgoing = fieldObject(fields, { ':status': status });
+    if ((flags & NGHTTP2_FLAG_END_STREAM) !== 0) {
+      // No body: a bodiless answer, or gRPC's trailers-only response, whose status is in these fields.
+      this.monitor.trailers(headers);
+      this.client.respond(outgoing, { endStream: true });
+      this.finish();
+      this.monitor.bodyEnd();
+      this.monitor.delivered();
+      return;
+    }
+    const waitForTrailers = this.trailersAsked || (contentType !== undefined && /^application\/grpc/i.test(contentType)) || headers.trailer !== undefined;
+    this.client.respond(outgoing, { waitForTrailers });
+    if (waitForTrailers) {
+      this.client.once('wantTrailers', () => {
+        const trailers = this.upstreamTrailers;
+        // The upstream ended without trailers: an empty trailer section ends the client's stream (END_STREAM).
+        if (trailers === undefined) this.client.sendTrailers({});
+        else this.client.sendTrailers(fieldObject(endToEndFields(flatFields(trailers))));
+      });
+    }
+  }
+
+  /** One upstream read: its time taken, forwarded first, then observed. */
+  private responseBody(chunk: Buffer): void {
+    if (this.settled) return;
+    this.upstreamActivity++;
+    const monitor = this.monitor;
+    monitor.arrived();
+    if (!this.client.write(chunk) && !this.upstreamPaused) {
+      this.upstreamPaused = true;
+      this.upstream?.pause();
+    }
+    monitor.body(chunk);
+  }
+
+  private responseEnd(): void {
+    if (this.settled) return;
+    this.finish();
+    this.monitor.bodyEnd();
+    this.client.end(() => this.delivered());
+  }
+
+  /** The response's end left for the client, or the client stream closed after it: a client gone before the terminal event was cancelled. */
+  private delivered(): void {
+    const monitor = this.monitor;
+    if (monitor.finished) return;
+    if (this.client.rstCode === undefined || this.client.rstCode === NGHTTP2_NO_ERROR || monitor.terminalSeen) monitor.delivered();
+    else monitor.fail('client_cancelled');
+  }
+
+  /** The upstream stream closed: after its end, nothing to do; before it, a failure or a refusal to retry. */
+  private upstreamClosed(upstream: UpstreamStream): void {
+    if (this.settled || upstream !== this.upstream) return;
+    const code = upstream.rstCode ?? NGHTTP2_NO_ERROR;
+    const why = this.upstreamError ?? `stream reset with code ${code}`;
+    if (!this.responseStarted && code === NGHTTP2_REFUSED_STREAM) {
+      this.unprocessed(why);
+      return;
+    }
+    const detail = `upstream ${this.context.upstreamAddress} failed (${why})`;
+    if (!this.responseStarted) this.answer(502, 'upstream_error', detail);
+    else this.failMidBody('upstream_error', detail);
+  }
+
+  /** The upstream provably did not process the request: sent once more on a fresh stream if its body is held, else 502. */
+  private unprocessed(why: string): void {
+    if (!this.retried && this.replay !== undefined) {
+      this.retried = true;
+      this.monitor.retried();
+      this.upstream = undefined;
+      this.open();
+      return;
+    }
+    if (!this.retried) this.context.counters.notRetried('retry_body_limit');
+    this.answer(502, 'upstream_error', `upstream ${this.context.upstreamAddress} refused the stream (${why})`);
+  }
+
+  private clientClosed(): void {
+    if (this.settled) {
+      this.delivered();
+      this.owner.streamEnded(this, false);
+      return;
+    }
+    this.finish();
+    // The client reset its stream or went away before the answer was complete: the upstream
+    // stream is cancelled at once (RST_STREAM CANCEL, or INTERNAL_ERROR mid-upload: see reset()),
+    // so the engine stops generating.
+    if (this.upstream !== undefined) reset(this.upstream, NGHTTP2_CANCEL, 'the client left');
+    if (this.monitor.terminalSeen) {
+      this.monitor.bodyEnd();
+      this.monitor.delivered();
+    } else {
+      this.monitor.fail('client_cancelled');
+    }
+    this.owner.streamEnded(this, true);
+  }
+
+  /**
+   * gRPC needs HTTP/2 end to end (trailers carry its status): with an HTTP/1.1 upstream the call is
+   * answered as gRPC servers answer one they cannot serve, a trailers-only response with
+   * `grpc-status: 14` (UNAVAILABLE), which gRPC clients report with the message.
+   */
+  private grpcUnavailable(): void {
+    const detail = 'the upstream is HTTP/1.1 (upstream_protocol: http1); gRPC needs upstream_protocol: h2c';
+    this.finish();
+    this.monitor.fail('upstream_error', 502, detail);
+    if (this.client.destroyed) return;
+    this.client.respond({ ':status': 200, 'content-type': 'application/grpc', 'grpc-status': '14', 'grpc-message': `tokentap: ${detail}` }, { endStream: true });
+  }
+
+  /** Before the response head: tokentap's own error answer (the HTTP/1.1 relay's JSON body). */
+  private answer(status: 400 | 501 | 502 | 504, outcome: 'upstream_error' | 'timeout' | 'client_error', detail: string): void {
+    this.finish();
+    this.monitor.fail(outcome, status, detail);
+    if (this.upstream !== undefined) reset(this.upstream, NGHTTP2_CANCEL, detail);
+    const client = this.client;
+    if (client.destroyed || client.headersSent) return;
+    if (status === 400 || status === 501) {
+      client.respond({ ':status': status, 'content-type': 'text/plain; charset=utf-8' });
+      client.end(`tokentap: ${detail}\n`);
+      return;
+    }
+    client.respond({ ':status': status, 'content-type': 'application/json' });
+    client.end(upstreamErrorBody(status, detail));
+  }
+
+  /** After the response head: the client's stream is reset (INTERNAL_ERROR), never ended cleanly: a clean end would pass for a complete answer. */
+  private failMidBody(outcome: 'upstream_error' | 'timeout', detail: string): void {
+    this.finish();
+    this.monitor.fail(outcome, undefined, detail);
+    reset(this.client, NGHTTP2_INTERNAL_ERROR, detail);
+  }
+
+  private finish(): void {
+    this.settled = true;
+    this.context.idleSweep.unwatch(this);
+    this.sniffer?.release();
+    if (this.grpcHead !== undefined) {
+      this.grpcHead = undefined;
+      this.context.sniffing.budget.give(this.grpcHeadBytes);
+      this.grpcHeadBytes = 0;
+    }
+    this.replay = undefined;
+    if (this.upstreamPaused) {
+      this.upstreamPaused = false;
+      this.upstream?.resume();
+    }
+  }
+}

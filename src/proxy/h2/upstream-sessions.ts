@@ -1,0 +1,63 @@
+import http2 from 'node:http2';
+
+/**
+ * The upstream's HTTP/2 (h2c, prior knowledge) sessions: one at a time, shared by every client
+ * stream (HTTP/2 multiplexes; one session is what a gRPC channel keeps per server too). A session
+ * that received GOAWAY, closed or failed takes no new stream: the next request opens a fresh one,
+ * while the streams already on the old session finish there (RFC 9113 section 6.8).
+ */
+export class UpstreamSessions {
+  private readonly authority: string;
+  private readonly settings: http2.Settings;
+  private current: http2.ClientHttp2Session | undefined;
+  private readonly all = new Set<http2.ClientHttp2Session>();
+
+  /**
+   * `initialWindowSize` bounds what the upstream may send on one stream before tokentap has passed
+   * it on: a stream whose client does not read stops being read from the upstream, so at most one
+   * window of it is held (section 6.9).
+   */
+  constructor(authority: string, initialWindowSize: number) {
+    this.authority = authority;
+    this.settings = { enablePush: false, initialWindowSize };
+  }
+
+  /** The session to open a stream on: the current one, or a fresh connection if it cannot take one. */
+  session(): http2.ClientHttp2Session {
+    const current = this.current;
+    if (current !== undefined && !current.closed && !current.destroyed) return current;
+    const session = http2.connect(this.authority, { settings: this.settings, peerMaxConcurrentStreams: 100 });
+    this.current = session;
+    this.all.add(session);
+    const retire = (): void => {
+      if (this.current === session) this.current = undefined;
+    };
+    // GOAWAY: the upstream takes no new stream here (streams above its last-stream-id are closed by
+    // nghttp2 with REFUSED_STREAM, which the relay retries as unprocessed); the others finish.
+    session.on('goaway', () => {
+      retire();
+      session.close();
+    });
+    // The failure reaches each stream as its own error; the session itself is only retired.
+    session.on('error', retire);
+    session.on('close', () => {
+      retire();
+      this.all.delete(session);
+    });
+    // An idle upstream session does not keep the process alive (the drain waits for streams only).
+    session.unref();
+    return session;
+  }
+
+  /** A stream on the current session (or a fresh one); throws when that session is already going away. */
+  request(headers: http2.OutgoingHttpHeaders, options: { endStream: boolean }): http2.ClientHttp2Stream {
+    return this.session().request(headers, options);
+  }
+
+  /** Every session closed, streams in flight cut: the listener is closing. */
+  close(): void {
+    for (const session of this.all) session.destroy();
+    this.all.clear();
+    this.current = undefined;
+  }
+}
