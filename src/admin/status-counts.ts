@@ -1,6 +1,6 @@
 import { metrics } from '@opentelemetry/sdk-node';
 import { SLO_KINDS, type SloKind } from '../config/load.js';
-import { ATTR, GPU_ATTR, GPU_METRICS, METRICS } from '../metrics/definitions.js';
+import { ATTR, GPU_ATTR, GPU_METRICS, METRICS, POD_METRICS } from '../metrics/definitions.js';
 
 /** The histograms the status page shows, by the OTel instrument that holds them. */
 export const STATUS_HISTOGRAMS = { ttft: METRICS.ttft.otelName, itl: METRICS.itlToken.otelName, e2e: METRICS.e2e.otelName } as const;
@@ -27,6 +27,24 @@ export interface WorkloadCounts {
   e2eSumS: number;
   /** The by-concurrency histograms (capacity at SLO) by `in_flight` band: bucket counts as in `histograms`. */
   readonly bands: Map<string, BandCounts>;
+  /** `tokentap_accelerator_seconds_total` by phase (only with `cost:`). */
+  prefillAcceleratorS: number;
+  decodeAcceleratorS: number;
+  /** `tokentap_request_cached_input_ratio`: its sum and count (requests that reported their cached input). */
+  cachedRatioSum: number;
+  cachedRatioCount: number;
+  /** `tokentap_requests_with_cached_input_total`. */
+  withCachedInput: number;
+}
+
+/** The pod's time and price (`tokentap_pod_*`, `tokentap_accelerators`, `tokentap_accelerator_price_per_hour`). */
+export interface PodCounts {
+  busyS: number;
+  idleS: number;
+  /** Absent without `cost:`, and while DCGM has not answered with `accelerators: dcgm`. */
+  accelerators: number | undefined;
+  pricePerHour: number | undefined;
+  currency: string | undefined;
 }
 
 export interface BandCounts {
@@ -59,12 +77,14 @@ export interface GpuCounts {
 export interface StatusCounts {
   readonly workloads: Map<string, WorkloadCounts>;
   readonly gpus: GpuCounts[];
+  /** Absent from the empty counts a history starts from (all zero). */
+  readonly pod?: PodCounts;
 }
 
 export function emptyWorkloadCounts(): WorkloadCounts {
   const slo = {} as Record<SloKind, { good: number; bad: number }>;
   for (const kind of SLO_KINDS) slo[kind] = { good: 0, bad: 0 };
-  return { requests: new Map(), generations: new Map(), goodput: 0, inFlight: 0, inputTokens: 0, outputTokens: 0, slo, histograms: { ttft: [], itl: [], e2e: [] }, e2eSumS: 0, bands: new Map() };
+  return { requests: new Map(), generations: new Map(), goodput: 0, inFlight: 0, inputTokens: 0, outputTokens: 0, slo, histograms: { ttft: [], itl: [], e2e: [] }, e2eSumS: 0, bands: new Map(), prefillAcceleratorS: 0, decodeAcceleratorS: 0, cachedRatioSum: 0, cachedRatioCount: 0, withCachedInput: 0 };
 }
 
 const HISTOGRAM_BY_NAME = new Map<string, StatusHistogram>(Object.entries(STATUS_HISTOGRAMS).map(([key, name]) => [name, key as StatusHistogram]));
@@ -76,6 +96,7 @@ const HISTOGRAM_BY_NAME = new Map<string, StatusHistogram>(Object.entries(STATUS
 export function countsOf(resourceMetrics: metrics.ResourceMetrics): StatusCounts {
   const workloads = new Map<string, WorkloadCounts>();
   const gpus = new Map<string, GpuCounts>();
+  const pod: PodCounts = { busyS: 0, idleS: 0, accelerators: undefined, pricePerHour: undefined, currency: undefined };
   const workload = (attributes: Record<string, unknown>): WorkloadCounts => {
     const name = String(attributes[ATTR.workload]);
     let counts = workloads.get(name);
@@ -121,6 +142,14 @@ export function countsOf(resourceMetrics: metrics.ResourceMetrics): StatusCounts
         }
         continue;
       }
+      if (metric.dataPointType === metrics.DataPointType.HISTOGRAM && name === METRICS.cachedInputRatio.otelName) {
+        for (const point of metric.dataPoints) {
+          const counts = workload(point.attributes);
+          counts.cachedRatioSum += point.value.sum ?? 0;
+          counts.cachedRatioCount += point.value.count;
+        }
+        continue;
+      }
       if (metric.dataPointType === metrics.DataPointType.HISTOGRAM) {
         const key = HISTOGRAM_BY_NAME.get(name);
         if (key === undefined) continue;
@@ -163,6 +192,26 @@ export function countsOf(resourceMetrics: metrics.ResourceMetrics): StatusCounts
             else events.bad += value;
             break;
           }
+          case METRICS.acceleratorSeconds.otelName:
+            if (a[ATTR.phase] === 'decode') workload(a).decodeAcceleratorS += value;
+            else workload(a).prefillAcceleratorS += value;
+            break;
+          case METRICS.requestsWithCachedInput.otelName:
+            workload(a).withCachedInput += value;
+            break;
+          case POD_METRICS.busy.otelName:
+            pod.busyS += value;
+            break;
+          case POD_METRICS.idle.otelName:
+            pod.idleS += value;
+            break;
+          case POD_METRICS.accelerators.otelName:
+            pod.accelerators = value;
+            break;
+          case POD_METRICS.pricePerHour.otelName:
+            pod.pricePerHour = value;
+            pod.currency = String(a[ATTR.currency]);
+            break;
           case GPU_METRICS.memoryUsed.otelName:
             gpu(a).memoryUsedBytes = value;
             break;
@@ -176,5 +225,5 @@ export function countsOf(resourceMetrics: metrics.ResourceMetrics): StatusCounts
       }
     }
   }
-  return { workloads, gpus: [...gpus.values()] };
+  return { workloads, gpus: [...gpus.values()], pod };
 }

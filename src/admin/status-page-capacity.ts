@@ -1,6 +1,7 @@
 /**
  * The status page's "Capacity" section (docs/status-page.md, docs/capacity-and-cost.md): this pod's
- * capacity at SLO, headroom and pods needed, from `capacity` of /status.json (status-capacity.ts).
+ * capacity at SLO, headroom and pods needed, from `capacity` of /status.json (status-capacity.ts),
+ * and its cost per request and per token, busy share and cached input, from `cost` (status-cost.ts).
  * The markup goes into the page; the script is part of the page's script (status-page-script.ts),
  * sharing its helpers (`el`, `num`, `rate`, `percent`), and is called from its `render`. A figure the
  * report has no value for is shown with the report's reason, never as a bare dash.
@@ -15,6 +16,7 @@ export function capacitySectionStyle(stacked: string): string {
 .capacity { margin: 1.25rem 0; container: capacity / inline-size; }
 .capacity th, .capacity td, .capacity dd, .capacity [data-value] { white-space: normal; }
 .capacity .stats div:first-child { flex-basis: auto; }
+.capacity h3 { margin: 1.25rem 0 0.5rem; font-size: 1.05rem; }
 @container capacity (max-width: 66rem) {${stacked}}
 `;
 }
@@ -28,6 +30,15 @@ export const CAPACITY_SECTION_HTML = `<section class="capacity" id="capacity" ar
         <tbody id="capacity-body"></tbody>
       </table>
     </div>
+    <h3 id="cost-heading">Cost and prefix cache (this pod, last <span id="cost-window"></span>)</h3>
+    <dl class="stats" id="cost-figures"></dl>
+    <div class="scroll" role="region" tabindex="0" aria-label="Cost per workload">
+      <table class="stack">
+        <thead><tr><th scope="col">Workload</th><th scope="col">Per request</th><th scope="col">Per 1M input tokens</th><th scope="col">Per 1M output tokens</th><th scope="col">Per request that met its SLOs</th><th scope="col">Requests with cached input</th><th scope="col">Mean cached share</th></tr></thead>
+        <tbody id="cost-body"></tbody>
+      </table>
+    </div>
+    <p class="note">Cost is the accelerator time each request was attributed (the pod's time shared equally among the requests in flight) at the configured price: usage counts only that time, allocation spreads the pod's idle time too, by each workload's share. Cached input is the server's own usage report.</p>
     <p class="note">Capacity is the upper bound of the highest in-flight band below the first band that broke an SLO, counting bands of at least <span id="capacity-min-samples"></span> requests; the fleet's figures are on the dashboard. How to read them: docs/capacity-and-cost.md.</p>
   </section>`;
 
@@ -77,6 +88,67 @@ export const CAPACITY_SECTION_SCRIPT = String.raw`
     });
     if (rows.length === 0) rows.push(el('tr', {}, [el('td', { colspan: '7' }, ['No workload has a TTFT or ITL SLO: capacity at SLO needs one to judge the bands by.'])]));
     var body = document.getElementById('capacity-body');
+    body.replaceChildren.apply(body, rows);
+    renderCost(report.cost);
+  }
+
+  /** A sum of money: three significant digits below 1, cents above. */
+  function money(v, currency) {
+    var text = v === 0 ? '0' : v >= 100 ? v.toFixed(0) : v >= 1 ? v.toFixed(2) : v.toPrecision(3);
+    return text + ' ' + currency;
+  }
+  /** One figure of one basis ('usage' or 'allocation'), or its reason. */
+  function costFigure(f, basis, key, field, currency) {
+    var v = f[basis][key];
+    return figure(v === null ? '' : money(v, currency) + (basis === 'allocation' ? ' allocated' : ' used'), v, field + '-' + basis, f.absent[basis + '.' + key]);
+  }
+  /** Usage above, allocation below: the two bases of one figure; one reason when both lack it for the same one. */
+  function bases(f, key, field, currency) {
+    var usage = costFigure(f, 'usage', key, field, currency);
+    if (f.usage[key] === null && f.allocation[key] === null && f.absent['usage.' + key] === f.absent['allocation.' + key]) return usage;
+    return el('span', { class: 'bases' }, [usage, el('br'), costFigure(f, 'allocation', key, field, currency)]);
+  }
+  function cachedFigures(f) {
+    return [
+      figure(f.requests_with_cached_input_ratio === null ? '' : percent(f.requests_with_cached_input_ratio), f.requests_with_cached_input_ratio, 'cost-cached-requests', f.absent.requests_with_cached_input_ratio),
+      figure(f.mean_cached_input_ratio === null ? '' : percent(f.mean_cached_input_ratio), f.mean_cached_input_ratio, 'cost-cached-mean', f.absent.mean_cached_input_ratio),
+    ];
+  }
+  function renderCost(cost) {
+    if (!cost) return;
+    var currency = cost.currency || '';
+    document.getElementById('cost-window').textContent = cost.window_s >= 120 ? Math.round(cost.window_s / 60) + ' minutes' : duration(cost.window_s);
+    var pod = cost.pod;
+    var cached = cachedFigures(pod);
+    var price = cost.configured
+      ? figure(cost.price_per_hour === null || cost.accelerators === null ? '' : money(cost.price_per_hour, currency) + ' an accelerator-hour × ' + cost.accelerators, cost.accelerators, 'cost-accelerators', cost.accelerators === null ? 'the accelerator count is not known yet: DCGM has not answered' : undefined)
+      : figure('', null, 'cost-accelerators', 'no cost: configured');
+    var stats = [
+      ['Busy share', figure(cost.busy_ratio === null ? '' : percent(cost.busy_ratio), cost.busy_ratio, 'cost-busy-ratio', cost.absent.busy_ratio)],
+      ['Price', price],
+      ['Per request', bases(pod, 'per_request', 'cost-per-request', currency)],
+      ['Per 1M input tokens', bases(pod, 'per_million_input_tokens', 'cost-per-million-input', currency)],
+      ['Per 1M output tokens', bases(pod, 'per_million_output_tokens', 'cost-per-million-output', currency)],
+      ['Per request that met its SLOs', bases(pod, 'per_good_request', 'cost-per-good-request', currency)],
+      ['Requests with cached input', cached[0]],
+      ['Mean cached share of the input', cached[1]],
+    ];
+    var list = document.getElementById('cost-figures');
+    list.replaceChildren.apply(list, stats.map(function (s) { return el('div', {}, [el('dt', {}, [s[0]]), el('dd', {}, [s[1]])]); }));
+    var rows = cost.workloads.map(function (w) {
+      function cell(label, content) { return el('td', {}, [el('span', { class: 'cell-label' }, [label]), content]); }
+      var c = cachedFigures(w);
+      return el('tr', { 'data-workload': w.name }, [
+        el('th', { scope: 'row' }, [w.name]),
+        cell('Per request', bases(w, 'per_request', 'cost-per-request', currency)),
+        cell('Per 1M input tokens', bases(w, 'per_million_input_tokens', 'cost-per-million-input', currency)),
+        cell('Per 1M output tokens', bases(w, 'per_million_output_tokens', 'cost-per-million-output', currency)),
+        cell('Per request that met its SLOs', bases(w, 'per_good_request', 'cost-per-good-request', currency)),
+        cell('Requests with cached input', c[0]),
+        cell('Mean cached share', c[1]),
+      ]);
+    });
+    var body = document.getElementById('cost-body');
     body.replaceChildren.apply(body, rows);
   }
 `;

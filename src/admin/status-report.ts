@@ -1,5 +1,6 @@
-import { SLO_KINDS, defaultCapacitySettings, type CapacitySettings, type Settings, type SloKind, type Workload } from '../config/load.js';
+import { SLO_KINDS, defaultCapacitySettings, type CapacitySettings, type CostSettings, type Settings, type SloKind, type Workload } from '../config/load.js';
 import { capacityStatus, type CapacityStatus } from './status-capacity.js';
+import { costStatus, type CostStatus } from './status-cost.js';
 import type { HistogramKey } from '../metrics/definitions.js';
 import { quantile } from '../metrics/live-summary.js';
 import type { Outcome } from '../metrics/recorder.js';
@@ -150,10 +151,12 @@ export interface StatusReport {
   readonly gpus: readonly GpuStatus[] | null;
   /** Capacity at SLO of this pod and pods needed (status-capacity.ts, docs/capacity-and-cost.md). */
   readonly capacity: CapacityStatus;
+  /** Cost per request and per token, the pod's busy share and cached input, over the SLO window (status-cost.ts). */
+  readonly cost: CostStatus;
 }
 
 export interface ReportInputs {
-  readonly settings: Pick<Settings, 'workloads' | 'buckets' | 'dcgm'> & { readonly capacity?: CapacitySettings };
+  readonly settings: Pick<Settings, 'workloads' | 'buckets' | 'dcgm'> & { readonly capacity?: CapacitySettings; readonly cost?: CostSettings | undefined };
   /** The most requests in flight at once since start (InFlightTracker.peak); without it, the in flight of the moment. */
   readonly peakInFlight?: number;
   readonly version: string;
@@ -211,6 +214,13 @@ export function statusReport(inputs: ReportInputs): StatusReport {
             utilization_ratio: gpu.utilizationRatio ?? null,
           })),
     capacity: capacityStatus({ settings: { ...settings, capacity: settings.capacity ?? defaultCapacitySettings() }, counts: (name) => workloadCountsIn(now.counts, name), peakInFlight: inputs.peakInFlight ?? [...now.counts.workloads.values()].reduce((n, w) => n + w.inFlight, 0), trend: inputs.trend }),
+    cost: costStatus({
+      cost: settings.cost,
+      workloads: settings.workloads,
+      windowS: sloS,
+      now: { pod: now.counts.pod, workload: (name) => workloadCountsIn(now.counts, name) },
+      base: { pod: sloBaseline.counts.pod, workload: (name) => workloadCountsIn(sloBaseline.counts, name) },
+    }),
   };
 }
 

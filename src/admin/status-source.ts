@@ -1,5 +1,5 @@
 import type { Clock } from '../clock/clock.js';
-import type { CapacitySettings, Settings } from '../config/load.js';
+import type { CapacitySettings, CostSettings, Settings } from '../config/load.js';
 import type { DrainState } from '../lifecycle/drain-state.js';
 import { redactUrl } from '../log/redact-url.js';
 import type { Telemetry } from '../metrics/telemetry.js';
@@ -21,7 +21,7 @@ const PROBE_REUSE_MS = 2_000;
 
 export interface StatusSourceOptions {
   readonly telemetry: Telemetry;
-  readonly settings: Pick<Settings, 'workloads' | 'buckets' | 'dcgm' | 'upstream'> & { readonly capacity?: CapacitySettings };
+  readonly settings: Pick<Settings, 'workloads' | 'buckets' | 'dcgm' | 'upstream'> & { readonly capacity?: CapacitySettings; readonly cost?: CostSettings | undefined };
   /** The pod's requests in flight (InFlightTracker): its peak since start is capacity's observed peak; without it, the in flight of the moment. */
   readonly inFlight?: { readonly peak: number } | undefined;
   readonly clock: Clock;

@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util';
 import type { CapacityFigures, CapacityStatus } from '../admin/status-capacity.js';
+import type { BasisCost, CostFigures, CostStatus } from '../admin/status-cost.js';
 import type { StatusReport } from '../admin/status-report.js';
 import { TokentapError } from '../errors.js';
 import { readBounded } from './bounded-answer.js';
@@ -10,7 +11,9 @@ export const REPORT_USAGE = `Usage: tokentap report [--admin URL]
 
 Prints the capacity at SLO of a running sidecar's pod: capacity band, sustainable requests per
 second, peaks, headroom and pods needed at the observed and the planned peak, per workload and for
-every workload together. Reads URL/status.json, the admin listener's status (the status page's data).
+every workload together; then the cost of its requests over the last 5 minutes (per request, per
+1M input and output tokens, per request that met its SLOs, on the usage and allocation bases), its
+busy share and the share of requests with cached input. Reads URL/status.json, the admin listener's status (the status page's data).
   reachable:    the report on stdout, exit 0
   unreachable:  why on stderr, exit 1
 
@@ -130,6 +133,53 @@ function figureLines(f: CapacityFigures, peakInFlight: number | undefined): stri
   ].join('');
 }
 
+/** A sum of money: three significant digits below 1, cents above (as the status page shows it). */
+function money(v: number, currency: string): string {
+  return `${v === 0 ? '0' : v >= 100 ? v.toFixed(0) : v >= 1 ? v.toFixed(2) : v.toPrecision(3)} ${currency}`;
+}
+
+/** One figure on both bases: `usage; allocation`, each a sum or why it is absent. */
+function basesLine(label: string, f: CostFigures, key: keyof BasisCost, currency: string): string {
+  const one = (basis: 'usage' | 'allocation') => {
+    const v = f[basis][key];
+    return v === null ? null : `${money(v, currency)} ${basis}`;
+  };
+  const usage = one('usage');
+  const allocation = one('allocation');
+  const usageReason = f.absent[`usage.${key}`];
+  const allocationReason = f.absent[`allocation.${key}`];
+  if (usage === null && allocation === null && usageReason === allocationReason) return line(label, null, usageReason);
+  const text = (value: string | null, basis: string, reason: string | undefined) => value ?? `${basis} none: ${printable(reason ?? 'not known yet')}`;
+  return line(label, `${text(usage, 'usage', usageReason)}; ${text(allocation, 'allocation', allocationReason)}`, undefined);
+}
+
+function costLines(f: CostFigures, currency: string): string {
+  return [
+    basesLine('cost per request', f, 'per_request', currency),
+    basesLine('per 1M input tokens', f, 'per_million_input_tokens', currency),
+    basesLine('per 1M output tokens', f, 'per_million_output_tokens', currency),
+    basesLine('per request that met its SLOs', f, 'per_good_request', currency),
+    line('requests with cached input', f.requests_with_cached_input_ratio === null ? null : percent(f.requests_with_cached_input_ratio), f.absent.requests_with_cached_input_ratio),
+    line('mean cached share of input', f.mean_cached_input_ratio === null ? null : percent(f.mean_cached_input_ratio), f.absent.mean_cached_input_ratio),
+  ].join('');
+}
+
+function costSection(c: CostStatus): string {
+  const currency = printable(c.currency ?? '');
+  const minutes = c.window_s >= 120 ? `${Math.round(c.window_s / 60)} minutes` : `${Math.round(c.window_s)} s`;
+  let text = `
+Cost of this pod's requests, last ${minutes}, every workload
+`;
+  text += line('busy share', c.busy_ratio === null ? null : `${percent(c.busy_ratio)} of the time with a request in flight`, c.absent.busy_ratio);
+  const price = c.price_per_hour === null || c.accelerators === null ? null : `${money(c.price_per_hour, currency)} an accelerator-hour x ${c.accelerators}`;
+  text += line('price', price, c.configured ? 'the accelerator count is not known yet: DCGM has not answered' : 'no cost: configured');
+  text += costLines(c.pod, currency);
+  for (const w of c.workloads) text += `
+Cost of workload ${printable(w.name)}
+${costLines(w, currency)}`;
+  return text;
+}
+
 export function formatReport(origin: string, report: StatusReport): string {
   const c: CapacityStatus = report.capacity;
   let text = `tokentap report: ${printable(origin)} (tokentap ${printable(report.version)}, up ${Math.floor(report.uptime_s)} s)\n\n`;
@@ -147,6 +197,8 @@ export function formatReport(origin: string, report: StatusReport): string {
     text += line('bands', bands === '' ? null : bands, 'no request with a first token yet');
   }
   if (c.workloads.length === 0) text += '\nNo workload has a TTFT or ITL SLO: capacity at SLO needs one to judge the bands by.\n';
-  text += '\nFleet figures (every pod): the recording rules tokentap:mix_* and the dashboard row Capacity and cost. Definitions: docs/capacity-and-cost.md\n';
+  // A sidecar older than the cost figures answers without them.
+  if (report.cost !== undefined) text += costSection(report.cost);
+  text += '\nFleet figures (every pod): the recording rules tokentap:mix_* and tokentap:cost_*, and the dashboard row Capacity and cost. Definitions: docs/capacity-and-cost.md\n';
   return text;
 }

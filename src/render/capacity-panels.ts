@@ -4,6 +4,7 @@ import { METRICS } from '../metrics/definitions.js';
 import { timeSeriesPanel, type Placement } from './dashboard-panels.js';
 import { LABEL } from './dashboard-queries.js';
 import { CAPACITY_RECORD } from './capacity-rules.js';
+import { enginePrefixCacheHitRate } from './engine-queries.js';
 import { GENERATIONS_ONLY, NAMESPACE_LABEL } from './promql.js';
 
 /**
@@ -179,7 +180,8 @@ export function capacityRow(settings: Settings, at: (width: number, height?: num
     timeSeriesPanel(
       {
         title: 'Cached input share per request',
-        description: "Mean share of a request's input tokens the server reported as cached (prefix-cache hits, tokentap_request_cached_input_ratio), and the share of requests with any cached input; the engine's own pod-level hit rate is in the workload rows.",
+        description:
+          "Mean share of a request's input tokens the server reported as cached (prefix-cache hits, tokentap_request_cached_input_ratio), and the request-level hit rate: the share of reporting requests with any cached input. Beside them the engine's own pod-level hit rate (vLLM prefix_cache_hits / prefix_cache_queries, SGLang cache_hit_rate), weighted by tokens and counting every client of the engine, for the pods that served the workload.",
         unit: 'percentunit',
         min: 0,
         noData: NO_COST,
@@ -188,7 +190,12 @@ export function capacityRow(settings: Settings, at: (width: number, height?: num
             expr: `sum by (${by}) (rate(tokentap_request_cached_input_ratio_sum{${SELECTED}}[${RATE}]))\n/\n(sum by (${by}) (rate(tokentap_request_cached_input_ratio_count{${SELECTED}}[${RATE}])) > 0)`,
             legend: `{{workload}} mean cached share ${NS}`,
           },
-          { expr: `sum by (${by}) (rate(tokentap_requests_with_cached_input_total{${SELECTED}}[${RATE}]))\n/ on (${by})\n(${requestsRate(by)} > 0)`, legend: `{{workload}} requests with cached input ${NS}` },
+          {
+            expr: `sum by (${by}) (rate(tokentap_requests_with_cached_input_total{${SELECTED}}[${RATE}]))\n/\n(sum by (${by}) (rate(tokentap_request_cached_input_ratio_count{${SELECTED}}[${RATE}])) > 0)`,
+            legend: `{{workload}} requests with cached input ${NS}`,
+          },
+          // The engine's series carry no workload: per pod, of the pods that served the selected workloads (engine-queries.ts).
+          { expr: enginePrefixCacheHitRate(), legend: `engine hit rate (tokens) {{pod}} ${NS}` },
         ],
       },
       at(8),

@@ -25,7 +25,10 @@ import { startPrometheus, type PrometheusServer } from '../helpers/prometheus-se
  * - e2e 0.5 s on average: 8 / 0.5 = 16 requests a second per pod;
  * - per pod and workload 2 generation requests a second and 0.5 accelerator-seconds a second
  *   (0.1 prefill, 0.4 decode), at 2.5 USD per accelerator-hour: 0.5 x 2.5 / 3600 / 2 USD a request;
- *   100 input and 40 output tokens a second: per 1M input 0.1 x 2.5 / 3600 / 100 x 1e6.
+ *   100 input and 40 output tokens a second: per 1M input 0.1 x 2.5 / 3600 / 100 x 1e6;
+ * - cached input: 2 reporting requests a second, 1.5 of them with cached input (request-level hit
+ *   rate 0.75), mean cached share 0.3; the engine (vLLM's counters, scraped from the engine's own
+ *   target as the engine container is) 45 of 100 queried prompt tokens hit: 0.45.
  */
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const PODS = ['vllm-0', 'vllm-1'];
@@ -78,16 +81,29 @@ function exposition(seconds: number): string {
   return `${lines.join('\n')}\n`;
 }
 
+/** The engine container's /metrics at `seconds`: vLLM's prefix-cache counters, labelled as vLLM labels them (test/fixtures/streams/vllm/server-metrics.prom). */
+function engineExposition(seconds: number): string {
+  return [
+    `vllm:prefix_cache_queries_total{engine="0",model_name="m"} ${100 * seconds}`,
+    `vllm:prefix_cache_hits_total{engine="0",model_name="m"} ${45 * seconds}`,
+    '',
+  ].join('\n');
+}
+
 beforeAll(async () => {
-  exporter = createServer((_req, res) => {
-    res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' }).end(exposition((Date.now() - startedMs) / 1000));
+  exporter = createServer((req, res) => {
+    const seconds = (Date.now() - startedMs) / 1000;
+    res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' }).end(req.url === '/engine' ? engineExposition(seconds) : exposition(seconds));
   });
   await new Promise<void>((resolve) => exporter.listen(0, '127.0.0.1', resolve));
   const url = `http://127.0.0.1:${(exporter.address() as AddressInfo).port}`;
   const dir = mkdtempSync(join(tmpdir(), 'tokentap-capacity-rules-'));
   const rules = renderArtefacts(settings, { windowScale: 0.01 }).find((a) => a.path === 'prometheus/rules.yaml');
   writeFileSync(join(dir, 'rules.yaml'), rules?.content ?? '');
-  prometheus = await startPrometheus({ scrapeTargets: PODS.map((pod) => ({ url, job: `tokentap-${pod}`, labels: { namespace: 'llm', pod } })), ruleFiles: [join(dir, 'rules.yaml')] });
+  prometheus = await startPrometheus({ scrapeTargets: PODS.flatMap((pod) => [
+      { url, job: `tokentap-${pod}`, labels: { namespace: 'llm', pod } },
+      { url: `${url}/engine`, job: `vllm-${pod}`, labels: { namespace: 'llm', pod } },
+    ]), ruleFiles: [join(dir, 'rules.yaml')] });
   // The capacity group runs every 3 s; a rate over 10 s is exact once the series are 10 s old.
   await prometheus.waitFor('pods needed at the planned peak', 'tokentap:mix_pods_needed:planned_peak', (r) => r.length === 1, 90_000);
   const perPod = 2 * settings.workloads.length;
@@ -146,5 +162,14 @@ describe('the Capacity and cost row against a real Prometheus', () => {
     for (const sample of perInput) expect(sample.value / ((0.1 * PRICE) / 3600 / 100 * 1e6)).toBeCloseTo(1, 6);
     const cached = await answer('Cached input share per request', '{{workload}} mean cached share');
     for (const sample of cached) expect(sample.value).toBeCloseTo(0.3, 6);
+  }, 60_000);
+
+  it("shows the request-level prefix-cache hit rate beside the engine's own pod-level one", async () => {
+    const requestLevel = await answer('Cached input share per request', '{{workload}} requests with cached input');
+    expect(requestLevel.length).toBe(settings.workloads.length);
+    for (const sample of requestLevel) expect(sample.value).toBeCloseTo(0.75, 6);
+    const engine = await answer('Cached input share per request', 'engine hit rate');
+    expect(engine.map((s) => s.metric.pod).sort()).toEqual(PODS);
+    for (const sample of engine) expect(sample.value).toBeCloseTo(0.45, 6);
   }, 60_000);
 });

@@ -4,6 +4,7 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { capacityStatus } from '../../src/admin/status-capacity.js';
+import { costStatus } from '../../src/admin/status-cost.js';
 import { emptyWorkloadCounts } from '../../src/admin/status-counts.js';
 import { registerStatusRoutes } from '../../src/admin/status-routes.js';
 import type { LatencyStatus, StatusReport, WorkloadStatus } from '../../src/admin/status-report.js';
@@ -67,6 +68,13 @@ const REPORT: StatusReport = {
     counts: () => emptyWorkloadCounts(),
     peakInFlight: 0,
     trend: new Map(),
+  }),
+  cost: costStatus({
+    cost: undefined,
+    workloads: [],
+    windowS: 300,
+    now: { pod: undefined, workload: () => emptyWorkloadCounts() },
+    base: { pod: undefined, workload: () => emptyWorkloadCounts() },
   }),
 };
 

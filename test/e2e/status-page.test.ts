@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { StatusReport, WorkloadStatus } from '../../src/admin/status-report.js';
+import type { CostFigures } from '../../src/admin/status-cost.js';
 import { DEMO_TRAFFIC_NOTICE, startDemoTraffic, type DemoTraffic } from '../../src/cli/demo-traffic.js';
 import { startSimulator, type RunningSimulator } from '../../src/simulator/index.js';
 import { histogram, scrape, sumValues, type MetricFamily } from '../helpers/prometheus-text.js';
@@ -295,10 +296,41 @@ describe('the status page in Chromium, against the demo', () => {
     }
   });
 
-  it("shows this pod's capacity at SLO, headroom and pods needed as /status.json says, with the reason for each absent figure, on a laptop and a phone", async () => {
+  it("shows this pod's capacity at SLO, headroom, pods needed and cost per request and per token as /status.json says, with the reason for each absent figure, on a laptop and a phone", async () => {
     for (const viewport of [LAPTOP, PHONE]) {
       const { page, problems } = await openPage(viewport);
       const report = await nextUpdate(page);
+      // Cost (issue 25 item 5): every figure of the pod and of each workload equals /status.json, or
+      // shows its reason. The demo's configuration prices its accelerators.
+      expect(report.cost.configured).toBe(true);
+      const costCells: Array<[string, number | null, string | undefined]> = [];
+      /** Figures the page shows once for both bases (both absent for the same reason): the allocation's must not repeat it. */
+      const shownOnce: string[] = [];
+      const costOf = (scope: string, f: CostFigures) => {
+        for (const [key, field] of [['per_request', 'cost-per-request'], ['per_million_input_tokens', 'cost-per-million-input'], ['per_million_output_tokens', 'cost-per-million-output'], ['per_good_request', 'cost-per-good-request']] as const) {
+          costCells.push([`${scope} [data-field="${field}-usage"]`, f.usage[key], f.absent[`usage.${key}`]]);
+          if (f.usage[key] === null && f.allocation[key] === null && f.absent[`usage.${key}`] === f.absent[`allocation.${key}`]) shownOnce.push(`${scope} [data-field="${field}-allocation"]`);
+          else costCells.push([`${scope} [data-field="${field}-allocation"]`, f.allocation[key], f.absent[`allocation.${key}`]]);
+        }
+        costCells.push([`${scope} [data-field="cost-cached-requests"]`, f.requests_with_cached_input_ratio, f.absent.requests_with_cached_input_ratio]);
+        costCells.push([`${scope} [data-field="cost-cached-mean"]`, f.mean_cached_input_ratio, f.absent.mean_cached_input_ratio]);
+      };
+      costOf('#cost-figures', report.cost.pod);
+      for (const w of report.cost.workloads) costOf(`#cost-body tr[data-workload="${w.name}"]`, w);
+      costCells.push(['#cost-figures [data-field="cost-busy-ratio"]', report.cost.busy_ratio, report.cost.absent.busy_ratio]);
+      // Read at once, before the page's next refresh (every 5 s) can replace what it shows.
+      const costShown = new Map(
+        await page.evaluate(
+          (selectors) =>
+            selectors.map((selector) => {
+              const nodes = document.querySelectorAll(selector);
+              const node = nodes[0];
+              const r = node?.getBoundingClientRect();
+              return [selector, { count: nodes.length, value: node?.getAttribute('data-value') ?? null, text: node?.textContent ?? null, visible: r !== undefined && r.width > 0 && r.height > 0 }] as const;
+            }),
+          [...costCells.map((c) => c[0]), ...shownOnce],
+        ),
+      );
       const mix = report.capacity.mix;
       const figures = page.locator('#capacity-figures');
       const shown = async (field: string) => {
@@ -332,6 +364,20 @@ describe('the status page in Chromium, against the demo', () => {
         expect(await cell.textContent()).toBe(workload.capacity_in_flight === null ? workload.absent.capacity_in_flight : `${workload.at_least ? 'at least ' : ''}${workload.capacity_in_flight} in flight (band ${workload.capacity_band})`);
         expect(await cell.isVisible()).toBe(true);
       }
+      // The demo's traffic ran for the whole window: the pod's cost per request is a figure, not a reason.
+      expect(report.cost.pod.usage.per_request).toBeGreaterThan(0);
+      expect(report.cost.pod.allocation.per_request).toBeGreaterThan(0);
+      for (const [selector, value, reason] of costCells) {
+        const node = costShown.get(selector);
+        expect(node?.count, selector).toBe(1);
+        expect(node?.value, selector).toBe(value === null ? 'null' : String(value));
+        if (value === null) expect(node?.text, selector).toBe(reason);
+        else expect(node?.text, selector).not.toMatch(/^(\u2013|-|n\/a)?$/);
+        expect(node?.visible, `${selector} at ${viewport.width} px`).toBe(true);
+      }
+      for (const selector of shownOnce) expect(costShown.get(selector)?.count, selector).toBe(0);
+      // No cell or figure overflows its box, no column is cut off.
+      expect(await layoutProblems(page)).toEqual([]);
       expect(problems).toEqual([]);
       await page.context().close();
     }

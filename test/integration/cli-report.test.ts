@@ -2,6 +2,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { main } from '../../src/cli/main.js';
+import { scriptedReport, stopScripted, WITH_COST, WORKLOADS } from '../helpers/cost-script.js';
 
 function memoryStream() {
   let text = '';
@@ -11,6 +12,7 @@ function memoryStream() {
 let server: Server | undefined;
 
 afterEach(async () => {
+  await stopScripted();
   await new Promise((resolve) => (server === undefined ? resolve(undefined) : server.close(resolve)));
   server = undefined;
 });
@@ -103,6 +105,42 @@ describe('tokentap report', () => {
     expect(result.out).toContain('(tokentap 1?]0;owned?, up 5 s)');
     expect(result.out).toContain('\nWorkload chat?[31m\n');
     expect(result.out).toContain('  capacity at SLO               none: none?[2J\n');
+  });
+
+  it('prints the cost lines of the known-answer script (test/helpers/cost-script.ts): per request, per 1M tokens and per good request on both bases, busy share and cached input', async () => {
+    const result = await report('--admin', await answering(JSON.stringify(await scriptedReport(WITH_COST))));
+    expect(result.code).toBe(0);
+    // chat: 0.88 accelerator-seconds at 0.001 EUR, 2 requests; allocation 0.002 EUR x 0.88 / 1.36.
+    expect(result.out).toContain(
+      [
+        "\nCost of this pod's requests, last 1 s, every workload\n",
+        '  busy share                    68.0 % of the time with a request in flight\n',
+        '  price                         3.60 EUR an accelerator-hour x 2\n',
+        '  cost per request              0.000453 EUR usage; 0.000667 EUR allocation\n',
+      ].join(''),
+    );
+    expect(result.out).toContain(
+      [
+        '\nCost of workload chat\n',
+        '  cost per request              0.000440 EUR usage; 0.000647 EUR allocation\n',
+        '  per 1M input tokens           2.50 EUR usage; 3.68 EUR allocation\n',
+        '  per 1M output tokens          47.50 EUR usage; 69.85 EUR allocation\n',
+        '  per request that met its SLOs 0.000440 EUR usage; 0.000647 EUR allocation\n',
+        '  requests with cached input    50.0 %\n',
+        '  mean cached share of input    25.0 %\n',
+      ].join(''),
+    );
+    expect(result.out).toContain('\nCost of workload batch\n  cost per request              0.000480 EUR usage; 0.000706 EUR allocation\n');
+    expect(result.out).toContain('  per request that met its SLOs none: no SLO: set slo: on the workload\n');
+  });
+
+  it('says "no cost: configured" in place of every cost figure without cost:, and still prints the busy share and cached input', async () => {
+    const result = await report('--admin', await answering(JSON.stringify(await scriptedReport(WORKLOADS))));
+    expect(result.code).toBe(0);
+    expect(result.out).toContain('  busy share                    68.0 % of the time with a request in flight\n  price                         none: no cost: configured\n');
+    expect(result.out).toContain('\nCost of workload chat\n  cost per request              none: no cost: configured\n');
+    expect(result.out).toContain('  requests with cached input    50.0 %\n');
+    expect(result.out).not.toMatch(/n\/a/);
   });
 
   it('refuses an --admin that is not an http URL, with the usage exit code', async () => {
