@@ -413,8 +413,15 @@ export class RequestMonitor implements InterTokenSink, TapContext {
     const acceleratorSeconds = operation === 'generation' ? this.recordAcceleratorTime(attributes, sharedAtEndMs) : Number.NaN;
     const workload = this.workload as Workload;
     if (operation === 'generation') {
-      const shape = { startMs: timeline.startMs, durationMs: summary.e2eMs, inputTokens: summary.inputTokens, outputTokens: summary.outputTokens, outcome, blocks: this.promptBlocks };
-      this.deps.profiles?.record(workload.name, { ...shape, cachedInputTokens: timeline.reportedCachedInputTokens });
+      this.deps.profiles?.record(workload.name, {
+        startMs: timeline.startMs,
+        durationMs: summary.e2eMs,
+        inputTokens: summary.inputTokens,
+        outputTokens: summary.outputTokens,
+        cachedInputTokens: timeline.reportedCachedInputTokens,
+        outcome,
+        blocks: this.promptBlocks,
+      });
     }
     if (this.inFlightBand !== undefined && operation === 'generation') {
       const sloTtftMs = workload.slo?.ttftOn === 'first_answer' ? timeline.ttftAnswerMs : summary.ttftMs;
