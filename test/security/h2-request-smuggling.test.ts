@@ -185,3 +185,44 @@ describe.each(['http1', 'h2c'] as const)('a field value with LF or NUL, upstream
     });
   }
 });
+
+describe('a content-length the DATA overruns only after the head was forwarded', () => {
+  // The DATA frames come apart here, so tokentap has opened the upstream request before nghttp2
+  // sees the overrun; what must hold is that the upstream never gets a complete request.
+  const head = request('POST', '/v1/completions', ['content-length', '3']);
+
+  async function overrun(client: RawH2Client, progressed: () => boolean): Promise<void> {
+    client.write(frame(FRAME.HEADERS, FLAG.END_HEADERS, 1, headerBlock(head)));
+    client.write(frame(FRAME.DATA, 0, 1, Buffer.from('hel')));
+    await eventually('the first DATA to reach the upstream', progressed, (reached) => reached, 5_000);
+    client.write(frame(FRAME.DATA, FLAG.END_STREAM, 1, Buffer.from('lo')));
+    await eventually('stream 1 to end', () => client.ended(1) || client.goawayCode() !== undefined, (ended) => ended, 5_000);
+  }
+
+  it('leaves the HTTP/1.1 upstream an unterminated chunked body and closes its connection, so it never holds a complete request', async () => {
+    const upstream = await startCaptureUpstream();
+    cleanups.push(() => upstream.close());
+    const sidecar = await startTestSidecar(upstream.url);
+    cleanups.push(() => sidecar.close());
+    upstream.mark();
+    const client = await connect(sidecar.proxyUrl);
+    await overrun(client, () => upstream.since().endsWith('hel\r\n'));
+    await eventually('the upstream connection to close', () => upstream.connections.every((c) => c.closed), (closed) => closed, 5_000);
+    expect(upstream.since()).toBe('POST /v1/completions HTTP/1.1\r\nhost: tokentap.test\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nhel\r\n');
+    expect(client.data(1).length).toBe(0);
+  });
+
+  it('leaves the h2c upstream a stream that never ends', async () => {
+    const upstream = await startH2cReplayUpstream(() => ({ chunks: [Buffer.from('ok')] }));
+    cleanups.push(() => upstream.close());
+    const sidecar = await startTestSidecar(upstream.url, 'upstream_protocol: h2c\n');
+    cleanups.push(() => sidecar.close());
+    const client = await connect(sidecar.proxyUrl);
+    await overrun(client, () => upstream.streams === 1);
+    await new Promise((r) => setTimeout(r, 100));
+    expect(upstream.streams).toBe(1);
+    // `seen` records a stream at its end: none ended, so the upstream answered nothing.
+    expect(upstream.seen).toEqual([]);
+    expect(client.data(1).length).toBe(0);
+  });
+});
