@@ -36,6 +36,11 @@ export function literal(name: string, value: string): Buffer {
   return Buffer.concat([Buffer.from([0x00]), hpackInteger(n.length, 7, 0), n, hpackInteger(v.length, 7, 0), v]);
 }
 
+/** A header block of `fields` in order, each a literal without indexing: bytes exactly as given, nothing validated. */
+export function headerBlock(fields: ReadonlyArray<readonly [string, string]>): Buffer {
+  return Buffer.concat(fields.map(([name, value]) => literal(name, value)));
+}
+
 /** `:method GET`, `:scheme http`, `:path /` from the static table (RFC 7541 appendix A), then `:authority`. */
 export function getRequestBlock(path = '/v1/models'): Buffer {
   return Buffer.concat([Buffer.from([0x82, 0x86]), literal(':path', path), literal(':authority', 'tokentap.test')]);
@@ -96,15 +101,26 @@ export class RawH2Client {
     return frames;
   }
 
+  /** The DATA payload the server sent on `streamId`, concatenated. */
+  data(streamId: number): Buffer {
+    return Buffer.concat(this.frames().filter((f) => f.type === FRAME.DATA && f.streamId === streamId).map((f) => f.payload));
+  }
+
+  /** Whether the server ended `streamId` (END_STREAM or RST_STREAM). */
+  ended(streamId: number): boolean {
+    return this.frames().some((f) => f.streamId === streamId && (f.type === FRAME.RST_STREAM || ((f.type === FRAME.DATA || f.type === FRAME.HEADERS) && (f.flags & FLAG.END_STREAM) !== 0)));
+  }
+
   /** The GOAWAY's error code, if the server sent one. */
   goawayCode(): number | undefined {
     const goaway = this.frames().find((f) => f.type === FRAME.GOAWAY);
     return goaway === undefined ? undefined : goaway.payload.readUInt32BE(4);
   }
 
-  resetCodes(): number[] {
+  /** The RST_STREAM codes the server sent, on every stream or on `streamId` only. */
+  resetCodes(streamId?: number): number[] {
     return this.frames()
-      .filter((f) => f.type === FRAME.RST_STREAM)
+      .filter((f) => f.type === FRAME.RST_STREAM && (streamId === undefined || f.streamId === streamId))
       .map((f) => f.payload.readUInt32BE(0));
   }
 
