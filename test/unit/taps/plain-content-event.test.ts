@@ -32,13 +32,28 @@ const CASES: ReadonlyArray<readonly [string, boolean]> = [
   [BASE.replace('"content":"tok"', '"content":"caf\u00e9 \u4e16\u754c \ud83d\ude00"'), true],
   [BASE.replace('"content":"tok"', '"role":"assistant","content":"tok","reasoning_content":null'), true],
   [BASE.replace('"finish_reason":null', '"finish_reason":null,"stop_reason":null,"token_ids":null'), true],
+  // Escapes in the content: a token that is a newline, a quote, a backslash, a \u escape.
+  [BASE.replace('"content":"tok"', '"content":"say \\"hi\\""'), true],
+  [BASE.replace('"content":"tok"', '"content":"\\n"'), true],
+  [BASE.replace('"content":"tok"', '"content":"a\\\\b\\/\\b\\f\\r\\t"'), true],
+  [BASE.replace('"content":"tok"', '"content":"\\u00e9\\uD83D\\ude00"'), true],
+  [BASE.replace('"content":"tok"', '"content":"\\u0000"'), true],
   // Not recognised: each of these is something else to the tap, or needs the parser to tell.
   [BASE.replace('"finish_reason":null', '"finish_reason":"stop"'), false],
   [BASE.replace('"finish_reason":null', '"finish_reason":1'), false],
   [BASE.replace('"content":"tok"', '"content":""'), false],
   [BASE.replace('"content":"tok"', '"content":"a","content":""'), false],
   [BASE.replace('"delta":{"content":"tok"}', '"delta":{"content":"tok"},"delta":null'), false],
-  [BASE.replace('"content":"tok"', '"content":"say \\"hi\\""'), false],
+  // Not JSON escapes: the parser refuses them.
+  [BASE.replace('"content":"tok"', '"content":"\\x41"'), false],
+  [BASE.replace('"content":"tok"', '"content":"\\u12"'), false],
+  [BASE.replace('"content":"tok"', '"content":"\\u12G4"'), false],
+  [BASE.replace('"content":"tok"', '"content":"tok\\"'), false],
+  [BASE.replace('"content":"tok"', '"content":"\\"'), false],
+  // Escapes anywhere but the content: "object":"error" spelled with an escape is an error to the parser.
+  [BASE.replace('"object":"chat.completion.chunk"', '"object":"\\u0065rror"'), false],
+  [BASE.replace('"model":"m"', '"model":"\\u006d"'), false],
+  [BASE.replace('"content":"tok"', '"role":"assist\\u0061nt","content":"tok"'), false],
   [BASE.replace('"content":"tok"', '"content":"a\u0001b"'), false],
   [BASE.replace('"content":"tok"', '"content":["tok"]'), false],
   [BASE.replace('"content":"tok"', '"content":"tok","tool_calls":[]'), false],
@@ -84,14 +99,14 @@ describe('plain content events, recognised without JSON.parse', () => {
 
   it('leaves the tap reading what it read before, recognised events among parsed ones', () => {
     const run = runTap(createOpenAISseTap, sse(...CASES.map(([data]) => data)));
-    // Content events: the 4 recognised; parsed: finish "stop", finish 1, escaped quotes, content with
-    // empty tool_calls, two choices (2 tokens), usage (completion_tokens 2: 2 tokens), usage null,
-    // timings (predicted_n 3 after 2: 1 token), leading space, space after a comma.
-    expect(run.timeline.contentEvents).toBe(14);
-    expect(run.timeline.countedTokens).toBe(16);
+    // Content events: the 9 recognised; parsed: finish "stop", finish 1, the escaped model and
+    // role, content with empty tool_calls, two choices (2 tokens), usage (completion_tokens 2: 2
+    // tokens), usage null, timings (predicted_n 3 after 2: 1 token), leading space, space after a comma.
+    expect(run.timeline.contentEvents).toBe(20);
+    expect(run.timeline.countedTokens).toBe(22);
     expect(run.timeline.reportedOutputTokens).toBe(2);
-    // Raw control character, leading zero, truncated, trailing garbage.
-    expect(run.problems).toEqual(['malformed_event', 'malformed_event', 'malformed_event', 'malformed_event']);
+    // Five bad escapes, raw control character, leading zero, truncated, trailing garbage.
+    expect(run.problems).toEqual(Array(9).fill('malformed_event'));
     expect(run.timeline.terminal).toBe(true);
     expect(run.timeline.errorEvent).toBe(true);
   });
