@@ -173,6 +173,14 @@ export class HistogramSeries {
   private sum = 0;
   private min = Infinity;
   private max = -Infinity;
+  /**
+   * The bucket of the last sample. A request's inter-token gaps cluster (a stream's tokens come at
+   * its decode pace), so the next sample's bucket is checked against it first: two comparisons in
+   * place of a binary search through the boundaries, whose memory has left the cache between one
+   * chunk and the next (the ITL series are recorded per token; the benchmark's fine ITL buckets are
+   * 218 boundaries).
+   */
+  private lastBucket = 0;
 
   constructor(boundaries: number[], attributes: Attributes, native?: NativeBuckets) {
     this.boundaries = boundaries;
@@ -196,7 +204,7 @@ export class HistogramSeries {
     this.sum += value;
     if (value < this.min) this.min = value;
     if (value > this.max) this.max = value;
-    (this.counts[bucketIndex(this.boundaries, value)] as number)++;
+    (this.counts[this.bucketOf(value)] as number)++;
     this.native?.add(value, 1);
   }
 
@@ -208,8 +216,19 @@ export class HistogramSeries {
     this.count += times;
     if (value < this.min) this.min = value;
     if (value > this.max) this.max = value;
-    (this.counts[bucketIndex(this.boundaries, value)] as number) += times;
+    (this.counts[this.bucketOf(value)] as number) += times;
     this.native?.add(value, times);
+  }
+
+  /** bucketIndex(boundaries, value), found from the last sample's bucket when it is the same one. */
+  private bucketOf(value: number): number {
+    const boundaries = this.boundaries;
+    const last = this.lastBucket;
+    // The first bound >= value is bound `last` exactly when the bound below it is < value.
+    if ((last === boundaries.length || value <= (boundaries[last] as number)) && (last === 0 || (boundaries[last - 1] as number) < value)) return last;
+    const index = bucketIndex(boundaries, value);
+    this.lastBucket = index;
+    return index;
   }
 
   dataPoint(endTime: HrTime): metrics.DataPoint<metrics.Histogram> {

@@ -1,6 +1,7 @@
 import { metrics } from '@opentelemetry/sdk-node';
 import { afterEach, describe, expect, it } from 'vitest';
 import { loadSettings } from '../../../src/config/load.js';
+import { HistogramSeries } from '../../../src/metrics/direct-metrics.js';
 import { Recorder, type RequestSummary } from '../../../src/metrics/recorder.js';
 import { Telemetry } from '../../../src/metrics/telemetry.js';
 import { parsePrometheusText } from '../../helpers/prometheus-text.js';
@@ -65,6 +66,48 @@ const SAMPLES: ReadonlyArray<readonly [model: string, gapMs: number, tokens: num
   ['a', 4.99, 2],
   ['b', 19.999, 1],
 ];
+
+/** Bucket counts computed on their own: a value belongs to the first bucket whose bound is >= it (the last, +Inf, beyond them all). */
+function referenceCounts(boundaries: readonly number[], values: readonly number[]): number[] {
+  const counts = new Array<number>(boundaries.length + 1).fill(0);
+  for (const value of values) {
+    let index = boundaries.findIndex((bound) => bound >= value);
+    if (index === -1) index = boundaries.length;
+    counts[index]!++;
+  }
+  return counts;
+}
+
+describe('a histogram series finding buckets from the last sample', () => {
+  const boundaries = [0.001, 0.002, 0.005, 0.01, 0.02, 0.05];
+
+  it('puts every sample where a search from scratch would, bounds exactly and either side of the last bucket', () => {
+    // Each pair moves to a neighbour of the last bucket, onto a bound exactly, or just past one.
+    const values = [0.02, 0.02, 0.01, 0.0100001, 0.01, 0.005, 0.002, 0.0020001, 0.001, 0, -1, 0.001, 0.05, 0.0500001, 1, Infinity, 0.05, 0.03, 0.02, 0.0199999];
+    const series = new HistogramSeries(boundaries, {});
+    for (const value of values) series.record(value);
+    expect(series.dataPoint([0, 0]).value.buckets.counts).toEqual(referenceCounts(boundaries, values));
+  });
+
+  it('agrees with the search for clustered and scattered samples, one at a time and n at a time', () => {
+    let seed = 7;
+    const random = (): number => {
+      seed = (seed * 1103515245 + 12345) % 2147483648;
+      return seed / 2147483648;
+    };
+    const values: number[] = [];
+    const series = new HistogramSeries(boundaries, {});
+    for (let i = 0; i < 20_000; i++) {
+      // Mostly near 20 ms (a decode pace), sometimes anywhere, sometimes on a bound.
+      const r = random();
+      const value = r < 0.7 ? 0.02 + (random() - 0.5) * 0.004 : r < 0.9 ? random() * 0.06 : (boundaries[Math.floor(random() * boundaries.length)] as number);
+      const times = 1 + Math.floor(random() * 3);
+      series.recordTimes(value, times);
+      for (let k = 0; k < times; k++) values.push(value);
+    }
+    expect(series.dataPoint([0, 0]).value.buckets.counts).toEqual(referenceCounts(boundaries, values));
+  });
+});
 
 describe('inter-token histograms outside the SDK', () => {
   it('export what OTel record() exports: same buckets, counts, min and max, and the sum', async () => {
