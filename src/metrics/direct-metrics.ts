@@ -40,6 +40,7 @@ export class DirectMetrics implements MetricProducer {
   private readonly native: NativeHistogramSettings | undefined;
   /** A data point's attributes (each series' own copy) -> its native buckets. */
   private readonly nativeByAttributes = new WeakMap<Attributes, NativeBuckets>();
+  private readonly collectHooks: Array<() => void> = [];
 
   constructor(native?: NativeHistogramSettings) {
     this.native = native;
@@ -73,7 +74,13 @@ export class DirectMetrics implements MetricProducer {
     return undefined;
   }
 
+  /** `hook` runs at the start of every collection: what a recorder holds back goes into its series first. */
+  beforeCollect(hook: () => void): void {
+    this.collectHooks.push(hook);
+  }
+
   async collect(): Promise<CollectionResult> {
+    for (const hook of this.collectHooks) hook();
     const endTime = hrTime();
     return {
       resourceMetrics: {

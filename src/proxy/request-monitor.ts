@@ -72,7 +72,6 @@ export class RequestMonitor implements InterTokenSink, TapContext {
   private itlSeries: InterTokenSeries | undefined;
   /** The band of requests in flight when this one started (capacity at SLO); undefined without a tracker. */
   private readonly inFlightBand: string | undefined;
-  private itlBandSeries: InterTokenSeries | undefined;
   private model = '';
   /** The first request to its adapter after idle (AdapterColdStarts), decided once with the labels. */
   private adapterColdStart = false;
@@ -279,7 +278,6 @@ export class RequestMonitor implements InterTokenSink, TapContext {
   interToken(gapMs: number, tokens: number): void {
     if (this.itlSeries === undefined) this.labels(undefined);
     (this.itlSeries as InterTokenSeries).record(gapMs, tokens);
-    this.itlBandSeries?.record(gapMs, tokens);
     const itlS = this.itlThresholdS;
     if (itlS !== undefined) {
       this.itlTokens += tokens;
@@ -327,8 +325,7 @@ export class RequestMonitor implements InterTokenSink, TapContext {
       this.itlThresholdS = this.workload.slo?.thresholdsS.itl;
       this.model = this.deps.models.label(model);
       this.attributes = this.deps.recorder.requestAttributes(this.workload.name, this.model);
-      this.itlSeries = this.deps.recorder.interTokenSeries(this.attributes);
-      if (this.inFlightBand !== undefined) this.itlBandSeries = this.deps.recorder.interTokenBandSeries(this.attributes, this.inFlightBand);
+      this.itlSeries = this.deps.recorder.interTokenSeries(this.attributes, this.inFlightBand);
       this.deps.recorder.started(this.attributes);
       this.adapterColdStart = this.deps.coldStarts?.requestStarted(this.model) ?? false;
       if (this.adapterColdStart) this.deps.recorder.adapterColdStart(this.attributes);
@@ -356,6 +353,8 @@ export class RequestMonitor implements InterTokenSink, TapContext {
       endMs = this.deps.clock.nowMs();
       // Before anything that may throw: the pod's count in flight must drop whatever happens next.
       if (this.deps.podTime !== undefined) sharedAtEndMs = this.deps.podTime.sharing.finished(endMs);
+      // The inter-token samples the series held back for this request (recorder.ts) go in now.
+      this.itlSeries?.end();
       this.record(outcome, endMs, sharedAtEndMs);
     } catch (error) {
       this.observationFailed('finish', error);
@@ -390,7 +389,7 @@ export class RequestMonitor implements InterTokenSink, TapContext {
     const summary: RequestSummary = {
       operation,
       outcome,
-      statusClass: this.status === 0 ? 'none' : `${Math.floor(this.status / 100)}xx`,
+      statusClass: statusClass(this.status),
       ttfbMs: timeline.ttfbMs,
       ttftMs: timeline.ttftMs,
       tpotMs: timeline.tpotMs,
@@ -479,6 +478,14 @@ export class RequestMonitor implements InterTokenSink, TapContext {
 }
 
 const MS_PER_S = 1000;
+
+/** `http_status_class` values, made once: a label value built per request is a new string to hash every time. */
+const STATUS_CLASSES = ['none', '1xx', '2xx', '3xx', '4xx', '5xx'];
+
+/** "2xx".."5xx", or "none" when no status was sent (0); statuses are 100-599 (the response head parser refuses others). */
+function statusClass(status: number): string {
+  return STATUS_CLASSES[Math.floor(status / 100)] ?? `${Math.floor(status / 100)}xx`;
+}
 
 function round(ms: number): number | null {
   return Number.isNaN(ms) ? null : Math.round(ms * 1000) / 1000;

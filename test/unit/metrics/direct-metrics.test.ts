@@ -163,6 +163,46 @@ describe('inter-token histograms outside the SDK', () => {
   });
 });
 
+describe("a request's one-token gaps, held and recorded together", () => {
+  const countOf = (text: string, metric: string, model: string): number => {
+    const match = new RegExp(`^${metric}_count\\{workload="w",gen_ai_request_model="${model}"(?:,in_flight="[^"]*")?\\} (\\d+)$`, 'm').exec(text);
+    return match === null ? 0 : Number(match[1]);
+  };
+
+  it('are all in a scrape taken mid-stream, whatever the request still holds', async () => {
+    const { telemetry, recorder } = setup(false);
+    const series = recorder.interTokenSeries(recorder.requestAttributes('w', 'm'), '1-8');
+    // Three gaps: fewer than a batch, so nothing has gone into the series on its own yet.
+    for (const gapMs of [20, 21, 19]) series.record(gapMs, 1);
+    const text = await telemetry.scrape();
+    expect(countOf(text, 'tokentap_inter_chunk_latency_seconds', 'm')).toBe(3);
+    expect(countOf(text, 'tokentap_inter_token_latency_seconds', 'm')).toBe(3);
+    expect(countOf(text, 'tokentap_inter_token_latency_by_concurrency_seconds', 'm')).toBe(3);
+    // Nothing counted twice by the next scrape, and later gaps join them.
+    for (let i = 0; i < 11; i++) series.record(20, 1);
+    series.record(40, 2);
+    const later = await telemetry.scrape();
+    expect(countOf(later, 'tokentap_inter_chunk_latency_seconds', 'm')).toBe(15);
+    expect(countOf(later, 'tokentap_inter_token_latency_seconds', 'm')).toBe(16);
+    expect(countOf(later, 'tokentap_inter_token_latency_by_concurrency_seconds', 'm')).toBe(16);
+  });
+
+  it('leave no finished request held: end() records the rest and later samples go straight in', async () => {
+    const { telemetry, recorder } = setup(false);
+    const open = (recorder as unknown as { pendingInterTokens: Set<unknown> }).pendingInterTokens;
+    for (let request = 0; request < 100; request++) {
+      const series = recorder.interTokenSeries(recorder.requestAttributes('w', 'm'));
+      for (let i = 0; i < 5; i++) series.record(20, 1);
+      series.end();
+      // A straggler after the end (an event the tap read after the request was cut).
+      series.record(30, 1);
+    }
+    expect(open.size).toBe(0);
+    const text = await telemetry.scrape();
+    expect(countOf(text, 'tokentap_inter_chunk_latency_seconds', 'm')).toBe(600);
+  });
+});
+
 /** Every tokentap metric family of a scrape, series sorted, help text kept: what Prometheus would store. */
 function ourFamilies(text: string) {
   const ours = [...parsePrometheusText(text).values()].filter((f) => f.name.startsWith('tokentap_') || f.name.startsWith('gen_ai_'));

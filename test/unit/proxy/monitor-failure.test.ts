@@ -38,7 +38,7 @@ async function proxyWithBrokenObservation(upstream: string) {
   const settings = loadSettings({ flags: { config: 'test.yaml' }, env: {}, readFile: () => 'workloads:\n  - name: chat\n    slo: { objective: 0.99, ttft: 200ms, itl: 50ms, e2e: 3s }\n' });
   const recorder = new Recorder(telemetry.meter, settings.buckets);
   recorder.started = boom;
-  recorder.interTokenSeries = () => ({ record: boom });
+  recorder.interTokenSeries = () => ({ record: boom, end: boom });
   recorder.finished = boom;
   recorder.tapProblem = boom;
   recorder.sloEvents = boom;
