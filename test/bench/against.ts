@@ -73,9 +73,9 @@ export async function runAgainst(plan: AgainstPlan): Promise<AgainstResult> {
       const pair = await Promise.all([start(snapshot.bin, 'tokentap'), start(otherBin, 'tokentap-other')]);
       owned.push(...pair);
       // One unmeasured round: both processes warmed up (JIT, pools) before any figure is taken.
-      await pairedRound(pair, plan);
+      await pairedRound(pair, plan, 1);
       for (let round = 0; round < plan.rounds; round++) {
-        const measured = { observe, ...(await pairedRound(pair, plan)) };
+        const measured = { observe, ...(await pairedRound(pair, plan, round)) };
         rounds.push(measured);
         plan.log(`against r${round + 1} observe ${observe ? 'on' : 'off'}: this ${measured.thisCpuMsPer1kTokens.toFixed(1)} / other ${measured.otherCpuMsPer1kTokens.toFixed(1)} ms CPU per 1k tokens = ${measured.ratio.toFixed(3)}x${measured.failed[0] + measured.failed[1] > 0 ? ` (failed ${measured.failed.join(' / ')})` : ''}`);
       }
@@ -89,13 +89,19 @@ export async function runAgainst(plan: AgainstPlan): Promise<AgainstResult> {
   return { otherRoot: resolve(plan.otherRoot), startedAt, durationS: (performance.now() - started) / 1000, rounds };
 }
 
-async function pairedRound(pair: readonly SidecarProcess[], plan: AgainstPlan): Promise<Omit<AgainstRound, 'observe'>> {
+/**
+ * One measured round. The build whose load starts first has its requests go out first at every
+ * arrival and was charged 1-3 % more CPU per token with identical builds, so the order alternates
+ * by `round` (even: this build first).
+ */
+async function pairedRound(pair: readonly SidecarProcess[], plan: AgainstPlan, round: number): Promise<Omit<AgainstRound, 'observe'>> {
   const streamMs = plan.ttftMs + plan.tokens * plan.itlMs;
   const cpuBefore = pair.map((s) => groupCpuMs(s.pids()));
-  const results = await Promise.all(
-    pair.map((system) =>
+  const launchOrder = round % 2 === 0 ? [0, 1] : [1, 0];
+  const launched = await Promise.all(
+    launchOrder.map((index) =>
       runStreamLoad({
-        url: system.url,
+        url: (pair[index] as SidecarProcess).url,
         concurrency: plan.concurrency,
         ttftMs: plan.ttftMs,
         itlMs: plan.itlMs,
@@ -108,6 +114,7 @@ async function pairedRound(pair: readonly SidecarProcess[], plan: AgainstPlan): 
       }),
     ),
   );
+  const results = launchOrder[0] === 0 ? launched : [launched[1], launched[0]];
   const [self, other] = pair.map((s, i) => ((groupCpuMs(s.pids()) - (cpuBefore[i] as number)) * 1000) / Math.max(1, results[i]!.tokens)) as [number, number];
   return { thisCpuMsPer1kTokens: self, otherCpuMsPer1kTokens: other, ratio: self / other, failed: [results[0]!.failed, results[1]!.failed] };
 }
