@@ -190,6 +190,27 @@ describe('RequestLineWriter', () => {
     ]);
   });
 
+  it('writes the example line of docs/logs.md exactly as the page shows it', () => {
+    const example = /```json\n(\{.*"msg":"request"\})\n```/.exec(readFileSync(join(process.cwd(), 'docs', 'logs.md'), 'utf8'))?.[1];
+    expect(example, 'docs/logs.md shows a request line').toBeDefined();
+    const fields = JSON.parse(example as string) as RequestLine & { time: number };
+    const { stream, chunks } = capture();
+    vi.setSystemTime(fields.time);
+    new RequestLineWriter(createLogger('info', stream)).write({
+      ...fields,
+      ttft_answer_ms: undefined,
+      outside_engine_ttft_ms: undefined,
+      queue_or_outside_engine_ttft_ms: undefined,
+      cached_input_tokens: undefined,
+      accelerator_seconds: undefined,
+      error: undefined,
+      retried: undefined,
+      operation: undefined,
+      gpu_memory_used_bytes: undefined,
+    });
+    expect(Buffer.concat(chunks).toString('utf8')).toBe(`${example as string}\n`);
+  });
+
   it('writes nothing when info is below the logger level, and writes again once the level allows it', () => {
     const { stream, chunks } = capture();
     const logger = createLogger('warn', stream);
