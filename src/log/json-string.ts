@@ -14,22 +14,20 @@ const BACKSLASH = 92;
 const FIRST_PRINTABLE = 32;
 const LONGEST_SHORT_STRING = 100;
 
-/** pino's `_asString`, the same loop: scan up to the first control character, escape quotes and backslashes on the way. */
+/** pino's `_asString`, the same scan: up to the first control character, escaping quotes and backslashes on the way. */
 function shortJsonString(value: string): string {
   const length = value.length;
   if (length > LONGEST_SHORT_STRING) return JSON.stringify(value);
   let escaped = '';
   let last = 0;
-  let found = false;
   let point = 255;
   for (let i = 0; i < length && point >= FIRST_PRINTABLE; i++) {
     point = value.charCodeAt(i);
     if (point === QUOTE || point === BACKSLASH) {
       escaped += value.slice(last, i) + '\\';
       last = i;
-      found = true;
     }
   }
   if (point < FIRST_PRINTABLE) return JSON.stringify(value);
-  return '"' + (found ? escaped + value.slice(last) : value) + '"';
+  return '"' + escaped + value.slice(last) + '"';
 }

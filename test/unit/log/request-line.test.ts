@@ -51,6 +51,7 @@ const STRINGS = [
   'emoji 😀 pair',
   'lone high \ud800 surrogate',
   'lone low \udfff',
+  'lone \ud800 and a space last ',
   'ends high \ud83d',
   '\udc00 starts low',
   `${'x'.repeat(98)}"\\`,
