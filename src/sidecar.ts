@@ -18,6 +18,7 @@ import { registerBuildInfo } from './metrics/build-info.js';
 import { AdapterColdStarts } from './metrics/adapter-cold-starts.js';
 import { registerModelInfo } from './metrics/model-info.js';
 import { droppedLogLines } from './log/logger.js';
+import { RequestLineWriter } from './log/request-line.js';
 import { LimitCounters } from './metrics/limit-counters.js';
 import { ModelLabels } from './metrics/model-labels.js';
 import { Recorder } from './metrics/recorder.js';
@@ -102,7 +103,7 @@ export async function startSidecar(
     counters: limitCounters,
     heldBytes,
     usageInjection: settings.injectUsage ? new UsageInjector(routes, { maxBytes: limits.rewrittenBodyBytes, budget: heldBytes, counters: limitCounters }) : undefined,
-    monitor: { clock, recorder, models, logger, workloads: new WorkloadMatcher(settings.workloads), tracer: otlp.tracer, drain, taps: new TapSelector(routes), gpuMemory: gpus, inFlight, coldStarts, profiles, podTime },
+    monitor: { clock, recorder, models, logger, requestLines: new RequestLineWriter(logger), workloads: new WorkloadMatcher(settings.workloads), tracer: otlp.tracer, drain, taps: new TapSelector(routes), gpuMemory: gpus, inFlight, coldStarts, profiles, podTime },
   });
   const admin = createAdminServer({
     telemetry,

@@ -26,6 +26,22 @@ export function droppedLogLines(logger: Logger): number {
   return DROPPED.get(logger)?.lines ?? 0;
 }
 
+/** Writes a finished line to a logger's destination: what pino's own write does with the line it built. */
+export type LineSink = (line: string) => void;
+
+const LINE_SINKS = new WeakMap<Logger, LineSink>();
+
+/**
+ * The destination of a logger made by createLogger, for a line serialised outside pino
+ * (request-line.ts): the same stream, so the same batching, exit flush and drop counting. Throws for
+ * any other logger, whose destination and batching are unknown here.
+ */
+export function lineSink(logger: Logger): LineSink {
+  const sink = LINE_SINKS.get(logger);
+  if (sink === undefined) throw new Error('lineSink: the logger was not made by createLogger (src/log/logger.ts); make it there');
+  return sink;
+}
+
 /**
  * One JSON line per request (and a few lifecycle lines). Asynchronous destination: a log write
  * never blocks the event loop that forwards streams. `destination`: a file descriptor (batched as
@@ -33,7 +49,11 @@ export function droppedLogLines(logger: Logger): number {
  * (tests), which gets every line as it is logged.
  */
 export function createLogger(level: string, destination: NodeJS.WritableStream | number = 1, maxBufferBytes = DEFAULT_LOG_BUFFER_BYTES): Logger {
-  if (typeof destination !== 'number') return pino(loggerOptions(level), destination);
+  if (typeof destination !== 'number') {
+    const logger = pino(loggerOptions(level), destination);
+    LINE_SINKS.set(logger, (line) => destination.write(line));
+    return logger;
+  }
   // sonic-boom's maxLength: a write that would take its buffer past it is dropped with a 'drop' event (one per line).
   const stream = pino.destination({ dest: destination, sync: false, minLength: BATCH_BYTES, maxLength: Math.max(maxBufferBytes, BATCH_BYTES * 2) });
   const dropped = { lines: 0 };
@@ -54,6 +74,11 @@ export function createLogger(level: string, destination: NodeJS.WritableStream |
     stream,
   );
   DROPPED.set(logger, dropped);
+  // As the logMethod hook: a line written past pino is flushed by the same timer.
+  LINE_SINKS.set(logger, (line) => {
+    unwritten = true;
+    stream.write(line);
+  });
   setInterval(() => {
     if (!unwritten) return;
     unwritten = false;

@@ -1,6 +1,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Attributes } from '@opentelemetry/api';
 import type { Logger } from 'pino';
+import type { RequestLineWriter } from '../log/request-line.js';
 import type { Clock } from '../clock/clock.js';
 import type { DrainState } from '../lifecycle/drain-state.js';
 import type { Workload } from '../config/load.js';
@@ -28,6 +29,8 @@ export interface MonitorDependencies {
   readonly recorder: Recorder;
   readonly models: ModelLabels;
   readonly logger: Logger;
+  /** Writes each request's line to `logger`'s destination, gated by its level (made from `logger`). */
+  readonly requestLines: RequestLineWriter;
   /** Chooses each response's tap from the route table; the built-in routes when absent. */
   readonly taps?: TapSelector;
   readonly workloads: WorkloadMatcher;
@@ -443,37 +446,34 @@ export class RequestMonitor implements InterTokenSink, TapContext {
       this.deps.recorder.goodput(attributes, goodput);
     }
     this.span.end(summary, this.status, workload.name, this.requestedModel, goodput);
-    this.deps.logger.info(
-      {
-        method: this.method,
-        path: this.path,
-        status: this.status,
-        outcome,
-        workload: workload.name,
-        model: this.model,
-        ttfb_ms: round(summary.ttfbMs),
-        ttft_ms: round(summary.ttftMs),
-        ...(Number.isNaN(timeline.firstAnswerMs) || timeline.firstAnswerMs === timeline.firstTokenMs ? {} : { ttft_answer_ms: round(timeline.ttftAnswerMs) }),
-        ...(Number.isNaN(split.outsideEngineTtftMs) ? {} : { outside_engine_ttft_ms: round(split.outsideEngineTtftMs) }),
-        ...(Number.isNaN(split.queueOrOutsideEngineTtftMs) ? {} : { queue_or_outside_engine_ttft_ms: round(split.queueOrOutsideEngineTtftMs) }),
-        tpot_ms: round(summary.tpotMs),
-        e2e_ms: round(summary.e2eMs),
-        input_tokens: Number.isNaN(summary.inputTokens) ? null : summary.inputTokens,
-        ...(Number.isNaN(timeline.reportedCachedInputTokens) ? {} : { cached_input_tokens: timeline.reportedCachedInputTokens }),
-        output_tokens: summary.outputTokens,
-        token_source: summary.tokenSource,
-        content_events: timeline.contentEvents,
-        counted_tokens: timeline.countedTokens,
-        server_timings: timeline.serverTimings ?? null,
-        ...(Number.isNaN(acceleratorSeconds) ? {} : { accelerator_seconds: acceleratorSeconds }),
-        ...(this.failureDetail === undefined ? {} : { error: this.failureDetail }),
-        ...(this.wasRetried ? { retried: true } : {}),
-        ...(operation === 'other' ? { operation } : {}),
-        // The last scraped value (no I/O here); null while the DCGM reading is unknown.
-        ...(this.deps.gpuMemory === undefined ? {} : { gpu_memory_used_bytes: this.deps.gpuMemory.memoryUsedBytes() ?? null }),
-      },
-      'request',
-    );
+    this.deps.requestLines.write({
+      method: this.method,
+      path: this.path,
+      status: this.status,
+      outcome,
+      workload: workload.name,
+      model: this.model,
+      ttfb_ms: round(summary.ttfbMs),
+      ttft_ms: round(summary.ttftMs),
+      ttft_answer_ms: Number.isNaN(timeline.firstAnswerMs) || timeline.firstAnswerMs === timeline.firstTokenMs ? undefined : round(timeline.ttftAnswerMs),
+      outside_engine_ttft_ms: Number.isNaN(split.outsideEngineTtftMs) ? undefined : round(split.outsideEngineTtftMs),
+      queue_or_outside_engine_ttft_ms: Number.isNaN(split.queueOrOutsideEngineTtftMs) ? undefined : round(split.queueOrOutsideEngineTtftMs),
+      tpot_ms: round(summary.tpotMs),
+      e2e_ms: round(summary.e2eMs),
+      input_tokens: Number.isNaN(summary.inputTokens) ? null : summary.inputTokens,
+      cached_input_tokens: Number.isNaN(timeline.reportedCachedInputTokens) ? undefined : timeline.reportedCachedInputTokens,
+      output_tokens: summary.outputTokens,
+      token_source: summary.tokenSource,
+      content_events: timeline.contentEvents,
+      counted_tokens: timeline.countedTokens,
+      server_timings: timeline.serverTimings ?? null,
+      accelerator_seconds: Number.isNaN(acceleratorSeconds) ? undefined : acceleratorSeconds,
+      error: this.failureDetail,
+      retried: this.wasRetried ? true : undefined,
+      operation: operation === 'other' ? operation : undefined,
+      // The last scraped value (no I/O here); null while the DCGM reading is unknown.
+      gpu_memory_used_bytes: this.deps.gpuMemory === undefined ? undefined : (this.deps.gpuMemory.memoryUsedBytes() ?? null),
+    });
   }
 }
 

@@ -1,6 +1,7 @@
 import { ManualClock } from '../../src/clock/clock.js';
 import { loadSettings } from '../../src/config/load.js';
 import { createLogger } from '../../src/log/logger.js';
+import { RequestLineWriter } from '../../src/log/request-line.js';
 import type { StatusReport } from '../../src/admin/status-report.js';
 import { StatusSource } from '../../src/admin/status-source.js';
 import { ModelLabels } from '../../src/metrics/model-labels.js';
@@ -52,7 +53,8 @@ export async function scriptedReport(config: string): Promise<StatusReport> {
   const telemetry = new Telemetry();
   const settings = loadSettings({ flags: { config: 't.yaml' }, env: {}, readFile: () => config });
   const podTime = createPodTime(telemetry.meter, clock, settings.cost, undefined);
-  const deps = { clock, recorder: new Recorder(telemetry.meter, settings.buckets), models: new ModelLabels(8), logger: createLogger('error'), workloads: new WorkloadMatcher(settings.workloads), podTime };
+  const logger = createLogger('error');
+  const deps = { clock, recorder: new Recorder(telemetry.meter, settings.buckets), models: new ModelLabels(8), logger, requestLines: new RequestLineWriter(logger), workloads: new WorkloadMatcher(settings.workloads), podTime };
   const source = new StatusSource({ telemetry, settings, clock, version: 't', probe: () => Promise.resolve({ ready: true, detail: 'ok' }) });
   stops.push(async () => {
     source.stop();

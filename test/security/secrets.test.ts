@@ -6,6 +6,7 @@ import { systemClock } from '../../src/clock/clock.js';
 import { loadSettings } from '../../src/config/load.js';
 import { TokentapError } from '../../src/errors.js';
 import { createLogger } from '../../src/log/logger.js';
+import { RequestLineWriter } from '../../src/log/request-line.js';
 import { redactUrl } from '../../src/log/redact-url.js';
 import { ModelLabels } from '../../src/metrics/model-labels.js';
 import { Recorder } from '../../src/metrics/recorder.js';
@@ -44,6 +45,7 @@ describe('secrets in request targets', () => {
       },
     });
     const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(spans)] });
+    const logger = createLogger('info', sink);
     server = createProxyServer({
       upstream: new URL(upstream.url),
       upstreamIdleTimeoutMs: 10_000,
@@ -51,7 +53,8 @@ describe('secrets in request targets', () => {
         clock: systemClock,
         recorder: new Recorder(telemetry.meter, settings.buckets),
         models: new ModelLabels(8),
-        logger: createLogger('info', sink),
+        logger,
+        requestLines: new RequestLineWriter(logger),
         workloads: new WorkloadMatcher(settings.workloads),
         tracer: new OtelRequestTracer(provider.getTracer('test'), systemClock, new URL(upstream.url)),
       },

@@ -3,6 +3,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../../src/clock/clock.js';
 import { loadSettings } from '../../../src/config/load.js';
 import { createLogger } from '../../../src/log/logger.js';
+import { RequestLineWriter } from '../../../src/log/request-line.js';
 import { ModelLabels } from '../../../src/metrics/model-labels.js';
 import { createPodTime } from '../../../src/metrics/pod-time.js';
 import { ProcessorSharing } from '../../../src/metrics/processor-sharing.js';
@@ -140,7 +141,7 @@ function sidecarParts(config: string) {
   });
   const logger = createLogger('info', sink);
   const podTime = createPodTime(telemetry.meter, clock, settings.cost, undefined);
-  const deps = { clock, recorder: new Recorder(telemetry.meter, settings.buckets), models: new ModelLabels(8), logger, workloads: new WorkloadMatcher(settings.workloads), podTime };
+  const deps = { clock, recorder: new Recorder(telemetry.meter, settings.buckets), models: new ModelLabels(8), logger, requestLines: new RequestLineWriter(logger), workloads: new WorkloadMatcher(settings.workloads), podTime };
   return { clock, telemetry, deps, logs };
 }
 

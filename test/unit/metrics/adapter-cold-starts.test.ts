@@ -3,6 +3,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../../src/clock/clock.js';
 import { loadSettings } from '../../../src/config/load.js';
 import { createLogger } from '../../../src/log/logger.js';
+import { RequestLineWriter } from '../../../src/log/request-line.js';
 import { AdapterColdStarts } from '../../../src/metrics/adapter-cold-starts.js';
 import { registerModelInfo } from '../../../src/metrics/model-info.js';
 import { ModelLabels } from '../../../src/metrics/model-labels.js';
@@ -72,7 +73,7 @@ function pod() {
   const coldStarts = new AdapterColdStarts(clock, IDLE_AFTER_MS);
   coldStarts.listed(served.adapters);
   const logger = createLogger('silent', new Writable({ write: (_c, _e, cb) => cb() }));
-  const deps = { clock, recorder: new Recorder(telemetry.meter, settings.buckets), models, logger, workloads: new WorkloadMatcher(settings.workloads), coldStarts };
+  const deps = { clock, recorder: new Recorder(telemetry.meter, settings.buckets), models, logger, requestLines: new RequestLineWriter(logger), workloads: new WorkloadMatcher(settings.workloads), coldStarts };
   /** One streamed request for `model` whose first token comes `ttftMs` after it starts. */
   const request = (model: string, ttftMs: number): void => {
     const monitor = new RequestMonitor(deps, 'POST', '/v1/chat/completions', {});

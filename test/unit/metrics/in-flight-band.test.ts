@@ -3,6 +3,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../../src/clock/clock.js';
 import { loadSettings } from '../../../src/config/load.js';
 import { createLogger } from '../../../src/log/logger.js';
+import { RequestLineWriter } from '../../../src/log/request-line.js';
 import { IN_FLIGHT_BANDS, InFlightTracker, inFlightBand } from '../../../src/metrics/in-flight-band.js';
 import { ModelLabels } from '../../../src/metrics/model-labels.js';
 import { Recorder } from '../../../src/metrics/recorder.js';
@@ -46,7 +47,7 @@ describe('TTFT and ITL by in-flight band through the request monitor', () => {
     telemetries.push(telemetry);
     const settings = loadSettings({ flags: { config: 't.yaml' }, env: {}, readFile: () => 'workloads:\n  - name: chat\n    slo: { objective: 0.99, ttft: 300ms }\n' });
     const logger = createLogger('silent', new Writable({ write: (_c, _e, cb) => cb() }));
-    const deps = { clock, recorder: new Recorder(telemetry.meter, settings.buckets), models: new ModelLabels(8), logger, workloads: new WorkloadMatcher(settings.workloads), inFlight: new InFlightTracker() };
+    const deps = { clock, recorder: new Recorder(telemetry.meter, settings.buckets), models: new ModelLabels(8), logger, requestLines: new RequestLineWriter(logger), workloads: new WorkloadMatcher(settings.workloads), inFlight: new InFlightTracker() };
     const start = () => {
       const monitor = new RequestMonitor(deps, 'POST', '/v1/chat/completions', {});
       monitor.requestBody('m');

@@ -3,6 +3,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../../src/clock/clock.js';
 import { loadSettings } from '../../../src/config/load.js';
 import { createLogger } from '../../../src/log/logger.js';
+import { RequestLineWriter } from '../../../src/log/request-line.js';
 import { ModelLabels } from '../../../src/metrics/model-labels.js';
 import { Recorder } from '../../../src/metrics/recorder.js';
 import { Telemetry } from '../../../src/metrics/telemetry.js';
@@ -26,11 +27,13 @@ function setup() {
   const settings = loadSettings({ flags: { config: 'test.yaml' }, env: {}, readFile: () => CONFIG });
   const profiles = new ProfileStore(settings.profiles!, clock, { nowUnixMs: 1_800_000_000_000 });
   const logs: string[] = [];
+  const logger = createLogger('info', new Writable({ write: (chunk: Buffer, _e, cb) => (logs.push(chunk.toString('utf8')), cb()) }));
   const deps = {
     clock,
     recorder: new Recorder(telemetry.meter, settings.buckets),
     models: new ModelLabels(8),
-    logger: createLogger('info', new Writable({ write: (chunk: Buffer, _e, cb) => (logs.push(chunk.toString('utf8')), cb()) })),
+    logger,
+    requestLines: new RequestLineWriter(logger),
     workloads: new WorkloadMatcher(settings.workloads),
     profiles,
   };

@@ -4,6 +4,7 @@ import { ManualClock } from '../../../src/clock/clock.js';
 import { engineSplit } from '../../../src/clock/engine-timings.js';
 import { loadSettings } from '../../../src/config/load.js';
 import { createLogger } from '../../../src/log/logger.js';
+import { RequestLineWriter } from '../../../src/log/request-line.js';
 import { ModelLabels } from '../../../src/metrics/model-labels.js';
 import { Recorder } from '../../../src/metrics/recorder.js';
 import { Telemetry } from '../../../src/metrics/telemetry.js';
@@ -28,7 +29,7 @@ async function run(path: string, contentType: string, events: ReadonlyArray<read
   const settings = loadSettings({ flags: {}, env: {} });
   const lines: string[] = [];
   const logger = createLogger('info', new Writable({ write: (c: Buffer, _e, cb) => (lines.push(c.toString()), cb()) }));
-  const deps = { clock, recorder: new Recorder(telemetry.meter, settings.buckets), models: new ModelLabels(8), logger, workloads: new WorkloadMatcher(settings.workloads) };
+  const deps = { clock, recorder: new Recorder(telemetry.meter, settings.buckets), models: new ModelLabels(8), logger, requestLines: new RequestLineWriter(logger), workloads: new WorkloadMatcher(settings.workloads) };
   const monitor = new RequestMonitor(deps, 'POST', path, {});
   monitor.requestBody('m');
   monitor.response(200, contentType);

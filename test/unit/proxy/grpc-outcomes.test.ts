@@ -4,6 +4,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../../src/clock/clock.js';
 import { loadSettings } from '../../../src/config/load.js';
 import { createLogger } from '../../../src/log/logger.js';
+import { RequestLineWriter } from '../../../src/log/request-line.js';
 import { ModelLabels } from '../../../src/metrics/model-labels.js';
 import { Recorder } from '../../../src/metrics/recorder.js';
 import { Telemetry } from '../../../src/metrics/telemetry.js';
@@ -43,7 +44,7 @@ function setup(configYaml?: string) {
       },
     }),
   );
-  const deps = { clock, recorder, models: new ModelLabels(8), logger, workloads: new WorkloadMatcher(settings.workloads) };
+  const deps = { clock, recorder, models: new ModelLabels(8), logger, requestLines: new RequestLineWriter(logger), workloads: new WorkloadMatcher(settings.workloads) };
   return { clock, telemetry, deps, lines };
 }
 

@@ -5,6 +5,7 @@ import { systemClock } from '../../../src/clock/clock.js';
 import { loadSettings } from '../../../src/config/load.js';
 import { DrainState } from '../../../src/lifecycle/drain-state.js';
 import { createLogger } from '../../../src/log/logger.js';
+import { RequestLineWriter } from '../../../src/log/request-line.js';
 import { ModelLabels } from '../../../src/metrics/model-labels.js';
 import { Recorder } from '../../../src/metrics/recorder.js';
 import { Telemetry } from '../../../src/metrics/telemetry.js';
@@ -51,10 +52,11 @@ async function proxyWithBrokenObservation(upstream: string) {
   });
   const tracer: RequestTracer = { start: boom };
   const drain = new DrainState();
+  const logger = createLogger('info', sink);
   const server = createProxyServer({
     upstream: new URL(upstream),
     upstreamIdleTimeoutMs: 10_000,
-    monitor: { clock: systemClock, recorder, models: new ModelLabels(8), logger: createLogger('info', sink), workloads: new WorkloadMatcher(settings.workloads), tracer, drain },
+    monitor: { clock: systemClock, recorder, models: new ModelLabels(8), logger, requestLines: new RequestLineWriter(logger), workloads: new WorkloadMatcher(settings.workloads), tracer, drain },
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   closers.push(async () => {

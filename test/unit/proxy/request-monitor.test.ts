@@ -2,7 +2,9 @@ import { Writable } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../../src/clock/clock.js';
 import { loadSettings } from '../../../src/config/load.js';
+import { DrainState } from '../../../src/lifecycle/drain-state.js';
 import { createLogger } from '../../../src/log/logger.js';
+import { RequestLineWriter } from '../../../src/log/request-line.js';
 import { ModelLabels } from '../../../src/metrics/model-labels.js';
 import { Recorder } from '../../../src/metrics/recorder.js';
 import { Telemetry } from '../../../src/metrics/telemetry.js';
@@ -24,7 +26,7 @@ function setup(configYaml?: string) {
   const settings = loadSettings({ flags: { config: configYaml === undefined ? undefined : 'test.yaml' }, env: {}, readFile: () => configYaml ?? '' });
   const recorder = new Recorder(telemetry.meter, settings.buckets);
   const logger = createLogger('silent', new Writable({ write: (_c, _e, cb) => cb() }));
-  const deps = { clock, recorder, models: new ModelLabels(8), logger, workloads: new WorkloadMatcher(settings.workloads) };
+  const deps = { clock, recorder, models: new ModelLabels(8), logger, requestLines: new RequestLineWriter(logger), workloads: new WorkloadMatcher(settings.workloads) };
   return { clock, telemetry, deps };
 }
 
@@ -283,5 +285,29 @@ describe('request monitor: workloads and SLO events on a fake clock', () => {
     const m = parsePrometheusText(await telemetry.scrape());
     expect(sumValues(m, 'tokentap_requests_total', { workload: 'code', gen_ai_request_model: 'coder-7b' })).toBe(1);
     expect(sumValues(m, 'tokentap_requests_total', { workload: 'default' })).toBe(1);
+  });
+});
+
+describe('request monitor: its request line', () => {
+  it('reports a request line the log destination refuses as a failure of the finish step, once, after the metrics are recorded and the drain count released', async () => {
+    const { clock, telemetry, deps } = setup();
+    const warnings: Array<Record<string, unknown>> = [];
+    const logger = createLogger('info', new Writable({ write: (c: Buffer, _e, cb) => (warnings.push(JSON.parse(c.toString('utf8')) as Record<string, unknown>), cb()) }));
+    const refusing = new Writable();
+    refusing.write = () => {
+      throw new Error('log destination broke');
+    };
+    const drain = new DrainState();
+    const monitor = new RequestMonitor({ ...deps, logger, requestLines: new RequestLineWriter(createLogger('info', refusing)), drain }, 'POST', '/v1/chat/completions', {});
+    monitor.requestBody('m');
+    monitor.response(200, 'application/json');
+    clock.advance(30);
+    monitor.body(Buffer.from(JSON.stringify({ choices: [{ index: 0, message: { role: 'assistant', content: 'hi' }, finish_reason: 'stop' }] })));
+    monitor.bodyEnd();
+    expect(() => monitor.delivered()).not.toThrow();
+    expect(warnings).toEqual([expect.objectContaining({ level: 40, step: 'finish', method: 'POST', path: '/v1/chat/completions', err: expect.objectContaining({ message: 'log destination broke' }) })]);
+    expect(await Promise.race([drain.whenIdle().then(() => 'idle'), new Promise((resolve) => setImmediate(() => resolve('a request still counted')))])).toBe('idle');
+    const m = parsePrometheusText(await telemetry.scrape());
+    expect(sumValues(m, 'tokentap_requests_total', { workload: 'default', gen_ai_request_model: 'm' })).toBe(1);
   });
 });

@@ -3,6 +3,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../../src/clock/clock.js';
 import { loadSettings, type Workload } from '../../../src/config/load.js';
 import { createLogger } from '../../../src/log/logger.js';
+import { RequestLineWriter } from '../../../src/log/request-line.js';
 import { ModelLabels } from '../../../src/metrics/model-labels.js';
 import { Recorder } from '../../../src/metrics/recorder.js';
 import { Telemetry } from '../../../src/metrics/telemetry.js';
@@ -67,7 +68,7 @@ function setup(configYaml: string) {
   telemetries.push(telemetry);
   const settings = loadSettings({ flags: { config: 'test.yaml' }, env: {}, readFile: () => configYaml });
   const logger = createLogger('silent', new Writable({ write: (_c, _e, cb) => cb() }));
-  const deps = { clock, recorder: new Recorder(telemetry.meter, settings.buckets), models: new ModelLabels(8), logger, workloads: new WorkloadMatcher(settings.workloads) };
+  const deps = { clock, recorder: new Recorder(telemetry.meter, settings.buckets), models: new ModelLabels(8), logger, requestLines: new RequestLineWriter(logger), workloads: new WorkloadMatcher(settings.workloads) };
   /** One streamed chat request; `at[i]` ms after the start is when `events[i]` arrives. */
   const request = (events: Buffer[], at: number[], endMs: number) => {
     const monitor = new RequestMonitor(deps, 'POST', '/v1/chat/completions', {});

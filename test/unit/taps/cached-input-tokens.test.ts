@@ -4,6 +4,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../../src/clock/clock.js';
 import { loadSettings } from '../../../src/config/load.js';
 import { createLogger } from '../../../src/log/logger.js';
+import { RequestLineWriter } from '../../../src/log/request-line.js';
 import { ModelLabels } from '../../../src/metrics/model-labels.js';
 import { Recorder } from '../../../src/metrics/recorder.js';
 import { Telemetry } from '../../../src/metrics/telemetry.js';
@@ -145,7 +146,7 @@ describe('prefix-cache hits through the request monitor and /metrics', () => {
     telemetries.push(telemetry);
     const settings = loadSettings({ flags: { config: 't.yaml' }, env: {}, readFile: () => 'workloads: [{ name: rag }]\n' });
     const logger = createLogger('silent', new Writable({ write: (_c, _e, cb) => cb() }));
-    const deps = { clock, recorder: new Recorder(telemetry.meter, settings.buckets), models: new ModelLabels(8), logger, workloads: new WorkloadMatcher(settings.workloads) };
+    const deps = { clock, recorder: new Recorder(telemetry.meter, settings.buckets), models: new ModelLabels(8), logger, requestLines: new RequestLineWriter(logger), workloads: new WorkloadMatcher(settings.workloads) };
     const answer = (usage: object) => {
       const monitor = new RequestMonitor(deps, 'POST', '/v1/chat/completions', {});
       monitor.requestBody('m');

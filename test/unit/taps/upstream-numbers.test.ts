@@ -3,6 +3,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../../src/clock/clock.js';
 import { loadSettings } from '../../../src/config/load.js';
 import { createLogger } from '../../../src/log/logger.js';
+import { RequestLineWriter } from '../../../src/log/request-line.js';
 import { ModelLabels } from '../../../src/metrics/model-labels.js';
 import { decodeDelimited } from '../../../src/metrics/protobuf-exposition.js';
 import { Recorder } from '../../../src/metrics/recorder.js';
@@ -43,7 +44,7 @@ function pipeline() {
   telemetries.push(telemetry);
   const settings = loadSettings({ flags: {}, env: {} });
   const logger = createLogger('info', new Writable({ write: (_c, _e, cb) => cb() }));
-  const deps = { clock, recorder: new Recorder(telemetry.meter, settings.buckets), models: new ModelLabels(8), logger, workloads: new WorkloadMatcher(settings.workloads) };
+  const deps = { clock, recorder: new Recorder(telemetry.meter, settings.buckets), models: new ModelLabels(8), logger, requestLines: new RequestLineWriter(logger), workloads: new WorkloadMatcher(settings.workloads) };
   return {
     request(upstream: Upstream): void {
       const monitor = new RequestMonitor(deps, 'POST', upstream.path, {});

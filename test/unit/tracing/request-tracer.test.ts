@@ -5,6 +5,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ManualClock } from '../../../src/clock/clock.js';
 import { loadSettings } from '../../../src/config/load.js';
 import { createLogger } from '../../../src/log/logger.js';
+import { RequestLineWriter } from '../../../src/log/request-line.js';
 import { ModelLabels } from '../../../src/metrics/model-labels.js';
 import { Recorder, type RequestSummary } from '../../../src/metrics/recorder.js';
 import { Telemetry } from '../../../src/metrics/telemetry.js';
@@ -52,7 +53,7 @@ function monitorDeps(tracer: RequestTracer | undefined) {
   const logger = createLogger('silent', new Writable({ write: (_c, _e, cb) => cb() }));
   const clock = new ManualClock(1000);
   const recorder = new Recorder(telemetry.meter, settings.buckets);
-  return { clock, deps: { clock, recorder, models: new ModelLabels(8), logger, workloads: new WorkloadMatcher(settings.workloads), ...(tracer ? { tracer } : {}) } };
+  return { clock, deps: { clock, recorder, models: new ModelLabels(8), logger, requestLines: new RequestLineWriter(logger), workloads: new WorkloadMatcher(settings.workloads), ...(tracer ? { tracer } : {}) } };
 }
 
 describe('tracing off', () => {
