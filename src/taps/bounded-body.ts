@@ -28,7 +28,9 @@ export class BoundedBody {
   json(): unknown {
     if (this.oversized || this.size === 0) return undefined;
     try {
-      return JSON.parse(Buffer.concat(this.chunks, this.size).toString('utf8'));
+      // A body of one chunk (most small requests and answers) is read in place: no copy.
+      const whole = this.chunks.length === 1 ? (this.chunks[0] as Buffer) : Buffer.concat(this.chunks, this.size);
+      return JSON.parse(whole.toString('utf8'));
     } catch {
       return undefined;
     } finally {
