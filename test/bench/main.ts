@@ -7,6 +7,7 @@ import { AGAINST_PLAN, renderAgainst, runAgainst } from './against.js';
 import { CORRECTNESS_PLAN, FULL_PLAN, runBench, type BenchPlan } from './bench.js';
 import { hasTaskset, pin } from './procfs.js';
 import { repoRoot } from './processes.js';
+import { hasPerf, renderPerfAttribution, runPerfAttribution } from './perf-attribution.js';
 import { runProfile } from './profile-run.js';
 import { renderProfile } from './profile-summary.js';
 import { renderReport } from './report.js';
@@ -22,6 +23,9 @@ import { renderSoak, runSoak, SOAK_PLAN } from './soak.js';
  *   --profile        tokentap alone under node --cpu-prof at 64 streams; top self-time functions
  *   --no-observe     with --profile: the proxy with observation off
  *   --no-request-log with --profile: log_level warn (no per-request log line)
+ *   --perf           with --profile: instead, the observing and the unobserved tokentap under the
+ *                    paired cell's load, both sampled whole (kernel, all threads) with `perf`, and
+ *                    the samples attributed to observation or relay by their stacks
  *   --soak           the soak: 100,000 streamed requests of mixed outcomes through one sidecar,
  *                    RSS, heap, handles and series at start, middle and end; exit 1 unless flat
  *                    (--soak-requests N, --soak-seconds S to change its size and time bound)
@@ -31,7 +35,7 @@ import { renderSoak, runSoak, SOAK_PLAN } from './soak.js';
  *                    with other work, so the proxy is not waiting for its core)
  *   --out PATH       where to write the JSON
  */
-const USAGE = 'usage: npm run bench [-- [--correctness] [--cells h2|http1] | --profile [--no-observe] [--no-request-log] | --soak [--soak-requests N] [--soak-seconds S] | --against DIR] [--priority] [--out PATH]';
+const USAGE = 'usage: npm run bench [-- [--correctness] [--cells h2|http1] | --profile [--no-observe] [--no-request-log] | --profile --perf | --soak [--soak-requests N] [--soak-seconds S] | --against DIR] [--priority] [--out PATH]';
 
 /**
  * nice -10 for this process and everything it starts (children inherit it). With autogroup
@@ -60,6 +64,7 @@ async function main(): Promise<number> {
         profile: { type: 'boolean' },
         'no-observe': { type: 'boolean' },
         'no-request-log': { type: 'boolean' },
+        perf: { type: 'boolean' },
         soak: { type: 'boolean' },
         'soak-requests': { type: 'string' },
         'soak-seconds': { type: 'string' },
@@ -109,6 +114,19 @@ async function main(): Promise<number> {
     await mkdir(dirname(out), { recursive: true });
     await writeFile(out, `${JSON.stringify(result, null, 2)}\n`);
     return result.problems.length === 0 ? 0 : 1;
+  }
+
+  if (values.profile && values.perf) {
+    if (!hasPerf()) {
+      process.stderr.write('--perf: the perf command was not found; install it (Debian: apt-get install -y linux-perf) or use --profile alone\n');
+      return 2;
+    }
+    const result = await runPerfAttribution({ pin: canPin, seconds: 8 });
+    process.stdout.write(`${renderPerfAttribution(result)}\n`);
+    const out = values.out ?? join(repoRoot(), 'test', 'bench', 'results', 'perf-attribution.json');
+    await mkdir(dirname(out), { recursive: true });
+    await writeFile(out, `${JSON.stringify(result, null, 2)}\n`);
+    return 0;
   }
 
   if (values.profile) {

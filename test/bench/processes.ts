@@ -203,6 +203,8 @@ export interface SidecarProcessOptions {
   readonly keepRequestLines?: boolean;
   /** `upstream_protocol`; unset, the default (http1). */
   readonly upstreamProtocol?: 'h2c';
+  /** `node --perf-basic-prof`: JavaScript frames named for `perf` (perf-attribution.ts). */
+  readonly perfMap?: boolean;
 }
 
 export async function startSidecarProcess(options: SidecarProcessOptions): Promise<SidecarProcess> {
@@ -218,7 +220,7 @@ export async function startSidecarProcess(options: SidecarProcessOptions): Promi
   const listen = quiet ? `127.0.0.1:${await freeLoopbackPort()}` : '127.0.0.1:0';
   const adminListen = quiet ? `127.0.0.1:${await freeLoopbackPort()}` : '127.0.0.1:0';
   // With the V8 flags the container image runs it with (src/cli/node-flags.ts).
-  const nodeArgs = [...NODE_FLAGS, ...(options.cpuProfileDir === undefined ? [] : ['--cpu-prof', '--cpu-prof-dir', options.cpuProfileDir])];
+  const nodeArgs = [...NODE_FLAGS, ...(options.cpuProfileDir === undefined ? [] : ['--cpu-prof', '--cpu-prof-dir', options.cpuProfileDir]), ...(options.perfMap === true ? ['--perf-basic-prof'] : [])];
   const [command, args] = pinned(options.cpu, process.execPath, [
     ...nodeArgs,
     options.bin,
