@@ -48,7 +48,7 @@ describe('createLogger on a file descriptor (batched writes)', () => {
   const dir = mkdtempSync(join(tmpdir(), 'tokentap-logger-'));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-  it('writes a lone line within the batch delay, without waiting for 4 KiB', async () => {
+  it('writes a lone line within the batch delay, without waiting for a full batch', async () => {
     const file = join(dir, 'lone.log');
     const logger = createLogger('info', openSync(file, 'w'));
     const startMs = performance.now();

@@ -238,7 +238,7 @@ describe('RequestLineWriter on a file descriptor (batched writes)', () => {
   const dir = mkdtempSync(join(tmpdir(), 'tokentap-request-line-'));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-  it('has a lone request line written by the batch timer, without waiting for 4 KiB', async () => {
+  it('has a lone request line written by the batch timer, without waiting for a full batch', async () => {
     const file = join(dir, 'lone.log');
     const writer = new RequestLineWriter(createLogger('info', openSync(file, 'w')));
     const startMs = performance.now();
