@@ -26,6 +26,7 @@ import { renderSoak, runSoak, SOAK_PLAN } from './soak.js';
  *   --perf           with --profile: instead, the observing and the unobserved tokentap under the
  *                    paired cell's load, both sampled whole (kernel, all threads) with `perf`, and
  *                    the samples attributed to observation or relay by their stacks
+ *   --unary          with --profile --perf: 1,000 non-streamed requests per second instead
  *   --soak           the soak: 100,000 streamed requests of mixed outcomes through one sidecar,
  *                    RSS, heap, handles and series at start, middle and end; exit 1 unless flat
  *                    (--soak-requests N, --soak-seconds S to change its size and time bound)
@@ -35,7 +36,7 @@ import { renderSoak, runSoak, SOAK_PLAN } from './soak.js';
  *                    with other work, so the proxy is not waiting for its core)
  *   --out PATH       where to write the JSON
  */
-const USAGE = 'usage: npm run bench [-- [--correctness] [--cells h2|http1] | --profile [--no-observe] [--no-request-log] | --profile --perf | --soak [--soak-requests N] [--soak-seconds S] | --against DIR] [--priority] [--out PATH]';
+const USAGE = 'usage: npm run bench [-- [--correctness] [--cells h2|http1] | --profile [--no-observe] [--no-request-log] | --profile --perf [--unary] | --soak [--soak-requests N] [--soak-seconds S] | --against DIR] [--priority] [--out PATH]';
 
 /**
  * nice -10 for this process and everything it starts (children inherit it). With autogroup
@@ -65,6 +66,7 @@ async function main(): Promise<number> {
         'no-observe': { type: 'boolean' },
         'no-request-log': { type: 'boolean' },
         perf: { type: 'boolean' },
+        unary: { type: 'boolean' },
         soak: { type: 'boolean' },
         'soak-requests': { type: 'string' },
         'soak-seconds': { type: 'string' },
@@ -121,9 +123,9 @@ async function main(): Promise<number> {
       process.stderr.write('--perf: the perf command was not found; install it (Debian: apt-get install -y linux-perf) or use --profile alone\n');
       return 2;
     }
-    const result = await runPerfAttribution({ pin: canPin, seconds: 8 });
+    const result = await runPerfAttribution({ pin: canPin, seconds: 8, load: values.unary ? 'unary' : 'stream' });
     process.stdout.write(`${renderPerfAttribution(result)}\n`);
-    const out = values.out ?? join(repoRoot(), 'test', 'bench', 'results', 'perf-attribution.json');
+    const out = values.out ?? join(repoRoot(), 'test', 'bench', 'results', `perf-attribution${values.unary ? '-unary' : ''}.json`);
     await mkdir(dirname(out), { recursive: true });
     await writeFile(out, `${JSON.stringify(result, null, 2)}\n`);
     return 0;

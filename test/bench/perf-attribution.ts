@@ -3,16 +3,17 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fineItlBuckets } from './accuracy.js';
-import { runStreamLoad } from './load.js';
+import { runStreamLoad, runUnaryLoad } from './load.js';
 import { groupCpuMs } from './procfs.js';
 import { snapshotBuild, startSidecarProcess, startSimulatorProcess, type BenchProcess, type SidecarProcess } from './processes.js';
 
 /**
- * `npm run bench -- --profile --perf`: where observation's CPU goes, counted over the whole
+ * `npm run bench -- --profile --perf [--unary]`: where observation's CPU goes, counted over the whole
  * process. `--profile` alone samples the main thread's JavaScript under V8's profiler, which sees
  * about a third of the process's CPU (not the kernel's socket work, nor other threads); `perf`
  * samples all of it. The observing and the unobserved tokentap carry the paired cell's load at once
- * (64 streams x 64 tokens, 20 ms apart) under `perf record -g`, with `--perf-basic-prof` so that
+ * (64 streams x 64 tokens, 20 ms apart; with --unary, 1,000 tiny non-streamed requests per second
+ * each) under `perf record -g`, with `--perf-basic-prof` so that
  * JavaScript frames have names; each sample of the main thread is then put in one class by its
  * stack:
  *
@@ -37,7 +38,10 @@ export interface PerfClasses {
 }
 
 export interface PerfAttribution {
-  readonly cpuMsPer1kTokens: readonly [observed: number, unobserved: number];
+  /** `stream`: the paired cell's load; `unary`: 1,000 tiny non-streamed requests per second. */
+  readonly load: 'stream' | 'unary';
+  /** CPU ms per 1k tokens (stream) or µs per request (unary). */
+  readonly cpu: readonly [observed: number, unobserved: number];
   readonly observed: PerfClasses;
   readonly unobserved: PerfClasses;
   /** Observation samples by their outermost observation frame (the proxy's call into it). */
@@ -55,7 +59,7 @@ export function hasPerf(): boolean {
   }
 }
 
-export async function runPerfAttribution(options: { readonly pin: boolean; readonly seconds: number }): Promise<PerfAttribution> {
+export async function runPerfAttribution(options: { readonly pin: boolean; readonly seconds: number; readonly load: 'stream' | 'unary' }): Promise<PerfAttribution> {
   const dir = await mkdtemp(join(tmpdir(), 'tokentap-bench-perf-'));
   const snapshot = snapshotBuild();
   const owned: BenchProcess[] = [];
@@ -66,8 +70,15 @@ export async function runPerfAttribution(options: { readonly pin: boolean; reado
       startSidecarProcess({ bin: snapshot.bin, name, cpu: options.pin ? 0 : undefined, upstream: simulator.url, observe, itlBuckets: fineItlBuckets(), perfMap: true, keepRequestLines: false });
     const pair = [await start('tokentap', true), await start('tokentap-unobserved', false)];
     owned.push(...pair);
-    const load = (system: SidecarProcess, arrivalMs: number) =>
-      runStreamLoad({ url: system.url, concurrency: 64, ttftMs: 20, itlMs: 20, tokens: 64, arrivalMs, maxRequests: 50_000, stamp: false, keepBodies: false, drainTimeoutMs: 20_000 });
+    // Per 1k tokens for streams, per request for the non-streamed load.
+    const load = async (system: SidecarProcess, arrivalMs: number): Promise<{ units: number; per: number }> => {
+      if (options.load === 'unary') {
+        const result = await runUnaryLoad({ url: system.url, ratePerS: 1000, durationMs: arrivalMs, drainTimeoutMs: 10_000 });
+        return { units: result.completed, per: 1000 };
+      }
+      const result = await runStreamLoad({ url: system.url, concurrency: 64, ttftMs: 20, itlMs: 20, tokens: 64, arrivalMs, maxRequests: 50_000, stamp: false, keepBodies: false, drainTimeoutMs: 20_000 });
+      return { units: result.tokens, per: 1000 };
+    };
     // Warm-up: both processes' JIT and pools settled before anything is sampled.
     await Promise.all(pair.map((system) => load(system, 4000)));
     const files = pair.map((_, i) => join(dir, `perf-${i}.data`));
@@ -88,8 +99,10 @@ export async function runPerfAttribution(options: { readonly pin: boolean; reado
     const observed = classify(stacks[0] as Stack[], entries, frames);
     const unobserved = classify(stacks[1] as Stack[], new Map(), new Map());
     const top = (map: Map<string, number>): Array<[string, number]> => [...map.entries()].sort((a, b) => b[1] - a[1]).slice(0, 15);
+    const per = (i: number): number => ((cpuMs[i] as number) * results[i]!.per) / Math.max(1, results[i]!.units);
     return {
-      cpuMsPer1kTokens: [((cpuMs[0] as number) * 1000) / Math.max(1, results[0]!.tokens), ((cpuMs[1] as number) * 1000) / Math.max(1, results[1]!.tokens)],
+      load: options.load,
+      cpu: [per(0), per(1)],
       observed,
       unobserved,
       observationEntries: top(entries),
@@ -169,9 +182,11 @@ function shortFrame(frame: string): string {
 export function renderPerfAttribution(result: PerfAttribution): string {
   const share = (n: number, of: PerfClasses): string => `${n} (${((100 * n) / Math.max(1, of.samples)).toFixed(1)} %)`;
   const row = (label: string, pick: (c: PerfClasses) => number): string => `  ${label.padEnd(26)} ${share(pick(result.observed), result.observed).padStart(16)} ${share(pick(result.unobserved), result.unobserved).padStart(16)}`;
-  const [observedCpu, unobservedCpu] = result.cpuMsPer1kTokens;
+  const [observedCpu, unobservedCpu] = result.cpu;
+  const what = result.load === 'unary' ? '1,000 non-streamed requests/s' : "the paired cell's load";
+  const unit = result.load === 'unary' ? 'µs CPU per request' : 'ms CPU per 1k tokens';
   return [
-    `perf, the paired cell's load on both at once: observing ${observedCpu.toFixed(1)}, unobserved ${unobservedCpu.toFixed(1)} ms CPU per 1k tokens (${(observedCpu / unobservedCpu).toFixed(3)}x)`,
+    `perf, ${what} on both at once: observing ${observedCpu.toFixed(1)}, unobserved ${unobservedCpu.toFixed(1)} ${unit} (${(observedCpu / unobservedCpu).toFixed(3)}x)`,
     `  ${'samples of the process'.padEnd(26)} ${'observing'.padStart(16)} ${'unobserved'.padStart(16)}`,
     row('all', (c) => c.samples),
     row('observation (JS stack)', (c) => c.observation),
