@@ -82,7 +82,7 @@ export class Recorder {
   private readonly pendingInterTokens = new Set<DirectInterTokenSeries>();
   /** Otherwise (OTLP configured) the SDK's instruments. */
   private readonly itlRecorded: SdkItlHistograms | undefined;
-  private readonly baseAttributes = new Map<string, Attributes>();
+  private readonly baseAttributes = new Map<string, Map<string, Attributes>>();
   private readonly variants = new AttributeVariants();
 
   constructor(meter: Meter, buckets: Readonly<Record<HistogramKey, readonly number[]>>) {
@@ -139,13 +139,17 @@ export class Recorder {
     this.adapterColdStarts = counter(METRICS.adapterColdStarts);
   }
 
-  /** The base attributes of every series of one request: one object per (workload, model), shared. */
+  /** The base attributes of every series of one request: one object per (workload, model), shared; found without building a key (AttributeVariants says why). */
   requestAttributes(workload: string, model: string): Attributes {
-    const key = `${workload}\u0000${model}`;
-    let attributes = this.baseAttributes.get(key);
+    let byModel = this.baseAttributes.get(workload);
+    if (byModel === undefined) {
+      byModel = new Map();
+      this.baseAttributes.set(workload, byModel);
+    }
+    let attributes = byModel.get(model);
     if (attributes === undefined) {
       attributes = Object.freeze({ [ATTR.workload]: workload, [ATTR.model]: model });
-      this.baseAttributes.set(key, attributes);
+      byModel.set(model, attributes);
     }
     return attributes;
   }

@@ -71,7 +71,7 @@ export class RequestMonitor implements InterTokenSink, TapContext {
   private itlTokens = 0;
   private itlBadTokens = 0;
   private attributes: Attributes | undefined;
-  /** Set with `attributes`: where this request's inter-token samples go. */
+  /** Where this request's inter-token samples go: found with its first sample. */
   private itlSeries: InterTokenSeries | undefined;
   /** The band of requests in flight when this one started (capacity at SLO); undefined without a tracker. */
   private readonly inFlightBand: string | undefined;
@@ -279,8 +279,9 @@ export class RequestMonitor implements InterTokenSink, TapContext {
 
   // InterTokenSink
   interToken(gapMs: number, tokens: number): void {
-    if (this.itlSeries === undefined) this.labels(undefined);
-    (this.itlSeries as InterTokenSeries).record(gapMs, tokens);
+    // Found at the second content event: a request without one (not streamed, or one token) never needs it.
+    this.itlSeries ??= this.deps.recorder.interTokenSeries(this.labels(undefined), this.inFlightBand);
+    this.itlSeries.record(gapMs, tokens);
     const itlS = this.itlThresholdS;
     if (itlS !== undefined) {
       this.itlTokens += tokens;
@@ -328,7 +329,6 @@ export class RequestMonitor implements InterTokenSink, TapContext {
       this.itlThresholdS = this.workload.slo?.thresholdsS.itl;
       this.model = this.deps.models.label(model);
       this.attributes = this.deps.recorder.requestAttributes(this.workload.name, this.model);
-      this.itlSeries = this.deps.recorder.interTokenSeries(this.attributes, this.inFlightBand);
       this.deps.recorder.started(this.attributes);
       this.adapterColdStart = this.deps.coldStarts?.requestStarted(this.model) ?? false;
       if (this.adapterColdStart) this.deps.recorder.adapterColdStart(this.attributes);
