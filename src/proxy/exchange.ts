@@ -10,7 +10,6 @@ import type { RelayLimits } from './relay-limits.js';
 import { modelOf, RequestBodySniffer, type SnifferLimits } from './request-body-sniffer.js';
 import { RequestMonitor, type MonitorDependencies } from './request-monitor.js';
 import { UnobservedRequest } from './unobserved-request.js';
-import { DEFAULT_TAP_SELECTOR } from '../taps/select.js';
 import { upstreamErrorBody } from './upstream-error.js';
 import type { IdleSweep, IdleWatched } from './idle-sweep.js';
 import type { Http2Listener } from './h2/h2-listener.js';
@@ -186,10 +185,9 @@ export class Exchange implements UpstreamOwner, IdleWatched {
     const needsHeaders = context.observe || context.usageInjection !== undefined;
     const headers = needsHeaders ? incomingHeaders(request.rawHeaders) : undefined;
     if (context.observe) {
-      this.monitor = new RequestMonitor(context.monitor, request.method, request.url, headers!);
-      const query = request.url.indexOf('?');
-      const protocol = (context.monitor.taps ?? DEFAULT_TAP_SELECTOR).protocolFor(request.method, query === -1 ? request.url : request.url.slice(0, query));
-      this.sniffer = new RequestBodySniffer(headers!['content-type'], protocol, context.sniffing);
+      const monitor = new RequestMonitor(context.monitor, request.method, request.url, headers!);
+      this.monitor = monitor;
+      this.sniffer = new RequestBodySniffer(headers!['content-type'], monitor.protocol, context.sniffing);
     } else {
       this.monitor = new UnobservedRequest();
     }

@@ -18,6 +18,7 @@ import { interTokenIsBad, isClientErrorStatus, recordSloEvents } from '../slo/sl
 import type { WorkloadMatcher } from '../slo/workload-matcher.js';
 import { DEFAULT_TAP_SELECTOR, type TapSelector } from '../taps/select.js';
 import type { Tap, TapContext, TapProblemReason } from '../taps/tap.js';
+import type { Protocol } from '../taps/route-table.js';
 import type { NotReusedReason } from './upstream-pool.js';
 import { NULL_SPAN, NULL_TRACER, type RequestSpan, type RequestTracer } from '../tracing/request-span.js';
 import type { PromptBlocks } from '../profile/prompt-fingerprint.js';
@@ -61,6 +62,8 @@ export interface MonitorDependencies {
  */
 export class RequestMonitor implements InterTokenSink, TapContext {
   readonly timeline: TokenTimeline;
+  /** The protocol of the route the request is on (`none` included), undefined off the routes: looked up once. */
+  readonly protocol: Protocol | undefined;
   private readonly deps: MonitorDependencies;
   private readonly method: string;
   private readonly path: string;
@@ -107,6 +110,7 @@ export class RequestMonitor implements InterTokenSink, TapContext {
     // Only the path is logged: query strings can carry credentials.
     const query = url.indexOf('?');
     this.path = query === -1 ? url : url.slice(0, query);
+    this.protocol = (deps.taps ?? DEFAULT_TAP_SELECTOR).protocolFor(method, this.path);
     this.timeline = new TokenTimeline(deps.clock.nowMs(), this);
     deps.drain?.requestStarted();
     this.inFlightBand = deps.inFlight?.started();
@@ -158,7 +162,7 @@ export class RequestMonitor implements InterTokenSink, TapContext {
     this.status = status;
     if (status < 200 || status >= 300) return;
     try {
-      const choice = (this.deps.taps ?? DEFAULT_TAP_SELECTOR).select(this.method, this.path, contentType);
+      const choice = (this.deps.taps ?? DEFAULT_TAP_SELECTOR).selectOn(this.protocol, this.method, this.path, contentType);
       if (choice === undefined) return;
       this.streaming = choice.streaming;
       this.tap = choice.create(this);
@@ -342,7 +346,7 @@ export class RequestMonitor implements InterTokenSink, TapContext {
    * `/v1/models`, a tokenizer's JSON) is `other`.
    */
   private operation(): Operation {
-    if ((this.deps.taps ?? DEFAULT_TAP_SELECTOR).routed(this.method, this.path)) return 'generation';
+    if ((this.deps.taps ?? DEFAULT_TAP_SELECTOR).routedOn(this.protocol, this.path)) return 'generation';
     const timeline = this.timeline;
     return timeline.contentEvents > 0 || timeline.terminal || !Number.isNaN(timeline.reportedOutputTokens) ? 'generation' : 'other';
   }

@@ -65,9 +65,21 @@ const TAPS: Readonly<Record<Exclude<Protocol, 'none'>, Readonly<Record<string, T
  */
 export class TapSelector {
   private readonly routes: RouteTable;
+  /** The last Content-Type seen and its media type: a server answers every response with the same one. */
+  private lastContentType: string | undefined;
+  private lastMediaType = '';
 
   constructor(routes: RouteTable) {
     this.routes = routes;
+  }
+
+  /** The media type of a Content-Type value, lower-cased, without parameters. */
+  private mediaTypeOf(contentType: string): string {
+    if (contentType !== this.lastContentType) {
+      this.lastMediaType = contentType.split(';', 1)[0]!.trim().toLowerCase();
+      this.lastContentType = contentType;
+    }
+    return this.lastMediaType;
   }
 
   /**
@@ -76,7 +88,12 @@ export class TapSelector {
    * response turns out to be one a tap reads (see select()).
    */
   routed(method: string, path: string): boolean {
-    return this.routes.protocolFor(method, path) !== undefined || GRPC_TAPS.has(path);
+    return this.routedOn(this.routes.protocolFor(method, path), path);
+  }
+
+  /** routed(), for a request whose route's protocol (protocolFor()) is known already. */
+  routedOn(protocol: Protocol | undefined, path: string): boolean {
+    return protocol !== undefined || GRPC_TAPS.has(path);
   }
 
   /** The protocol of the route the request is on, `none` included; undefined off the routes. */
@@ -85,9 +102,13 @@ export class TapSelector {
   }
 
   select(method: string, path: string, contentType: string | undefined): TapChoice | undefined {
-    const protocol = this.routes.protocolFor(method, path);
+    return this.selectOn(this.routes.protocolFor(method, path), method, path, contentType);
+  }
+
+  /** select(), for a request whose route's protocol (protocolFor()) is known already: one route lookup per request. */
+  selectOn(protocol: Protocol | undefined, method: string, path: string, contentType: string | undefined): TapChoice | undefined {
     if (protocol === 'none' || contentType === undefined) return undefined;
-    const mediaType = contentType.split(';', 1)[0]!.trim().toLowerCase();
+    const mediaType = this.mediaTypeOf(contentType);
     if (GRPC_MEDIA_TYPES.has(mediaType)) return GRPC_TAPS.get(path) ?? GRPC_STATUS_ONLY;
     const routed = protocol === undefined ? undefined : TAPS[protocol][mediaType];
     if (routed !== undefined) return routed;

@@ -6,7 +6,6 @@ import { RequestMonitor, type MonitorDependencies } from '../request-monitor.js'
 import { UnobservedRequest } from '../unobserved-request.js';
 import { upstreamErrorBody } from '../upstream-error.js';
 import type { IdleSweep, IdleWatched } from '../idle-sweep.js';
-import { DEFAULT_TAP_SELECTOR } from '../../taps/select.js';
 import { grpcRequestModel, grpcRequestNamesModel } from '../../taps/grpc/request-model.js';
 import { endToEndFields, fieldObject, flatFields, upstreamRequestHeaders } from './h2-headers.js';
 import type { UpstreamSessions } from './upstream-sessions.js';
@@ -106,11 +105,10 @@ export class StreamRelay implements IdleWatched {
     const contentType = headers['content-type'];
     const grpc = contentType !== undefined && /^application\/grpc/i.test(contentType);
     if (context.observe) {
-      this.monitor = new RequestMonitor(context.monitor, method, path, headers);
-      const query = path.indexOf('?');
-      const protocol = (context.monitor.taps ?? DEFAULT_TAP_SELECTOR).protocolFor(method, query === -1 ? path : path.slice(0, query));
+      const monitor = new RequestMonitor(context.monitor, method, path, headers);
+      this.monitor = monitor;
       // gRPC bodies are protobuf: their model is read by the gRPC taps, not the JSON sniffer.
-      this.sniffer = grpc ? undefined : new RequestBodySniffer(contentType, protocol, context.sniffing);
+      this.sniffer = grpc ? undefined : new RequestBodySniffer(contentType, monitor.protocol, context.sniffing);
     } else {
       this.monitor = new UnobservedRequest();
     }

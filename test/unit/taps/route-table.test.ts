@@ -49,6 +49,19 @@ describe('built-in routes', () => {
     expect(tapFor('/v2/models/a/b/generate_stream', SSE)).toBe(createOpenAISseTap);
   });
 
+  it('reads each response by its own content type when one selector sees them alternate', () => {
+    const alternating = new TapSelector(new RouteTable([]));
+    const answers = ['text/event-stream; charset=utf-8', 'application/json', 'Text/Event-Stream', 'text/plain', 'APPLICATION/JSON; charset=utf-8', 'text/event-stream; charset=utf-8'];
+    expect(answers.map((contentType) => alternating.select('POST', '/v1/chat/completions', contentType)?.create)).toEqual([
+      createOpenAISseTap,
+      createOpenAIJsonTap,
+      createOpenAISseTap,
+      undefined,
+      createOpenAIJsonTap,
+      createOpenAISseTap,
+    ]);
+  });
+
   it('marks streamed protocols as streaming and JSON bodies as not', () => {
     expect(selector.select('POST', '/v1/messages', SSE)?.streaming).toBe(true);
     expect(selector.select('POST', '/v1/messages', 'application/json')?.streaming).toBe(false);
