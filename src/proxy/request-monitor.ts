@@ -360,12 +360,17 @@ export class RequestMonitor implements InterTokenSink, TapContext {
       endMs = this.deps.clock.nowMs();
       // Before anything that may throw: the pod's count in flight must drop whatever happens next.
       if (this.deps.podTime !== undefined) sharedAtEndMs = this.deps.podTime.sharing.finished(endMs);
-      // The inter-token samples the series held back for this request (recorder.ts) go in now.
-      this.itlSeries?.end();
       this.record(outcome, endMs, sharedAtEndMs);
     } catch (error) {
       this.observationFailed('finish', error);
     } finally {
+      // The inter-token samples the series held back for this request (recorder.ts) go in now, on
+      // their own: a failure there takes nothing of the record with it, nor the other way round.
+      try {
+        this.itlSeries?.end();
+      } catch (error) {
+        this.observationFailed('finish', error);
+      }
       this.deps.drain?.requestFinished();
       this.deps.inFlight?.finished();
     }

@@ -310,4 +310,35 @@ describe('request monitor: its request line', () => {
     const m = parsePrometheusText(await telemetry.scrape());
     expect(sumValues(m, 'tokentap_requests_total', { workload: 'default', gen_ai_request_model: 'm' })).toBe(1);
   });
+  it('still writes the request line and records the request when its held inter-token samples fail to go in', async () => {
+    const { clock, telemetry, deps } = setup();
+    const lines: Array<Record<string, unknown>> = [];
+    const logger = createLogger('info', new Writable({ write: (c: Buffer, _e, cb) => (lines.push(JSON.parse(c.toString('utf8')) as Record<string, unknown>), cb()) }));
+    const recorder = deps.recorder;
+    const real = recorder.interTokenSeries.bind(recorder);
+    recorder.interTokenSeries = (attributes, band) => {
+      const series = real(attributes, band);
+      return {
+        record: (gapMs, tokens) => series.record(gapMs, tokens),
+        end: () => {
+          throw new Error('flush broke');
+        },
+      };
+    };
+    const monitor = new RequestMonitor({ ...deps, logger, requestLines: new RequestLineWriter(logger) }, 'POST', '/v1/chat/completions', {});
+    monitor.requestBody('m');
+    monitor.response(200, 'text/event-stream');
+    for (const event of sse(chatChunk({ content: 'a' }), chatChunk({ content: 'b' }), chatChunk({ content: 'c' }), '[DONE]')) {
+      clock.advance(20);
+      monitor.body(event);
+    }
+    monitor.bodyEnd();
+    expect(() => monitor.delivered()).not.toThrow();
+    expect(lines.filter((line) => line['msg'] === 'request')).toEqual([expect.objectContaining({ outcome: 'completed', output_tokens: 3 })]);
+    expect(lines.filter((line) => line['step'] === 'finish')).toEqual([expect.objectContaining({ err: expect.objectContaining({ message: 'flush broke' }) })]);
+    const m = parsePrometheusText(await telemetry.scrape());
+    expect(sumValues(m, 'tokentap_requests_total', { workload: 'default', gen_ai_request_model: 'm' })).toBe(1);
+    expect(histogram(m, 'gen_ai_server_time_to_first_token_seconds', { workload: 'default', gen_ai_request_model: 'm' }).count).toBe(1);
+  });
 });
+
