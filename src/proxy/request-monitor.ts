@@ -489,11 +489,13 @@ export class RequestMonitor implements InterTokenSink, TapContext {
 const MS_PER_S = 1000;
 
 /** `http_status_class` values, made once: a label value built per request is a new string to hash every time. */
-const STATUS_CLASSES = ['none', '1xx', '2xx', '3xx', '4xx', '5xx'];
+const STATUS_CLASSES = ['0xx', '1xx', '2xx', '3xx', '4xx', '5xx'];
 
-/** "2xx".."5xx", or "none" when no status was sent (0); statuses are 100-599 (the response head parser refuses others). */
+/** "1xx".."5xx" by the hundreds of the status, or "none" when no status was sent (0). */
 function statusClass(status: number): string {
-  return STATUS_CLASSES[Math.floor(status / 100)] ?? `${Math.floor(status / 100)}xx`;
+  if (status === 0) return 'none';
+  const hundreds = Math.floor(status / 100);
+  return STATUS_CLASSES[hundreds] ?? `${hundreds}xx`;
 }
 
 function round(ms: number): number | null {
