@@ -7,6 +7,7 @@ import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from 'vites
 import { createLogger } from '../../../src/log/logger.js';
 import { RequestLineWriter, type RequestLine } from '../../../src/log/request-line.js';
 import type { ServerTimings } from '../../../src/clock/token-timeline.js';
+import { SeededRandom } from '../../helpers/seeded-random.js';
 
 /** Every chunk written to the stream, as the bytes a file or pipe would receive. */
 function capture(): { stream: Writable; chunks: Buffer[] } {
@@ -20,15 +21,10 @@ function capture(): { stream: Writable; chunks: Buffer[] } {
   return { stream, chunks };
 }
 
-/** A deterministic generator (mulberry32), so a failing case can be found again by its index. */
+/** A deterministic source (mulberry32, test/helpers/seeded-random.ts), so a failing case can be found again by its seed. */
 function random(seed: number): () => number {
-  let state = seed;
-  return () => {
-    state = (state + 0x6d2b79f5) | 0;
-    let t = Math.imul(state ^ (state >>> 15), 1 | state);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const source = new SeededRandom(seed);
+  return () => source.next();
 }
 
 /**

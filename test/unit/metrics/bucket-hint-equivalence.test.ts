@@ -1,15 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { HistogramSeries } from '../../../src/metrics/direct-metrics.js';
+import { SeededRandom } from '../../helpers/seeded-random.js';
 
-/** mulberry32: deterministic, so a failing case is found again by its seed. */
+/** A deterministic source (mulberry32, test/helpers/seeded-random.ts), so a failing case can be found again by its seed. */
 function random(seed: number): () => number {
-  let state = seed;
-  return () => {
-    state = (state + 0x6d2b79f5) | 0;
-    let t = Math.imul(state ^ (state >>> 15), 1 | state);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const source = new SeededRandom(seed);
+  return () => source.next();
 }
 
 /** The SDK's rule, written plainly: the first bucket whose bound is >= the value, else the overflow bucket. */

@@ -1,6 +1,7 @@
 import { describe, expect, it, vi } from 'vitest';
 import { createOpenAISseTap } from '../../../src/taps/openai-sse.js';
 import { runTap, sse } from '../../helpers/tap-harness.js';
+import { SeededRandom } from '../../helpers/seeded-random.js';
 
 /** When false, the tap never takes the no-parse path: every event goes through JSON.parse. */
 const mode = vi.hoisted(() => ({ fast: true }));
@@ -10,15 +11,10 @@ vi.mock('../../../src/taps/plain-content-event.js', async (importOriginal) => {
 });
 const { isPlainContentChunk } = await vi.importActual<typeof import('../../../src/taps/plain-content-event.js')>('../../../src/taps/plain-content-event.js');
 
-/** mulberry32: deterministic, so a failing case is found again by its seed. */
+/** A deterministic source (mulberry32, test/helpers/seeded-random.ts), so a failing case can be found again by its seed. */
 function random(seed: number): () => number {
-  let state = seed;
-  return () => {
-    state = (state + 0x6d2b79f5) | 0;
-    let t = Math.imul(state ^ (state >>> 15), 1 | state);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const source = new SeededRandom(seed);
+  return () => source.next();
 }
 
 const KEYS = ['id', 'object', 'created', 'model', 'choices', 'usage', 'timings', 'metrics', 'error', 'index', 'delta', 'content', 'role', 'reasoning_content', 'reasoning', 'tool_calls', 'text', 'finish_reason', 'logprobs', 'stop_reason', '__proto__', 'constructor'];
