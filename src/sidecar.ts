@@ -120,7 +120,7 @@ export async function startSidecar(
       notice: extras.statusNotice,
       inFlight,
     }),
-    profiles,
+    profiles: profiles === undefined ? undefined : { store: profiles, limitCounters },
   });
 
   await listen(proxy, settings.listen.host, settings.listen.port, 'listen');

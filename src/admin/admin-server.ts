@@ -1,6 +1,7 @@
 import http from 'node:http';
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { DrainState } from '../lifecycle/drain-state.js';
+import type { LimitCounters } from '../metrics/limit-counters.js';
 import type { Telemetry } from '../metrics/telemetry.js';
 import { PROTOBUF_CONTENT_TYPE } from '../metrics/protobuf-exposition.js';
 import { wantsProtobuf } from './exposition-format.js';
@@ -17,8 +18,11 @@ export interface AdminOptions {
   readonly drain?: DrainState;
   /** The status page and /status.json (status-routes.ts); absent, neither route exists. */
   readonly status?: StatusSource;
-  /** The workload-shape record (profile-routes.ts); absent, /profile does not exist. */
-  readonly profiles?: ProfileStore;
+  /**
+   * The workload-shape record (profile-routes.ts) and the counters its refusals go to; absent,
+   * /profile does not exist.
+   */
+  readonly profiles?: { readonly store: ProfileStore; readonly limitCounters: LimitCounters };
 }
 
 /** How long /readyz waits for the upstream's health answer; kubelet's default probe timeout is 1 s. */
@@ -66,7 +70,7 @@ export function createAdminServer(options: AdminOptions): FastifyInstance {
   });
 
   if (options.status !== undefined) registerStatusRoutes(app, options.status);
-  if (options.profiles !== undefined) registerProfileRoutes(app, options.profiles);
+  if (options.profiles !== undefined) registerProfileRoutes(app, options.profiles.store, options.profiles.limitCounters);
 
   return app;
 }

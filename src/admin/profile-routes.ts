@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { parseDurationMs } from '../config/duration.js';
+import type { LimitCounters } from '../metrics/limit-counters.js';
 import { aiperfArguments, aiperfMixtureArguments } from '../profile/aiperf-export.js';
 import { ExportRefused } from '../profile/export-format.js';
 import { guidellmScenario } from '../profile/guidellm-export.js';
@@ -29,14 +30,14 @@ interface ProfileQuery {
  * its fitted profile or in a benchmark tool's format (docs/workload-profiles.md). Numbers only:
  * nothing here can carry prompt text, and the fingerprint's hashes leave as per-export ids.
  */
-export function registerProfileRoutes(app: FastifyInstance, store: ProfileStore, budget = new ProfileWorkBudget()): void {
+export function registerProfileRoutes(app: FastifyInstance, store: ProfileStore, counters: LimitCounters, budget = new ProfileWorkBudget()): void {
   app.get<{ Querystring: ProfileQuery }>('/profile', async (request, reply) => {
     const asked = parseQuery(request.query, reply);
     if (asked === undefined) return reply;
     if (asked.format !== 'json' && asked.format !== 'aiperf') {
       return refuse(reply, 400, `format=${asked.format} exports one workload: ask /profile/<workload>?format=${asked.format} (workloads: ${store.workloads.join(', ')})`);
     }
-    if (budget.waitMs() > 0) return busy(reply, budget);
+    if (budget.waitMs() > 0) return busy(reply, budget, counters);
     return budget.run(() => {
       const set = store.profileSet(asked.windowMs);
       if (asked.format === 'json') return reply.header('cache-control', 'no-store').send(set);
@@ -47,7 +48,7 @@ export function registerProfileRoutes(app: FastifyInstance, store: ProfileStore,
   app.get<{ Params: { workload: string }; Querystring: ProfileQuery }>('/profile/:workload', async (request, reply) => {
     const asked = parseQuery(request.query, reply);
     if (asked === undefined) return reply;
-    if (budget.waitMs() > 0) return busy(reply, budget);
+    if (budget.waitMs() > 0) return busy(reply, budget, counters);
     return budget.run(() => {
       const workload = request.params.workload;
       const held = store.shapes(workload, asked.windowMs);
@@ -155,7 +156,9 @@ function exported(reply: FastifyReply, contentType: string, render: () => string
   return reply.header('content-type', contentType).header('cache-control', 'no-store').send(body);
 }
 
-function busy(reply: FastifyReply, budget: ProfileWorkBudget): FastifyReply {
+/** A 429 for the time share: counted as `tokentap_limit_exceeded_total{limit="profile_time_share"}`. */
+function busy(reply: FastifyReply, budget: ProfileWorkBudget, counters: LimitCounters): FastifyReply {
+  counters.tripped('profile_time_share');
   const seconds = Math.ceil(budget.waitMs() / 1000);
   return refuse(
     reply.header('retry-after', String(seconds)),

@@ -17,6 +17,7 @@ export type LimitName =
   | 'interim_responses'
   | 'interim_response_bytes'
   | 'log_buffer_bytes'
+  | 'profile_time_share'
   | 'h2_max_header_list_bytes'
   | 'h2_client_resets_per_second'
   | 'h2_invalid_frames'

@@ -1,6 +1,7 @@
 import Fastify from 'fastify';
 import { describe, expect, it } from 'vitest';
 import { ProfileWorkBudget, registerProfileRoutes } from '../../../src/admin/profile-routes.js';
+import { LimitCounters } from '../../../src/metrics/limit-counters.js';
 import { ProfileStore } from '../../../src/profile/profile-store.js';
 
 /**
@@ -45,9 +46,10 @@ describe('the /profile work budget', () => {
     }
   });
 
-  it('answers a client asking for a full record in a loop 429 once the burst is spent, taking at most the burst and a tenth of the time since', async () => {
+  it('answers a client asking for a full record in a loop 429 once the burst is spent, taking at most the burst and a tenth of the time since, and counts each 429', async () => {
     const app = Fastify();
-    registerProfileRoutes(app, fullRecord());
+    const counters = new LimitCounters();
+    registerProfileRoutes(app, fullRecord(), counters);
     const statuses: number[] = [];
     let computingMs = 0;
     let longestMs = 0;
@@ -70,6 +72,7 @@ describe('the /profile work budget', () => {
     const loopMs = performance.now() - loopStarted;
     expect(statuses[0]).toBe(200);
     expect(statuses).toContain(429);
+    expect(counters.count('profile_time_share')).toBe(statuses.filter((status) => status === 429).length);
     // The burst, the answer that overdrew it, and a tenth of the loop's time; on main every answer was computed.
     expect(computingMs).toBeLessThanOrEqual(500 + longestMs + 0.1 * loopMs + 50);
     await app.close();
