@@ -50,6 +50,8 @@ export class PromptFingerprinter {
     const prompt = promptText(body, maxBlocks * blockBytes);
     if (prompt === undefined) return undefined;
     const complete = Math.min(maxBlocks, Math.floor(prompt.bytes / blockBytes));
+    // A prompt shorter than one block (most requests) has nothing to hash.
+    if (complete === 0) return { hashes: [], promptBytes: prompt.bytes };
     const hashed = Buffer.from(prompt.kept, 'utf8');
     const hashes: number[] = new Array<number>(complete);
     let previous: Buffer | undefined;
@@ -87,12 +89,24 @@ function promptText(body: unknown, keepChars: number): { kept: string; bytes: nu
     text.add('\n');
     text.value(value, 0);
   }
-  return found ? { kept: text.parts.join(''), bytes: text.bytes } : undefined;
+  if (!found) return undefined;
+  const kept = text.parts.join('');
+  return { kept, bytes: text.bytes + Buffer.byteLength(kept.length === text.wholeChars ? kept : kept.slice(0, text.wholeChars), 'utf8') };
 }
 
+/**
+ * The prompt's text in fragments. A fragment kept whole is measured in UTF-8 bytes once, with all
+ * the others kept whole, at the end (one call in place of one per fragment: those calls were most
+ * of the fingerprint's cost on a small prompt); the fragment cut at `keepChars` and every one after
+ * it are measured as they come. The sum is the same: fragments never abut (a key, a value and its
+ * separator are fragments apart), so no surrogate pair forms across two of them.
+ */
 class PromptText {
   readonly parts: string[] = [];
+  /** Bytes of the fragments not kept whole. */
   bytes = 0;
+  /** Characters at the start of the kept text that are fragments kept whole (not yet in `bytes`). */
+  wholeChars = 0;
   private chars = 0;
   private readonly keepChars: number;
 
@@ -118,9 +132,15 @@ class PromptText {
   }
 
   add(text: string): void {
+    if (this.chars + text.length <= this.keepChars && this.wholeChars === this.chars) {
+      this.parts.push(text);
+      this.chars += text.length;
+      this.wholeChars = this.chars;
+      return;
+    }
     this.bytes += Buffer.byteLength(text, 'utf8');
     if (this.chars >= this.keepChars) return;
-    const kept = text.length > this.keepChars - this.chars ? text.slice(0, this.keepChars - this.chars) : text;
+    const kept = text.slice(0, this.keepChars - this.chars);
     this.parts.push(kept);
     this.chars += kept.length;
   }
