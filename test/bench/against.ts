@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { fineItlBuckets } from './accuracy.js';
-import { runStreamLoad } from './load.js';
+import { runStreamLoad, runUnaryLoad } from './load.js';
 import { groupCpuMs } from './procfs.js';
 import { snapshotBuild, startSidecarProcess, startSimulatorProcess, type BenchProcess, type SidecarProcess } from './processes.js';
 
@@ -13,6 +13,14 @@ import { snapshotBuild, startSidecarProcess, startSimulatorProcess, type BenchPr
  * ratio of their CPU per token is what a sequential comparison cannot give (sequential cells of one
  * build moved by 7-33 % between runs an hour apart; paired rounds stayed within a few percent).
  * Both with observation on, then both with it off (the relay alone), one unmeasured round each.
+ *
+ * `load: 'unary'` pairs them under the non-streaming cell's load instead (1,000 tiny requests per
+ * second each, 3 s a round) and reports CPU per request: a change to per-request work is measured
+ * there, where nothing per chunk dilutes it. Under that load the build whose requests start first
+ * is charged 10-15 % more (identical relay code, observation off, 10 rounds: 1.10-1.19x and
+ * 0.85-0.89x, alternating with the order), so its rounds split into two clusters and only the
+ * geometric mean over an even number of them (each build first in half) cancels the order; two
+ * such runs of identical code read 1.001x and 0.957x, so it resolves about 5 %.
  */
 
 export interface AgainstPlan {
@@ -23,16 +31,32 @@ export interface AgainstPlan {
   readonly itlMs: number;
   readonly ttftMs: number;
   readonly tokens: number;
+  /** `stream`: `concurrency` streams of `tokens` tokens; `unary`: UNARY_RATE_PER_S tiny non-streamed requests per second. */
+  readonly load: 'stream' | 'unary';
   readonly log: (line: string) => void;
 }
 
-export const AGAINST_PLAN = { rounds: 3, concurrency: 64, itlMs: 20, ttftMs: 20, tokens: 64 } as const;
+export const AGAINST_PLAN = { rounds: 3, concurrency: 64, itlMs: 20, ttftMs: 20, tokens: 64, load: 'stream' } as const;
+
+/** Rounds per mode for `load: 'unary'` unless asked otherwise: even, so each build starts first in half. */
+export const UNARY_AGAINST_ROUNDS = 10;
+
+/**
+ * The shortest arrival window of a streaming round: with short streams (`--tokens`) three streams'
+ * length would be a round of a second or less, whose CPU the 10 ms ticks of /proc cannot resolve;
+ * the default's window (three streams of 1.3 s) keeps about as many tokens per round.
+ */
+const MIN_STREAM_ARRIVAL_MS = 3 * (AGAINST_PLAN.ttftMs + AGAINST_PLAN.tokens * AGAINST_PLAN.itlMs);
+
+/** The non-streaming cell's rate and a round's length for `load: 'unary'`. */
+const UNARY_RATE_PER_S = 1000;
+const UNARY_ROUND_MS = 3000;
 
 export interface AgainstRound {
   readonly observe: boolean;
-  /** CPU ms per 1,000 delivered tokens: this build, the other build. */
-  readonly thisCpuMsPer1kTokens: number;
-  readonly otherCpuMsPer1kTokens: number;
+  /** CPU per unit (ms per 1,000 delivered tokens for streams, µs per completed request for `unary`): this build, the other build. */
+  readonly thisCpu: number;
+  readonly otherCpu: number;
   /** this / other: above 1, this build costs more. */
   readonly ratio: number;
   /** Requests that did not complete, per build (must be 0 for the round to count). */
@@ -41,6 +65,9 @@ export interface AgainstRound {
 
 export interface AgainstResult {
   readonly otherRoot: string;
+  readonly load: 'stream' | 'unary';
+  /** What thisCpu and otherCpu count. */
+  readonly unit: string;
   readonly startedAt: string;
   readonly durationS: number;
   readonly rounds: readonly AgainstRound[];
@@ -77,7 +104,7 @@ export async function runAgainst(plan: AgainstPlan): Promise<AgainstResult> {
       for (let round = 0; round < plan.rounds; round++) {
         const measured = { observe, ...(await pairedRound(pair, plan, round)) };
         rounds.push(measured);
-        plan.log(`against r${round + 1} observe ${observe ? 'on' : 'off'}: this ${measured.thisCpuMsPer1kTokens.toFixed(1)} / other ${measured.otherCpuMsPer1kTokens.toFixed(1)} ms CPU per 1k tokens = ${measured.ratio.toFixed(3)}x${measured.failed[0] + measured.failed[1] > 0 ? ` (failed ${measured.failed.join(' / ')})` : ''}`);
+        plan.log(`against r${round + 1} observe ${observe ? 'on' : 'off'}: this ${measured.thisCpu.toFixed(1)} / other ${measured.otherCpu.toFixed(1)} ${unitOf(plan.load)} = ${measured.ratio.toFixed(3)}x${measured.failed[0] + measured.failed[1] > 0 ? ` (failed ${measured.failed.join(' / ')})` : ''}`);
       }
       await Promise.all(pair.map((p) => p.stop()));
       owned.splice(1);
@@ -86,7 +113,11 @@ export async function runAgainst(plan: AgainstPlan): Promise<AgainstResult> {
     await Promise.all(owned.map((p) => p.stop().catch(() => undefined)));
     snapshot.remove();
   }
-  return { otherRoot: resolve(plan.otherRoot), startedAt, durationS: (performance.now() - started) / 1000, rounds };
+  return { otherRoot: resolve(plan.otherRoot), load: plan.load, unit: unitOf(plan.load), startedAt, durationS: (performance.now() - started) / 1000, rounds };
+}
+
+function unitOf(load: 'stream' | 'unary'): string {
+  return load === 'unary' ? 'µs CPU per request' : 'ms CPU per 1k tokens';
 }
 
 /**
@@ -98,37 +129,48 @@ async function pairedRound(pair: readonly SidecarProcess[], plan: AgainstPlan, r
   const streamMs = plan.ttftMs + plan.tokens * plan.itlMs;
   const cpuBefore = pair.map((s) => groupCpuMs(s.pids()));
   const launchOrder = round % 2 === 0 ? [0, 1] : [1, 0];
+  // Per load: the units done (tokens delivered, requests completed) and the requests that failed.
   const launched = await Promise.all(
-    launchOrder.map((index) =>
-      runStreamLoad({
-        url: (pair[index] as SidecarProcess).url,
+    launchOrder.map(async (index): Promise<{ units: number; failed: number }> => {
+      const url = (pair[index] as SidecarProcess).url;
+      if (plan.load === 'unary') {
+        const result = await runUnaryLoad({ url, ratePerS: UNARY_RATE_PER_S, durationMs: UNARY_ROUND_MS, drainTimeoutMs: 10_000 });
+        return { units: result.completed, failed: result.failed };
+      }
+      const result = await runStreamLoad({
+        url,
         concurrency: plan.concurrency,
         ttftMs: plan.ttftMs,
         itlMs: plan.itlMs,
         tokens: plan.tokens,
-        arrivalMs: streamMs * 3,
+        arrivalMs: Math.max(streamMs * 3, MIN_STREAM_ARRIVAL_MS),
         maxRequests: 20_000,
         stamp: false,
         keepBodies: false,
         drainTimeoutMs: Math.min(60_000, streamMs * 4 + 5000),
-      }),
-    ),
+      });
+      return { units: result.tokens, failed: result.failed };
+    }),
   );
   const results = launchOrder[0] === 0 ? launched : [launched[1], launched[0]];
-  const [self, other] = pair.map((s, i) => ((groupCpuMs(s.pids()) - (cpuBefore[i] as number)) * 1000) / Math.max(1, results[i]!.tokens)) as [number, number];
-  return { thisCpuMsPer1kTokens: self, otherCpuMsPer1kTokens: other, ratio: self / other, failed: [results[0]!.failed, results[1]!.failed] };
+  // CPU ms x 1,000 / tokens is ms per 1,000 tokens; / requests, µs per request.
+  const [self, other] = pair.map((s, i) => ((groupCpuMs(s.pids()) - (cpuBefore[i] as number)) * 1000) / Math.max(1, results[i]!.units)) as [number, number];
+  return { thisCpu: self, otherCpu: other, ratio: self / other, failed: [results[0]!.failed, results[1]!.failed] };
 }
 
 /** Medians per observation mode, for the closing line. */
 export function renderAgainst(result: AgainstResult): string {
-  const lines = [`paired A/B against ${result.otherRoot} (${result.durationS.toFixed(0)} s), CPU ms per 1k tokens, this / other:`];
+  const lines = [`paired A/B against ${result.otherRoot} (${result.load === 'unary' ? 'non-streamed requests' : 'streams'}, ${result.durationS.toFixed(0)} s), ${result.unit}, this / other:`];
   for (const observe of [true, false]) {
     const rounds = result.rounds.filter((r) => r.observe === observe);
     if (rounds.length === 0) continue;
     const ratios = rounds.map((r) => r.ratio).sort((a, b) => a - b);
     const median = ratios[Math.floor(ratios.length / 2)] as number;
-    const detail = rounds.map((r) => `${r.thisCpuMsPer1kTokens.toFixed(1)}/${r.otherCpuMsPer1kTokens.toFixed(1)}`).join(', ');
-    lines.push(`  observation ${observe ? 'on ' : 'off'}: median ${median.toFixed(3)}x (rounds ${ratios.map((r) => r.toFixed(3)).join(', ')}; ${detail})`);
+    // Over an even number of rounds each build started first in half of them, so the geometric mean
+    // cancels a first-started bias that a median of rounds split into two clusters does not.
+    const geometricMean = Math.exp(ratios.reduce((sum, r) => sum + Math.log(r), 0) / ratios.length);
+    const detail = rounds.map((r) => `${r.thisCpu.toFixed(1)}/${r.otherCpu.toFixed(1)}`).join(', ');
+    lines.push(`  observation ${observe ? 'on ' : 'off'}: median ${median.toFixed(3)}x, geometric mean ${geometricMean.toFixed(3)}x (rounds ${ratios.map((r) => r.toFixed(3)).join(', ')}; in order ${detail})`);
   }
   return lines.join('\n');
 }

@@ -3,7 +3,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { setPriority } from 'node:os';
 import { dirname, join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { AGAINST_PLAN, renderAgainst, runAgainst } from './against.js';
+import { AGAINST_PLAN, renderAgainst, runAgainst, UNARY_AGAINST_ROUNDS } from './against.js';
 import { CORRECTNESS_PLAN, FULL_PLAN, runBench, type BenchPlan } from './bench.js';
 import { hasTaskset, pin } from './procfs.js';
 import { repoRoot } from './processes.js';
@@ -32,11 +32,15 @@ import { renderSoak, runSoak, SOAK_PLAN } from './soak.js';
  *                    (--soak-requests N, --soak-seconds S to change its size and time bound)
  *   --against DIR    paired A/B: this build's tokentap and the built checkout in DIR under the same
  *                    load at the same time (against.ts); what a change cost in CPU per token
+ *                    (--rounds N measured rounds per mode, default 3; --tokens N per stream,
+ *                    default 64: fewer weigh per-request work more; --unary: CPU per request
+ *                    under 1,000 non-streamed requests per second instead, 10 rounds by default,
+ *                    read its geometric mean: see against.ts)
  *   --priority       run the bench and its processes at nice -10 (root only; on a machine shared
  *                    with other work, so the proxy is not waiting for its core)
  *   --out PATH       where to write the JSON
  */
-const USAGE = 'usage: npm run bench [-- [--correctness] [--cells h2|http1] | --profile [--no-observe] [--no-request-log] | --profile --perf [--unary] | --soak [--soak-requests N] [--soak-seconds S] | --against DIR] [--priority] [--out PATH]';
+const USAGE = 'usage: npm run bench [-- [--correctness] [--cells h2|http1] | --profile [--no-observe] [--no-request-log] | --profile --perf [--unary] | --soak [--soak-requests N] [--soak-seconds S] | --against DIR [--rounds N] [--tokens N | --unary]] [--priority] [--out PATH]';
 
 /**
  * nice -10 for this process and everything it starts (children inherit it). With autogroup
@@ -72,6 +76,8 @@ async function main(): Promise<number> {
         'soak-seconds': { type: 'string' },
         priority: { type: 'boolean' },
         against: { type: 'string' },
+        rounds: { type: 'string' },
+        tokens: { type: 'string' },
         out: { type: 'string' },
       },
       strict: true,
@@ -79,6 +85,10 @@ async function main(): Promise<number> {
     }));
   } catch (error) {
     process.stderr.write(`${(error as Error).message}\n${USAGE}\n`);
+    return 2;
+  }
+  if ((values.rounds !== undefined || values.tokens !== undefined) && values.against === undefined) {
+    process.stderr.write(`--rounds and --tokens go with --against DIR\n${USAGE}\n`);
     return 2;
   }
   if (values.cells !== undefined && values.cells !== 'h2' && values.cells !== 'http1') {
@@ -142,7 +152,21 @@ async function main(): Promise<number> {
   }
 
   if (values.against !== undefined) {
-    const result = await runAgainst({ ...AGAINST_PLAN, otherRoot: values.against, pin: canPin, log });
+    const rounds = Number(values.rounds ?? (values.unary ? UNARY_AGAINST_ROUNDS : AGAINST_PLAN.rounds));
+    const tokens = Number(values.tokens ?? AGAINST_PLAN.tokens);
+    if (!Number.isInteger(rounds) || rounds < 1 || rounds > 50) {
+      process.stderr.write(`--rounds: expected a whole number from 1 to 50, got "${values.rounds}"\n${USAGE}\n`);
+      return 2;
+    }
+    if (!Number.isInteger(tokens) || tokens < 2 || tokens > 4096) {
+      process.stderr.write(`--tokens: expected a whole number from 2 to 4096, got "${values.tokens}"\n${USAGE}\n`);
+      return 2;
+    }
+    if (values.unary && values.tokens !== undefined) {
+      process.stderr.write(`--tokens: streams only; --unary sends non-streamed requests of one token\n${USAGE}\n`);
+      return 2;
+    }
+    const result = await runAgainst({ ...AGAINST_PLAN, rounds, tokens, load: values.unary ? 'unary' : 'stream', otherRoot: values.against, pin: canPin, log });
     process.stdout.write(`${renderAgainst(result)}\n`);
     const out = values.out ?? join(repoRoot(), 'test', 'bench', 'results', 'against.json');
     await mkdir(dirname(out), { recursive: true });
