@@ -158,7 +158,7 @@ async function pairedRound(pair: readonly SidecarProcess[], plan: AgainstPlan, r
   return { thisCpu: self, otherCpu: other, ratio: self / other, failed: [results[0]!.failed, results[1]!.failed] };
 }
 
-/** Medians per observation mode, for the closing line. */
+/** Per observation mode, the median and the geometric mean of the rounds, for the closing line. */
 export function renderAgainst(result: AgainstResult): string {
   const lines = [`paired A/B against ${result.otherRoot} (${result.load === 'unary' ? 'non-streamed requests' : 'streams'}, ${result.durationS.toFixed(0)} s), ${result.unit}, this / other:`];
   for (const observe of [true, false]) {
