@@ -8,6 +8,7 @@ import { recordRefusal } from './refused-request.js';
 import { UNUSED_BEFORE_DISPLACED_MS } from './connection-shares.js';
 import type { Http2ClientSession } from './h2/client-session.js';
 import { detectProtocol } from './h2/preface.js';
+import { MIN_CHUNKS_CHECKED } from './relay-limits.js';
 
 /** Idle time after which a keep-alive client connection is closed by default: node:http's keepAliveTimeout. */
 export const KEEP_ALIVE_TIMEOUT_MS = 5_000;
@@ -28,8 +29,6 @@ export const MAX_QUEUED_BODY_BYTES = 1 << 20;
 export const HALF_CLOSE_PROBE_MS = 100;
 const PROBE = 'HTTP/1.1 100 Continue\r\n\r\n';
 
-/** Chunks of a request body before their average size is checked: a small body may come in a few tiny chunks. */
-export const MIN_CHUNKS_CHECKED = 1024;
 
 /**
  * One client connection: parses its requests with Node's parser and relays each as an Exchange, one

@@ -105,6 +105,7 @@ export class ProxyServer extends net.Server {
         monitor: options.monitor,
         sniffing,
         retryBodyLimitBytes: options.upstreamRetryBodyLimitBytes ?? RETRY_BODY_LIMIT_BYTES,
+        minRequestChunkBytes: limits.minRequestChunkBytes,
         counters,
       },
       limits,

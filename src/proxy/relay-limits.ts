@@ -117,6 +117,9 @@ export const LIMIT_DEFAULTS = {
   h2ClientResetsPerSecond: 100,
 } as const;
 
+/** Chunks (HTTP/1.1) or DATA frames (HTTP/2) of a request body before their average size is checked against minRequestChunkBytes: a small body may come in a few tiny ones. */
+export const MIN_CHUNKS_CHECKED = 1024;
+
 export function defaultLimits(): RelayLimits {
   const maxConnections = defaultMaxConnections();
   return { maxConnections, maxConnectionsPerClient: maxConnections, ...LIMIT_DEFAULTS };

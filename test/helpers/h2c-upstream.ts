@@ -35,6 +35,7 @@ export interface H2SeenRequest {
 export async function startH2cReplayUpstream(script: (request: H2SeenRequest) => H2Script, settings: http2.Settings = {}) {
   const seen: H2SeenRequest[] = [];
   let streams = 0;
+  let resets = 0;
   const sessions = new Set<http2.ServerHttp2Session>();
   const server = http2.createServer({ settings });
   server.on('session', (session) => {
@@ -48,6 +49,7 @@ export async function startH2cReplayUpstream(script: (request: H2SeenRequest) =>
     const parts: Buffer[] = [];
     stream.on('error', () => {});
     stream.on('close', () => {
+      if (stream.rstCode !== undefined && stream.rstCode !== http2.constants.NGHTTP2_NO_ERROR) resets++;
       if (stream.rstCode !== undefined && stream.rstCode !== http2.constants.NGHTTP2_NO_ERROR && request.resetCode === undefined) {
         request.resetCode = stream.rstCode;
         request.resetAtMs = performance.now();
@@ -89,6 +91,10 @@ export async function startH2cReplayUpstream(script: (request: H2SeenRequest) =>
     seen,
     get streams() {
       return streams;
+    },
+    /** Streams the client side reset (closed with a code other than NO_ERROR), whether or not their body had ended. */
+    get resets() {
+      return resets;
     },
     /** Sends GOAWAY on every session (graceful: last-stream-id is the last stream started). */
     goaway() {

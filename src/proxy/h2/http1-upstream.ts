@@ -30,6 +30,11 @@ export class Http1Upstream {
     return new Http1Leg(this.agent, this.host, this.port, headers, options.endStream);
   }
 
+  /** Any request that reached an HTTP/1.1 upstream may have been processed: none is sent twice (StreamRelay asks). */
+  mayHaveProcessed(_stream: object): boolean {
+    return true;
+  }
+
   close(): void {
     this.agent.destroy();
   }

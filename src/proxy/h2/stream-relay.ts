@@ -10,11 +10,17 @@ import { grpcRequestModel, grpcRequestNamesModel } from '../../taps/grpc/request
 import { endToEndFields, fieldObject, flatFields, upstreamRequestHeaders } from './h2-headers.js';
 import type { UpstreamSessions } from './upstream-sessions.js';
 import type { Http1Leg, Http1Upstream } from './http1-upstream.js';
+import { MIN_CHUNKS_CHECKED } from '../relay-limits.js';
 
 /** The upstream side of a relayed stream: an HTTP/2 stream (h2c upstream) or an HTTP/1.1 exchange presented as one. */
 type UpstreamStream = ClientHttp2Stream | Http1Leg;
 
 const { NGHTTP2_NO_ERROR, NGHTTP2_CANCEL, NGHTTP2_INTERNAL_ERROR, NGHTTP2_REFUSED_STREAM, NGHTTP2_FLAG_END_STREAM } = http2.constants;
+
+/** A gRPC message's prefix: the compressed flag and the message's length (4 bytes, big-endian). */
+const GRPC_PREFIX_BYTES = 5;
+/** Room first made for a gRPC request's first message; grown as it arrives (a Triton request is a few hundred bytes). */
+const GRPC_HEAD_FIRST_BYTES = 512;
 
 /**
  * Resets `stream`. node:http2's close(code) first ends the stream's writable side (an empty DATA
@@ -44,6 +50,8 @@ export interface StreamRelayContext {
   readonly sniffing: SnifferLimits;
   /** Request-body bytes held to send a request again when the upstream proves it never processed it (upstream_retry_body_limit). */
   readonly retryBodyLimitBytes: number;
+  /** limits.min_request_chunk_bytes: a request body in many DATA frames must average at least this. */
+  readonly minRequestChunkBytes: number;
   readonly counters: LimitCounters;
 }
 
@@ -89,9 +97,18 @@ export class StreamRelay implements IdleWatched {
   private upstreamPaused = false;
   private upstreamTrailers: IncomingHttpHeaders | undefined;
   private upstreamError: string | undefined;
-  /** A gRPC call whose request names its model (Triton): its first bytes, until the first message is whole (sniffing's cap and budget). */
-  private grpcHead: Buffer[] | undefined;
+  /**
+   * A gRPC call whose request names its model (Triton): its first message's bytes, copied into one
+   * buffer until the message is whole (sniffing's cap and budget). Copied, not held by reference:
+   * a client sending one-byte DATA frames would otherwise make every byte an object to hold.
+   */
+  private grpcHead: Buffer | undefined;
   private grpcHeadBytes = 0;
+  /** The first message's length with its 5-byte prefix, once the prefix has come; 0 before. */
+  private grpcHeadWanted = 0;
+  /** DATA frames and bytes of the request body, for limits.min_request_chunk_bytes. */
+  private requestChunks = 0;
+  private requestBytes = 0;
   private readonly path: string;
   /** Nothing more is relayed: the response ended, or the stream failed. */
   private settled = false;
@@ -114,7 +131,7 @@ export class StreamRelay implements IdleWatched {
     }
     this.path = path;
     this.grpc = grpc;
-    if (grpc && context.observe && grpcRequestNamesModel(path.split('?')[0] as string)) this.grpcHead = [];
+    if (grpc && context.observe && grpcRequestNamesModel(path.split('?')[0] as string)) this.grpcHead = Buffer.alloc(GRPC_HEAD_FIRST_BYTES);
     const fields = endToEndFields(rawHeaders);
     this.trailersAsked = grpc || /^\s*trailers\s*$/i.test(String(headers.te ?? ''));
     this.monitor.trace(fields);
@@ -227,6 +244,14 @@ export class StreamRelay implements IdleWatched {
 
   private requestBody(chunk: Buffer): void {
     this.requestActivity++;
+    this.requestChunks++;
+    this.requestBytes += chunk.length;
+    // As on HTTP/1.1 (client-connection.ts): each DATA frame costs a callback and an upstream write
+    // whatever it carries, so a body of tiny frames is cut past MIN_CHUNKS_CHECKED of them.
+    if (!this.settled && this.requestChunks > MIN_CHUNKS_CHECKED && this.requestChunks * this.context.minRequestChunkBytes > this.requestBytes) {
+      this.tinyRequestChunks();
+      return;
+    }
     this.sniffer?.push(chunk);
     if (this.grpcHead !== undefined) this.holdGrpcHead(chunk);
     if (this.replay !== undefined) {
@@ -256,57 +281,101 @@ export class StreamRelay implements IdleWatched {
    * Triton stream's request side may stay open for the whole call.
    */
   private holdGrpcHead(chunk: Buffer): void {
-    const budget = this.context.sniffing.budget;
-    if (this.grpcHeadBytes + chunk.length > this.context.sniffing.maxBytes || !budget.take(chunk.length)) {
-      this.context.counters.tripped(this.grpcHeadBytes + chunk.length > this.context.sniffing.maxBytes ? 'sniffed_body_bytes' : 'held_body_bytes');
+    let head = this.grpcHead as Buffer;
+    // Only the first message is read: bytes after it are not held.
+    const take = this.grpcHeadWanted === 0 ? chunk.length : Math.min(chunk.length, this.grpcHeadWanted - this.grpcHeadBytes);
+    const held = this.grpcHeadBytes + take;
+    const maxBytes = this.context.sniffing.maxBytes;
+    if (held > maxBytes || !this.context.sniffing.budget.take(take)) {
+      this.context.counters.tripped(held > maxBytes ? 'sniffed_body_bytes' : 'held_body_bytes');
       this.grpcModel();
       return;
     }
-    (this.grpcHead as Buffer[]).push(chunk);
-    this.grpcHeadBytes += chunk.length;
-    const first = (this.grpcHead as Buffer[])[0] as Buffer;
-    const head = first.length >= 5 ? first : Buffer.concat(this.grpcHead as Buffer[]);
-    if (head.length >= 5 && this.grpcHeadBytes >= 5 + head.readUInt32BE(1)) this.grpcModel();
+    if (held > head.length) {
+      // Doubled, so that a head arriving a byte at a time is copied O(n) times in all, not O(n^2).
+      const grown = Buffer.alloc(Math.min(maxBytes, Math.max(held, 2 * head.length)));
+      head.copy(grown, 0, 0, this.grpcHeadBytes);
+      head = grown;
+      this.grpcHead = grown;
+    }
+    chunk.copy(head, this.grpcHeadBytes, 0, take);
+    this.grpcHeadBytes = held;
+    if (this.grpcHeadWanted === 0 && held >= GRPC_PREFIX_BYTES) this.grpcHeadWanted = GRPC_PREFIX_BYTES + head.readUInt32BE(1);
+    if (this.grpcHeadWanted !== 0 && held >= this.grpcHeadWanted) this.grpcModel();
   }
 
   /** Hands the monitor the model the first message names (undefined if it is not whole), once, and lets go of the bytes. */
   private grpcModel(): void {
-    const held = this.grpcHead;
-    if (held === undefined) return;
+    const head = this.grpcHead;
+    if (head === undefined) return;
     this.grpcHead = undefined;
-    this.monitor.requestBody(grpcRequestModel(this.path.split('?')[0] as string, Buffer.concat(held)));
+    this.monitor.requestBody(grpcRequestModel(this.path.split('?')[0] as string, head.subarray(0, this.grpcHeadBytes)));
     this.context.sniffing.budget.give(this.grpcHeadBytes);
     this.grpcHeadBytes = 0;
+  }
+
+  /** limits.min_request_chunk_bytes tripped: the body is refused (400) before an answer, the client's stream broken after one. */
+  private tinyRequestChunks(): void {
+    this.context.counters.tripped('min_request_chunk_bytes');
+    const detail = `the request body came in ${this.requestChunks} DATA frames averaging ${(this.requestBytes / this.requestChunks).toFixed(1)} bytes, under ${this.context.minRequestChunkBytes} (limits.min_request_chunk_bytes)`;
+    if (!this.responseStarted) {
+      this.answer(400, 'client_error', detail);
+      return;
+    }
+    this.finish();
+    this.monitor.fail('client_error', undefined, detail);
+    if (this.upstream !== undefined) reset(this.upstream, NGHTTP2_CANCEL, detail);
+    reset(this.client, NGHTTP2_INTERNAL_ERROR, detail);
   }
 
   private response(headers: IncomingHttpHeaders, flags: number): void {
     if (this.settled || this.client.destroyed) return;
     // A response has begun: the request is never sent again.
     this.replay = undefined;
-    this.responseStarted = true;
     const status = Number(headers[':status']);
+    // node:http2 emits 'response' for a final answer only, but neither it nor node:http (an HTTP/1.1
+    // upstream) bounds the number: 700 or 101 would be thrown by respond() below.
+    if (!Number.isInteger(status) || status < 200 || status > 599) {
+      this.answer(502, 'upstream_error', `upstream ${this.context.upstreamAddress} answered with status ${String(headers[':status']).slice(0, 16)}, not a final HTTP status (200-599)`);
+      return;
+    }
     const contentType = headers['content-type'];
-    this.monitor.response(status, contentType);
     const fields = endToEndFields(flatFields(headers));
     const outgoing = fieldObject(fields, { ':status': status });
-    if ((flags & NGHTTP2_FLAG_END_STREAM) !== 0) {
+    const endStream = (flags & NGHTTP2_FLAG_END_STREAM) !== 0;
+    const waitForTrailers = !endStream && (this.trailersAsked || (contentType !== undefined && /^application\/grpc/i.test(contentType)) || headers.trailer !== undefined);
+    try {
+      this.client.respond(outgoing, endStream ? { endStream: true } : { waitForTrailers });
+    } catch (error) {
+      // A head HTTP/2 cannot carry (node:http2 refuses a single-value field sent twice, such as two
+      // Content-Type lines from an HTTP/1.1 upstream): nothing was sent, so the client gets the 502.
+      this.answer(502, 'upstream_error', `upstream ${this.context.upstreamAddress} sent a response head that cannot be relayed over HTTP/2 (${(error as Error).message})`);
+      return;
+    }
+    this.responseStarted = true;
+    this.monitor.response(status, contentType);
+    if (endStream) {
       // No body: a bodiless answer, or gRPC's trailers-only response, whose status is in these fields.
       this.monitor.trailers(headers);
-      this.client.respond(outgoing, { endStream: true });
       this.finish();
       this.monitor.bodyEnd();
       this.monitor.delivered();
       return;
     }
-    const waitForTrailers = this.trailersAsked || (contentType !== undefined && /^application\/grpc/i.test(contentType)) || headers.trailer !== undefined;
-    this.client.respond(outgoing, { waitForTrailers });
-    if (waitForTrailers) {
-      this.client.once('wantTrailers', () => {
-        const trailers = this.upstreamTrailers;
-        // The upstream ended without trailers: an empty trailer section ends the client's stream (END_STREAM).
-        if (trailers === undefined) this.client.sendTrailers({});
-        else this.client.sendTrailers(fieldObject(endToEndFields(flatFields(trailers))));
-      });
+    if (waitForTrailers) this.client.once('wantTrailers', () => this.sendTrailers());
+  }
+
+  /** The body has gone to the client: the upstream's trailers follow, or an empty trailer section when it sent none (END_STREAM). */
+  private sendTrailers(): void {
+    const trailers = this.upstreamTrailers;
+    try {
+      this.client.sendTrailers(trailers === undefined ? {} : fieldObject(endToEndFields(flatFields(trailers))));
+    } catch (error) {
+      // Trailers HTTP/2 cannot carry: none is known to reach here (they come from an h2c upstream,
+      // and node:http2 drops on receipt what it would refuse to send), but an exception out of this
+      // event handler would end the process. The answer cannot be completed (a gRPC client would
+      // read no status), so the client's stream is reset rather than ended as if whole.
+      this.failMidBody('upstream_error', `upstream ${this.context.upstreamAddress} sent trailers that cannot be relayed over HTTP/2 (${(error as Error).message})`);
     }
   }
 
@@ -325,6 +394,14 @@ export class StreamRelay implements IdleWatched {
 
   private responseEnd(): void {
     if (this.settled) return;
+    // node:http2 also ends a stream's readable side when its connection closes (a FIN, a GOAWAY
+    // and close) without END_STREAM: the stream is then already closed with an error code, and its
+    // 'close' (upstreamClosed) answers 502 or breaks the client's stream. Only END_STREAM is a clean end.
+    const code = this.upstream?.rstCode;
+    if ((code !== undefined && code !== NGHTTP2_NO_ERROR) || !this.responseStarted) {
+      if (this.upstream?.destroyed === true) this.upstreamClosed(this.upstream);
+      return;
+    }
     this.finish();
     this.monitor.bodyEnd();
     this.client.end(() => this.delivered());
@@ -342,8 +419,8 @@ export class StreamRelay implements IdleWatched {
   private upstreamClosed(upstream: UpstreamStream): void {
     if (this.settled || upstream !== this.upstream) return;
     const code = upstream.rstCode ?? NGHTTP2_NO_ERROR;
-    const why = this.upstreamError ?? `stream reset with code ${code}`;
-    if (!this.responseStarted && code === NGHTTP2_REFUSED_STREAM) {
+    const why = this.upstreamError ?? `the stream or its connection closed without END_STREAM (HTTP/2 code ${code})`;
+    if (!this.responseStarted && code === NGHTTP2_REFUSED_STREAM && !this.context.upstream.mayHaveProcessed(upstream)) {
       this.unprocessed(why);
       return;
     }
@@ -405,16 +482,13 @@ export class StreamRelay implements IdleWatched {
     if (this.upstream !== undefined) reset(this.upstream, NGHTTP2_CANCEL, detail);
     const client = this.client;
     if (client.destroyed || client.headersSent) return;
-    if (status === 400 || status === 501) {
-      client.respond({ ':status': status, 'content-type': 'text/plain; charset=utf-8' });
-      client.end(`tokentap: ${detail}\n`);
-      return;
-    }
-    if (status === 408) {
+    if (status === 400 || status === 408 || status === 501) {
       client.respond({ ':status': status, 'content-type': 'text/plain; charset=utf-8' });
       // The rest of the request is not wanted: RST_STREAM(NO_ERROR) after the complete answer (RFC
       // 9113 section 8.1), so the stream does not stay open (and its session busy) for a client that never ends it.
-      client.end(`tokentap: ${detail}\n`, () => client.close(NGHTTP2_NO_ERROR));
+      client.end(`tokentap: ${detail}\n`, () => {
+        if (!this.requestEnded) client.close(NGHTTP2_NO_ERROR);
+      });
       return;
     }
     client.respond({ ':status': status, 'content-type': 'application/json' });

@@ -11,6 +11,10 @@ export class UpstreamSessions {
   private readonly settings: http2.Settings;
   private current: http2.ClientHttp2Session | undefined;
   private readonly all = new Set<http2.ClientHttp2Session>();
+  /** The last-stream-id of the GOAWAY each session received: the streams up to it may have been processed. */
+  private readonly goawayLastStreamId = new WeakMap<http2.ClientHttp2Session, number>();
+  /** Each stream's session, kept: node:http2 forgets it (`stream.session`) once the stream is closed. */
+  private readonly sessionOf = new WeakMap<object, http2.ClientHttp2Session>();
 
   /**
    * `initialWindowSize` bounds what the upstream may send on one stream before tokentap has passed
@@ -34,7 +38,8 @@ export class UpstreamSessions {
     };
     // GOAWAY: the upstream takes no new stream here (streams above its last-stream-id are closed by
     // nghttp2 with REFUSED_STREAM, which the relay retries as unprocessed); the others finish.
-    session.on('goaway', () => {
+    session.on('goaway', (_code: number, lastStreamId: number) => {
+      this.goawayLastStreamId.set(session, lastStreamId);
       retire();
       session.close();
     });
@@ -51,7 +56,23 @@ export class UpstreamSessions {
 
   /** A stream on the current session (or a fresh one); throws when that session is already going away. */
   request(headers: http2.OutgoingHttpHeaders, options: { endStream: boolean }): http2.ClientHttp2Stream {
-    return this.session().request(headers, options);
+    const session = this.session();
+    const stream = session.request(headers, options);
+    this.sessionOf.set(stream, session);
+    return stream;
+  }
+
+  /**
+   * The upstream may have processed `stream`: its session received a GOAWAY whose last-stream-id
+   * is at or above the stream's id (RFC 9113 section 6.8). node:http2 then closes such a stream
+   * with the GOAWAY's own error code, which may be REFUSED_STREAM, so that code alone does not
+   * prove the stream unprocessed. A stream above the last-stream-id, or never given an id, was not.
+   */
+  mayHaveProcessed(stream: object): boolean {
+    const session = this.sessionOf.get(stream);
+    const lastStreamId = session === undefined ? undefined : this.goawayLastStreamId.get(session);
+    const id = (stream as http2.ClientHttp2Stream).id;
+    return lastStreamId !== undefined && id !== undefined && id <= lastStreamId;
   }
 
   /** Every session closed, streams in flight cut: the listener is closing. */
