@@ -497,19 +497,25 @@ export function parseSimulatorFlags(argv: string[]): SimulatorOptions {
 export function simulatorFlagsHelp(): string {
   const defaults: Readonly<Record<string, unknown>> = { ...DEFAULT_SETTINGS, ...DEFAULT_SETTINGS.behaviour };
   const headers: Readonly<Record<string, string>> = SIM_HEADER;
-  const rows = Object.entries(ALL_SETTINGS).map(([key, setting]) => {
-    const name =
-      isSwitch(setting.type) ? `${setting.flag}, --no-${setting.flag.slice(2)}` : `${setting.flag} <value>`;
+  const settings = Object.entries(ALL_SETTINGS).map(([key, setting]) => ({
+    key,
+    setting,
+    name: isSwitch(setting.type) ? `${setting.flag}, --no-${setting.flag.slice(2)}` : `${setting.flag} <value>`,
+  }));
+  const loraName = `${LORA_FLAG} <name[=base]>`;
+  // The column fits the longest name and two spaces: a longer name must not run into its text.
+  const width = Math.max(...settings.map(({ name }) => name.length), loraName.length) + 2;
+  const rows = settings.map(({ key, setting, name }) => {
     const header = headers[key] === undefined ? '' : `; per request: ${headers[key]}`;
-    return `  ${name.padEnd(36)}${setting.help} (default ${defaults[key] === undefined ? 'none' : String(defaults[key])}${header})`;
+    return `  ${name.padEnd(width)}${setting.help} (default ${defaults[key] === undefined ? 'none' : String(defaults[key])}${header})`;
   });
   return [
     ...rows,
-    `  ${`${LORA_FLAG} <name[=base]>`.padEnd(36)}serve a LoRA adapter on base (default: --model), listed by /v1/models with parent = base; repeatable (default none)`,
-    `  ${'(header only)'.padEnd(36)}${SIM_HEADER.fault}: ${faultType.expected}`,
-    `  ${''.padEnd(36)}  status answers at once; after n content tokens, reset sends a TCP RST, truncate ends`,
-    `  ${''.padEnd(36)}  without a terminal event, stall goes silent, error sends the protocol's error event`,
-    `  ${'(header only)'.padEnd(36)}${SIM_HEADER.seed}: an integer that fixes the generated text`,
+    `  ${loraName.padEnd(width)}serve a LoRA adapter on base (default: --model), listed by /v1/models with parent = base; repeatable (default none)`,
+    `  ${'(header only)'.padEnd(width)}${SIM_HEADER.fault}: ${faultType.expected}`,
+    `  ${''.padEnd(width)}  status answers at once; after n content tokens, reset sends a TCP RST, truncate ends`,
+    `  ${''.padEnd(width)}  without a terminal event, stall goes silent, error sends the protocol's error event`,
+    `  ${'(header only)'.padEnd(width)}${SIM_HEADER.seed}: an integer that fixes the generated text`,
   ].join('\n');
 }
 

@@ -7,7 +7,8 @@ import type { Telemetry } from '../metrics/telemetry.js';
  * A one-line view of SLO attainment over the last interval, for the demo: per workload with an SLO,
  * its worst SLO's share of good events (from the same `tokentap_slo_events_total` data points that
  * /metrics serves, as differences between two collections), marked when below the objective.
- * Workloads without events in the interval are left out.
+ * A workload without events in the interval (no request of it finished) says so, in its place:
+ * left out, it looked as if the demo had stopped sending it.
  */
 export class SloAttainment {
   private readonly telemetry: Telemetry;
@@ -20,7 +21,7 @@ export class SloAttainment {
     this.workloads = workloads.filter((w) => w.slo !== undefined);
   }
 
-  /** "SLO good: chat ttft 96.0% < 99% | rag ttft 100.0% | ...", or undefined when no workload has an SLO. */
+  /** "SLO good (worst per workload): chat ttft 96.0% < 99.0% | rag no events | ...", or undefined when no workload has an SLO. */
   async line(): Promise<string | undefined> {
     if (this.workloads.length === 0) return undefined;
     const current = cumulativeEvents(await this.telemetry.collect());
@@ -35,13 +36,16 @@ export class SloAttainment {
         const ratio = good / (good + bad);
         if (worst === undefined || ratio < worst.ratio) worst = { kind, ratio };
       }
-      if (worst === undefined) continue;
+      if (worst === undefined) {
+        parts.push(`${workload.name} no events`);
+        continue;
+      }
       const objective = (workload.slo as NonNullable<Workload['slo']>).objective;
       const below = worst.ratio < objective ? ` < ${percent(objective)}` : '';
       parts.push(`${workload.name} ${worst.kind} ${percent(worst.ratio)}${below}`);
     }
     this.previous = current;
-    return `SLO good (worst per workload): ${parts.length === 0 ? 'no events' : parts.join(' | ')}`;
+    return `SLO good (worst per workload): ${parts.join(' | ')}`;
   }
 }
 

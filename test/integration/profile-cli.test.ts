@@ -50,17 +50,20 @@ async function run(argv: readonly string[]): Promise<{ code: number; stdout: str
   return { code, stdout, stderr };
 }
 
-/** A documented command line as argv: the admin address swapped for the test's, a `> FILE` redirect dropped. */
+/** How the pages start a command: from the checkout, as README.md does (no `tokentap` on the PATH after `npm ci`). */
+const LAUNCHER = 'node bin/tokentap.js';
+
+/** A documented command line as argv: the launcher dropped, the admin address swapped for the test's, a `> FILE` redirect dropped. */
 function argvOf(line: string): string[] {
-  const words = line.replace(/\s*>\s*\S+$/, '').split(/\s+/);
-  expect(words.slice(0, 2)).toEqual(['tokentap', 'profile']);
-  return words.slice(1).map((word) => (word === DOCUMENTED_ADMIN ? sidecar.adminUrl : word));
+  const words = line.replace(/\s*>\s*\S+$/, '').slice(LAUNCHER.length).trim().split(/\s+/);
+  expect(words[0]).toBe('profile');
+  return words.map((word) => (word === DOCUMENTED_ADMIN ? sidecar.adminUrl : word));
 }
 
 describe('tokentap profile, as docs/workload-profiles.md and docs/cli.md show it', () => {
   const documented = [...fencedBlocks(PAGE, 'sh'), ...fencedBlocks(readDoc('docs/cli.md'), 'sh')]
     .flatMap((block) => block.split('\n'))
-    .filter((line) => line.startsWith('tokentap profile '));
+    .filter((line) => line.startsWith(`${LAUNCHER} profile `));
 
   it('shows the four formats and the whole set', () => {
     expect(documented.length).toBeGreaterThanOrEqual(5);

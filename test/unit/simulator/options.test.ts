@@ -81,6 +81,9 @@ describe('parseSimulatorFlags', () => {
     expect(help).toMatch(/--stamp, --no-stamp +.*process\.hrtime\.bigint\(\) ns \(CLOCK_MONOTONIC\).*\(default false; per request: x-sim-stamp\)/);
     expect(help).toContain('error:<n>');
     expect(help).toMatch(/--h2c-port <value> +.*gRPC.*\(default none\)/);
+    // Every flag name stands apart from its text, the longest included.
+    expect(help).toMatch(/--no-close-after-stream {2,}\S/);
+    expect(help).toMatch(/--no-per-request-metrics {2,}\S/);
   });
 
   it('reads --h2c-port, 0 included, and refuses one out of range', () => {

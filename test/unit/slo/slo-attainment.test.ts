@@ -21,7 +21,7 @@ workloads:
 `;
 
 describe('SLO attainment line (demo)', () => {
-  it('shows each workload\'s worst SLO over the interval, marked when below its objective', async () => {
+  it('shows each workload\'s worst SLO over the interval, marked when below its objective, and says so of a workload without events', async () => {
     const settings = loadSettings({ flags: { config: 'c.yaml' }, env: {}, readFile: () => CONFIG });
     const telemetry = new Telemetry();
     telemetries.push(telemetry);
@@ -30,14 +30,14 @@ describe('SLO attainment line (demo)', () => {
     const chat = recorder.requestAttributes('chat', 'm');
     const rag = recorder.requestAttributes('rag', 'm');
 
-    expect(await attainment.line()).toBe('SLO good (worst per workload): no events');
+    expect(await attainment.line()).toBe('SLO good (worst per workload): chat no events | rag no events');
     recorder.sloEvents(chat, 'ttft', 96, 4);
     recorder.sloEvents(chat, 'itl', 1000, 0);
     recorder.sloEvents(rag, 'e2e', 10, 0);
     expect(await attainment.line()).toBe('SLO good (worst per workload): chat ttft 96.0% < 99.0% | rag e2e 100%');
     // The next line covers only what happened since.
     recorder.sloEvents(chat, 'itl', 90, 10);
-    expect(await attainment.line()).toBe('SLO good (worst per workload): chat itl 90.0% < 99.0%');
+    expect(await attainment.line()).toBe('SLO good (worst per workload): chat itl 90.0% < 99.0% | rag no events');
   });
 
   it('has no line when no workload has an SLO', async () => {
