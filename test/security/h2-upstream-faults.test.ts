@@ -139,6 +139,33 @@ describe('an upstream connection that closes under an open stream', () => {
   });
 });
 
+describe('only END_STREAM ends an answer cleanly', () => {
+  it('breaks the client`s stream (INTERNAL_ERROR) when the upstream resets its stream with NO_ERROR before END_STREAM, outcome upstream_error', async () => {
+    const { client, sidecar } = await setUpRaw((streamId, connection) => {
+      connection.write(frame(FRAME.HEADERS, FLAG.END_HEADERS, streamId, STATUS_200));
+      connection.write(frame(FRAME.DATA, 0, streamId, Buffer.from('partial')));
+      // RFC 9113 section 8.1: NO_ERROR may follow a complete answer only; here none was.
+      setTimeout(() => connection.write(frame(FRAME.RST_STREAM, 0, streamId, Buffer.alloc(4))), 20);
+    });
+    const answer = await h2Request(client, CHAT, CHAT_BODY);
+    expect(answer.body.toString()).toBe('partial');
+    expect(answer.rstCode).toBe(NGHTTP2_INTERNAL_ERROR);
+    expect(await onlyLine(sidecar)).toMatchObject({ status: 200, outcome: 'upstream_error' });
+  });
+
+  it('ends the client`s stream cleanly when END_STREAM came and the upstream then resets with NO_ERROR (a complete answer; RFC 9113 section 8.1)', async () => {
+    const { client, sidecar } = await setUpRaw((streamId, connection) => {
+      connection.write(frame(FRAME.HEADERS, FLAG.END_HEADERS, streamId, STATUS_200));
+      connection.write(frame(FRAME.DATA, FLAG.END_STREAM, streamId, Buffer.from('whole')));
+      connection.write(frame(FRAME.RST_STREAM, 0, streamId, Buffer.alloc(4)));
+    });
+    const answer = await h2Request(client, CHAT, CHAT_BODY);
+    expect(answer.body.toString()).toBe('whole');
+    expect(answer.rstCode).toBe(NGHTTP2_NO_ERROR);
+    expect(await onlyLine(sidecar)).toMatchObject({ status: 200, outcome: 'completed' });
+  });
+});
+
 describe('a GOAWAY decides what was processed, not the code node:http2 copies from it', () => {
   it('never sends again a stream at or below the GOAWAY`s last-stream-id, even when its code is REFUSED_STREAM: 502, the upstream sent it once', async () => {
     const { upstream, client, sidecar } = await setUpRaw((streamId, connection) => {
@@ -155,6 +182,30 @@ describe('a GOAWAY decides what was processed, not the code node:http2 copies fr
     expect(line.retried).toBeUndefined();
   });
 
+  it('sends once more, on a fresh connection, a stream above the last-stream-id of a GOAWAY with an error code (INTERNAL_ERROR): provably unprocessed whatever the code', async () => {
+    const { upstream, client, sidecar } = await setUpRaw((_streamId, connection) => {
+      connection.write(goaway(0, NGHTTP2_INTERNAL_ERROR));
+      setTimeout(() => connection.end(), 20);
+    });
+    const answer = await h2Request(client, CHAT, CHAT_BODY);
+    expect(answer.head[':status']).toBe(200);
+    expect(upstream.requests).toBe(2);
+    expect(upstream.connections).toBe(2);
+    expect(await onlyLine(sidecar)).toMatchObject({ status: 200, retried: true });
+  });
+
+  it('sends a refused stream (RST_STREAM REFUSED_STREAM) once more on a fresh connection when a GOAWAY came in the same read', async () => {
+    const { upstream, client, sidecar } = await setUpRaw((streamId, connection) => {
+      connection.write(Buffer.concat([frame(FRAME.RST_STREAM, 0, streamId, Buffer.from([0, 0, 0, NGHTTP2_REFUSED_STREAM])), goaway(streamId, NGHTTP2_NO_ERROR)]));
+      setTimeout(() => connection.end(), 50);
+    });
+    const answer = await h2Request(client, CHAT, CHAT_BODY);
+    expect(answer.head[':status']).toBe(200);
+    expect(upstream.requests).toBe(2);
+    expect(upstream.connections).toBe(2);
+    expect(await onlyLine(sidecar)).toMatchObject({ status: 200, retried: true });
+  });
+
   it('sends once more, on a fresh connection, a stream above the GOAWAY`s last-stream-id (provably unprocessed, RFC 9113 section 8.7)', async () => {
     const { upstream, client, sidecar } = await setUpRaw((streamId, connection) => {
       connection.write(goaway(streamId - 2 < 0 ? 0 : streamId - 2, NGHTTP2_NO_ERROR));
@@ -168,6 +219,8 @@ describe('a GOAWAY decides what was processed, not the code node:http2 copies fr
     expect(await onlyLine(sidecar)).toMatchObject({ status: 200, retried: true });
   });
 });
+
+const TRITON_STREAM = { ':method': 'POST', ':path': '/inference.GRPCInferenceService/ModelStreamInfer', 'content-type': 'application/grpc', te: 'trailers' };
 
 /** A POST to /v1/chat/completions on stream 1: `:method POST` and `:scheme http` from HPACK's static table, the rest literal. */
 function chatRequestBlock(): Buffer {
@@ -189,7 +242,10 @@ describe('a request body in tiny DATA frames (limits.min_request_chunk_bytes, as
     expect(attacker.data(1).toString()).toContain('limits.min_request_chunk_bytes');
     const line = await onlyLine(sidecar);
     expect(line).toMatchObject({ status: 400, outcome: 'client_error' });
-    expect(String(line.error)).toContain('1025 DATA frames averaging 1.0 bytes');
+    expect(String(line.error)).toContain('1025 DATA frames within a second averaging 1.0 bytes');
+    // The rest of the body is not wanted: RST_STREAM(NO_ERROR) after the complete 400 (RFC 9113 section 8.1).
+    await eventually('the stream closed', () => attacker.resetCodes(1), (codes) => codes.length > 0);
+    expect(attacker.resetCodes(1)).toEqual([NGHTTP2_NO_ERROR]);
     expect(sumValues(await scrape(sidecar.adminUrl), 'tokentap_limit_exceeded_total', { limit: 'min_request_chunk_bytes' })).toBe(1);
     // The upstream stream (if it was opened before the cut) is reset: no part of the body reaches it as a whole request.
     await eventually('every upstream stream reset', () => upstream.resets, (resets) => resets === upstream.streams);
@@ -215,6 +271,68 @@ describe('a request body in tiny DATA frames (limits.min_request_chunk_bytes, as
     expect(await onlyLine(sidecar)).toMatchObject({ status: 200, outcome: 'client_error' });
     expect(sumValues(await scrape(sidecar.adminUrl), 'tokentap_limit_exceeded_total', { limit: 'min_request_chunk_bytes' })).toBe(1);
     expect(upstream.requests).toBe(1);
+  });
+
+  it('lets a gRPC call stream more than 1,024 small messages at a pace no flood keeps to (100 frames every 110 ms): its frames are counted per second, not over the call', async () => {
+    const upstream = await startH2cReplayUpstream(() => ({ chunks: [grpcFrame(new Uint8Array(0))], headers: { 'content-type': 'application/grpc' }, trailers: { 'grpc-status': '0' } }));
+    cleanups.push(() => upstream.close());
+    const sidecar = await startTestSidecar(upstream.url, 'upstream_protocol: h2c\n');
+    cleanups.push(() => sidecar.close());
+    // Raw frames, so that each message is its own DATA frame (node:http2 would merge queued writes).
+    const client = await RawH2Client.connect(sidecar.proxyUrl);
+    cleanups.push(() => client.close());
+    const head = Buffer.concat([Buffer.from([0x83, 0x86]), literal(':path', '/pkg.Svc/Chat'), literal(':authority', 'tokentap.test'), literal('content-type', 'application/grpc'), literal('te', 'trailers')]);
+    client.write(frame(FRAME.HEADERS, FLAG.END_HEADERS, 1, head));
+    const message = frame(FRAME.DATA, 0, 1, grpcFrame(new Uint8Array(35)));
+    for (let batch = 0; batch < 11; batch++) {
+      client.write(Buffer.concat(Array.from({ length: 100 }, () => message)));
+      await new Promise((resolve) => setTimeout(resolve, 110));
+    }
+    client.write(frame(FRAME.DATA, FLAG.END_STREAM, 1));
+    await eventually('the call answered', () => client.ended(1), (ended) => ended);
+    expect(client.resetCodes(1)).toEqual([]);
+    expect(upstream.seen[0]?.body.length).toBe(1_100 * 40);
+    expect(await onlyLine(sidecar)).toMatchObject({ status: 200, outcome: 'completed' });
+    expect(sumValues(await scrape(sidecar.adminUrl), 'tokentap_limit_exceeded_total', { limit: 'min_request_chunk_bytes' })).toBe(0);
+  });
+
+  it('reads the model of a Triton call whose first frame carries more than its first message, under a small sniffed_body_bytes: only the first message is held', async () => {
+    const upstream = await startH2cReplayUpstream(() => ({ chunks: [], headers: { 'content-type': 'application/grpc' }, trailers: { 'grpc-status': '0' } }));
+    cleanups.push(() => upstream.close());
+    const sidecar = await startTestSidecar(upstream.url, 'upstream_protocol: h2c\nlimits:\n  sniffed_body_bytes: 1024\n');
+    cleanups.push(() => sidecar.close());
+    const first = grpcFrame(encode('inference.ModelInferRequest', { model_name: 'ensemble-7b', id: 'one' }));
+    const second = grpcFrame(encode('inference.ModelInferRequest', { model_name: 'ensemble-7b', id: 'y'.repeat(2_000) }));
+    const answer = await h2Request(connect(sidecar.proxyUrl), TRITON_STREAM, Buffer.concat([first, second]));
+    expect(answer.trailers).toMatchObject({ 'grpc-status': '0' });
+    expect(await onlyLine(sidecar)).toMatchObject({ model: 'ensemble-7b' });
+    expect(sumValues(await scrape(sidecar.adminUrl), 'tokentap_limit_exceeded_total', { limit: 'sniffed_body_bytes' })).toBe(0);
+  });
+
+  it('gives back every byte a Triton head held, whether the call finished, was reset before its first message was whole, or announced one over the cap', async () => {
+    const upstream = await startH2cReplayUpstream(() => ({ chunks: [], headers: { 'content-type': 'application/grpc' }, trailers: { 'grpc-status': '0' } }));
+    cleanups.push(() => upstream.close());
+    // A budget of two heads: a head left charged after its call would starve the later ones.
+    const sidecar = await startTestSidecar(upstream.url, 'upstream_protocol: h2c\nlimits:\n  held_body_bytes: 7000\n  sniffed_body_bytes: 4096\n');
+    cleanups.push(() => sidecar.close());
+    const client = connect(sidecar.proxyUrl);
+    const message = grpcFrame(encode('inference.ModelInferRequest', { model_name: 'ensemble-7b', id: 'z'.repeat(3_000) }));
+    const overCap = Buffer.concat([Buffer.from([0, 0, 0, 0x20, 0]), Buffer.alloc(100)]);
+    for (let round = 0; round < 4; round++) {
+      expect((await h2Request(client, TRITON_STREAM, message)).trailers).toMatchObject({ 'grpc-status': '0' });
+      const cut = client.request(TRITON_STREAM);
+      cut.on('error', () => {});
+      await new Promise<void>((resolve) => cut.write(message.subarray(0, 2_000), () => resolve()));
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      cut.close(http2.constants.NGHTTP2_CANCEL);
+      await new Promise((resolve) => cut.on('close', resolve));
+      await h2Request(client, TRITON_STREAM, overCap);
+    }
+    const finished = await eventually('the request lines', () => requestLines(sidecar.logs), (lines) => lines.length === 12);
+    expect(finished.filter((line) => line.outcome === 'completed' && line.model === 'ensemble-7b')).toHaveLength(4);
+    const trips = await scrape(sidecar.adminUrl);
+    expect(sumValues(trips, 'tokentap_limit_exceeded_total', { limit: 'held_body_bytes' })).toBe(0);
+    expect(sumValues(trips, 'tokentap_limit_exceeded_total', { limit: 'sniffed_body_bytes' })).toBe(4);
   });
 
   it('reads the model of a Triton call whose first message comes split across frames, the prefix a byte at a time, longer than the first buffer made for it', async () => {

@@ -35,6 +35,15 @@ export class Http1Upstream {
     return true;
   }
 
+  provablyUnprocessed(_stream: object): boolean {
+    return false;
+  }
+
+  /** A leg's 'end' is node:http's: the response's framing (length, chunked end or the close that delimits it) was complete. */
+  endedWhole(_stream: object): boolean {
+    return true;
+  }
+
   close(): void {
     this.agent.destroy();
   }

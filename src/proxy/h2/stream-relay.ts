@@ -19,7 +19,7 @@ const { NGHTTP2_NO_ERROR, NGHTTP2_CANCEL, NGHTTP2_INTERNAL_ERROR, NGHTTP2_REFUSE
 
 /** A gRPC message's prefix: the compressed flag and the message's length (4 bytes, big-endian). */
 const GRPC_PREFIX_BYTES = 5;
-/** Room first made for a gRPC request's first message; grown as it arrives (a Triton request is a few hundred bytes). */
+/** Room first made for a gRPC request's first message (never more than its length); grown as it arrives (a Triton request is a few hundred bytes). */
 const GRPC_HEAD_FIRST_BYTES = 512;
 
 /**
@@ -71,9 +71,10 @@ export interface StreamOwner {
  * The request body is relayed the same way in the other direction.
  *
  * A request is sent again only when the upstream proves it never processed it: its stream was
- * refused (REFUSED_STREAM, which nghttp2 also reports for streams above a GOAWAY's last-stream-id;
- * RFC 9113 section 8.7) or could not be opened on a session already going away; never after a
- * response byte, and only while the body sent so far is held (upstream_retry_body_limit).
+ * refused (REFUSED_STREAM, RFC 9113 section 8.7) and no GOAWAY says it may have been processed, or
+ * it is above a GOAWAY's last-stream-id whatever the code (section 6.8), or it could not be opened
+ * on a session already going away; never after a response byte, and only while the body sent so
+ * far is held (upstream_retry_body_limit).
  */
 export class StreamRelay implements IdleWatched {
   upstreamActivity = 0;
@@ -98,17 +99,22 @@ export class StreamRelay implements IdleWatched {
   private upstreamTrailers: IncomingHttpHeaders | undefined;
   private upstreamError: string | undefined;
   /**
-   * A gRPC call whose request names its model (Triton): its first message's bytes, copied into one
-   * buffer until the message is whole (sniffing's cap and budget). Copied, not held by reference:
-   * a client sending one-byte DATA frames would otherwise make every byte an object to hold.
+   * A gRPC call whose request names its model (Triton): its first message, read until it is whole.
+   * Its 5-byte prefix first (`grpcPrefix`, which says how long the message is), then the message's
+   * bytes copied into one buffer grown as they come, never past that length, each byte of it
+   * charged to the sniffing budget and cap. Copied, not held by reference: a client sending
+   * one-byte DATA frames would otherwise make every byte an object to hold.
    */
+  private grpcPrefix: Buffer | undefined;
+  private grpcPrefixBytes = 0;
   private grpcHead: Buffer | undefined;
   private grpcHeadBytes = 0;
-  /** The first message's length with its 5-byte prefix, once the prefix has come; 0 before. */
+  /** The first message's length with its prefix, once the prefix has come; 0 before. */
   private grpcHeadWanted = 0;
-  /** DATA frames and bytes of the request body, for limits.min_request_chunk_bytes. */
-  private requestChunks = 0;
-  private requestBytes = 0;
+  /** DATA frames and bytes of the request body in the current second, for limits.min_request_chunk_bytes. */
+  private windowStartMs = 0;
+  private windowFrames = 0;
+  private windowBytes = 0;
   private readonly path: string;
   /** Nothing more is relayed: the response ended, or the stream failed. */
   private settled = false;
@@ -131,7 +137,7 @@ export class StreamRelay implements IdleWatched {
     }
     this.path = path;
     this.grpc = grpc;
-    if (grpc && context.observe && grpcRequestNamesModel(path.split('?')[0] as string)) this.grpcHead = Buffer.alloc(GRPC_HEAD_FIRST_BYTES);
+    if (grpc && context.observe && grpcRequestNamesModel(path.split('?')[0] as string)) this.grpcPrefix = Buffer.alloc(GRPC_PREFIX_BYTES);
     const fields = endToEndFields(rawHeaders);
     this.trailersAsked = grpc || /^\s*trailers\s*$/i.test(String(headers.te ?? ''));
     this.monitor.trace(fields);
@@ -244,16 +250,9 @@ export class StreamRelay implements IdleWatched {
 
   private requestBody(chunk: Buffer): void {
     this.requestActivity++;
-    this.requestChunks++;
-    this.requestBytes += chunk.length;
-    // As on HTTP/1.1 (client-connection.ts): each DATA frame costs a callback and an upstream write
-    // whatever it carries, so a body of tiny frames is cut past MIN_CHUNKS_CHECKED of them.
-    if (!this.settled && this.requestChunks > MIN_CHUNKS_CHECKED && this.requestChunks * this.context.minRequestChunkBytes > this.requestBytes) {
-      this.tinyRequestChunks();
-      return;
-    }
+    if (this.cutForTinyFrames(chunk.length)) return;
     this.sniffer?.push(chunk);
-    if (this.grpcHead !== undefined) this.holdGrpcHead(chunk);
+    if (this.grpcPrefix !== undefined) this.holdGrpcHead(chunk);
     if (this.replay !== undefined) {
       this.replayBytes += chunk.length;
       if (this.replayBytes > this.context.retryBodyLimitBytes) this.replay = undefined;
@@ -270,62 +269,99 @@ export class StreamRelay implements IdleWatched {
       const body = this.sniffer?.parsed();
       this.monitor.requestBody(modelOf(body), body);
     }
-    else if (this.grpcHead !== undefined) this.grpcModel();
+    else this.grpcModel();
     const upstream = this.upstream;
     if (upstream !== undefined && !upstream.destroyed && !this.client.endAfterHeaders) upstream.end();
   }
 
   /**
-   * The first bytes of a gRPC request body whose method names its model, held (against the sniffed
-   * body cap and the held-bytes budget, as a JSON body is) until its first message is whole: a
-   * Triton stream's request side may stay open for the whole call.
+   * As on HTTP/1.1 (client-connection.ts), each DATA frame costs a callback and an upstream write
+   * whatever it carries: more than MIN_CHUNKS_CHECKED frames within one second averaging under
+   * limits.min_request_chunk_bytes cut the stream (true). Per second, not over the whole body: a
+   * gRPC call may stream small messages for as long as it lasts, at a pace no flood keeps to.
    */
-  private holdGrpcHead(chunk: Buffer): void {
-    let head = this.grpcHead as Buffer;
-    // Only the first message is read: bytes after it are not held.
-    const take = this.grpcHeadWanted === 0 ? chunk.length : Math.min(chunk.length, this.grpcHeadWanted - this.grpcHeadBytes);
-    const held = this.grpcHeadBytes + take;
-    const maxBytes = this.context.sniffing.maxBytes;
-    if (held > maxBytes || !this.context.sniffing.budget.take(take)) {
-      this.context.counters.tripped(held > maxBytes ? 'sniffed_body_bytes' : 'held_body_bytes');
-      this.grpcModel();
-      return;
+  private cutForTinyFrames(bytes: number): boolean {
+    const nowMs = performance.now();
+    if (nowMs - this.windowStartMs >= 1000) {
+      this.windowStartMs = nowMs;
+      this.windowFrames = 0;
+      this.windowBytes = 0;
     }
-    if (held > head.length) {
-      // Doubled, so that a head arriving a byte at a time is copied O(n) times in all, not O(n^2).
-      const grown = Buffer.alloc(Math.min(maxBytes, Math.max(held, 2 * head.length)));
-      head.copy(grown, 0, 0, this.grpcHeadBytes);
-      head = grown;
-      this.grpcHead = grown;
-    }
-    chunk.copy(head, this.grpcHeadBytes, 0, take);
-    this.grpcHeadBytes = held;
-    if (this.grpcHeadWanted === 0 && held >= GRPC_PREFIX_BYTES) this.grpcHeadWanted = GRPC_PREFIX_BYTES + head.readUInt32BE(1);
-    if (this.grpcHeadWanted !== 0 && held >= this.grpcHeadWanted) this.grpcModel();
-  }
-
-  /** Hands the monitor the model the first message names (undefined if it is not whole), once, and lets go of the bytes. */
-  private grpcModel(): void {
-    const head = this.grpcHead;
-    if (head === undefined) return;
-    this.grpcHead = undefined;
-    this.monitor.requestBody(grpcRequestModel(this.path.split('?')[0] as string, head.subarray(0, this.grpcHeadBytes)));
-    this.context.sniffing.budget.give(this.grpcHeadBytes);
-    this.grpcHeadBytes = 0;
-  }
-
-  /** limits.min_request_chunk_bytes tripped: the body is refused (400) before an answer, the client's stream broken after one. */
-  private tinyRequestChunks(): void {
+    this.windowFrames++;
+    this.windowBytes += bytes;
+    if (this.settled || this.windowFrames <= MIN_CHUNKS_CHECKED || this.windowFrames * this.context.minRequestChunkBytes <= this.windowBytes) return false;
     this.context.counters.tripped('min_request_chunk_bytes');
-    const detail = `the request body came in ${this.requestChunks} DATA frames averaging ${(this.requestBytes / this.requestChunks).toFixed(1)} bytes, under ${this.context.minRequestChunkBytes} (limits.min_request_chunk_bytes)`;
+    const detail = `the request body came in ${this.windowFrames} DATA frames within a second averaging ${(this.windowBytes / this.windowFrames).toFixed(1)} bytes, under ${this.context.minRequestChunkBytes} (limits.min_request_chunk_bytes)`;
     if (!this.responseStarted) {
       this.answer(400, 'client_error', detail);
-      return;
+      return true;
     }
     this.finish();
     this.monitor.fail('client_error', undefined, detail);
     if (this.upstream !== undefined) reset(this.upstream, NGHTTP2_CANCEL, detail);
     reset(this.client, NGHTTP2_INTERNAL_ERROR, detail);
+    return true;
+  }
+
+  /**
+   * The first message of a gRPC request body whose method names its model, held (against the
+   * sniffed body cap and the held-bytes budget, as a JSON body is) until it is whole: a Triton
+   * stream's request side may stay open for the whole call. Nothing past that message is held.
+   */
+  private holdGrpcHead(chunk: Buffer): void {
+    let from = 0;
+    if (this.grpcHeadWanted === 0) {
+      const prefix = this.grpcPrefix as Buffer;
+      from = chunk.copy(prefix, this.grpcPrefixBytes, 0, Math.min(chunk.length, GRPC_PREFIX_BYTES - this.grpcPrefixBytes));
+      this.grpcPrefixBytes += from;
+      if (this.grpcPrefixBytes < GRPC_PREFIX_BYTES) return;
+      this.grpcHeadWanted = GRPC_PREFIX_BYTES + prefix.readUInt32BE(1);
+      if (this.grpcHeadWanted > this.context.sniffing.maxBytes) {
+        // Never whole within the cap: nothing is held for it.
+        this.context.counters.tripped('sniffed_body_bytes');
+        this.grpcModel();
+        return;
+      }
+    }
+    const take = Math.min(chunk.length - from, this.grpcHeadWanted - GRPC_PREFIX_BYTES - this.grpcHeadBytes);
+    const held = this.grpcHeadBytes + take;
+    let head = this.grpcHead;
+    if (take > 0 && (head === undefined || held > head.length)) {
+      // Grown by doubling up to the message's length, so that a message arriving a byte at a time
+      // is copied O(n) times in all; what is allocated is what is charged.
+      const size = Math.min(this.grpcHeadWanted - GRPC_PREFIX_BYTES, Math.max(held, 2 * (head?.length ?? 0), GRPC_HEAD_FIRST_BYTES));
+      if (!this.context.sniffing.budget.take(size - (head?.length ?? 0))) {
+        this.context.counters.tripped('held_body_bytes');
+        this.grpcModel();
+        return;
+      }
+      const grown = Buffer.alloc(size);
+      head?.copy(grown, 0, 0, this.grpcHeadBytes);
+      head = grown;
+      this.grpcHead = grown;
+    }
+    if (head !== undefined) chunk.copy(head, this.grpcHeadBytes, from, from + take);
+    this.grpcHeadBytes = held;
+    if (GRPC_PREFIX_BYTES + held === this.grpcHeadWanted) this.grpcModel();
+  }
+
+  /** Hands the monitor the model the first message names (undefined if it is not whole), once, and lets go of the bytes. */
+  private grpcModel(): void {
+    const prefix = this.grpcPrefix;
+    if (prefix === undefined) return;
+    const head = this.grpcHead;
+    const message = head === undefined ? prefix.subarray(0, this.grpcPrefixBytes) : Buffer.concat([prefix, head.subarray(0, this.grpcHeadBytes)]);
+    this.monitor.requestBody(grpcRequestModel(this.path.split('?')[0] as string, message));
+    this.releaseGrpcHead();
+  }
+
+  /** Lets go of the gRPC head held, giving its bytes back to the budget. */
+  private releaseGrpcHead(): void {
+    if (this.grpcHead !== undefined) this.context.sniffing.budget.give(this.grpcHead.length);
+    this.grpcPrefix = undefined;
+    this.grpcHead = undefined;
+    this.grpcPrefixBytes = 0;
+    this.grpcHeadBytes = 0;
   }
 
   private response(headers: IncomingHttpHeaders, flags: number): void {
@@ -394,12 +430,12 @@ export class StreamRelay implements IdleWatched {
 
   private responseEnd(): void {
     if (this.settled) return;
-    // node:http2 also ends a stream's readable side when its connection closes (a FIN, a GOAWAY
-    // and close) without END_STREAM: the stream is then already closed with an error code, and its
-    // 'close' (upstreamClosed) answers 502 or breaks the client's stream. Only END_STREAM is a clean end.
-    const code = this.upstream?.rstCode;
-    if ((code !== undefined && code !== NGHTTP2_NO_ERROR) || !this.responseStarted) {
-      if (this.upstream?.destroyed === true) this.upstreamClosed(this.upstream);
+    // node:http2 also ends a stream's readable side when the stream closes without END_STREAM (a
+    // RST_STREAM, NO_ERROR included, a FIN, a GOAWAY and close): then the stream's 'close'
+    // (upstreamClosed) answers 502 or breaks the client's stream. Only END_STREAM is a clean end.
+    const upstream = this.upstream as UpstreamStream;
+    if (!this.responseStarted || !this.context.upstream.endedWhole(upstream)) {
+      if (upstream.destroyed) this.upstreamClosed(upstream);
       return;
     }
     this.finish();
@@ -420,7 +456,8 @@ export class StreamRelay implements IdleWatched {
     if (this.settled || upstream !== this.upstream) return;
     const code = upstream.rstCode ?? NGHTTP2_NO_ERROR;
     const why = this.upstreamError ?? `the stream or its connection closed without END_STREAM (HTTP/2 code ${code})`;
-    if (!this.responseStarted && code === NGHTTP2_REFUSED_STREAM && !this.context.upstream.mayHaveProcessed(upstream)) {
+    const sessions = this.context.upstream;
+    if (!this.responseStarted && (sessions.provablyUnprocessed(upstream) || (code === NGHTTP2_REFUSED_STREAM && !sessions.mayHaveProcessed(upstream)))) {
       this.unprocessed(why);
       return;
     }
@@ -435,7 +472,11 @@ export class StreamRelay implements IdleWatched {
       this.retried = true;
       this.monitor.retried();
       this.upstream = undefined;
-      this.open();
+      // On the next turn: a GOAWAY read with the refusal (the same socket read) retires its session
+      // first, so the retry goes to a fresh connection rather than to the one going away.
+      setImmediate(() => {
+        if (!this.settled) this.open();
+      });
       return;
     }
     if (!this.retried) this.context.counters.notRetried('retry_body_limit');
@@ -507,11 +548,7 @@ export class StreamRelay implements IdleWatched {
     this.context.idleSweep.unwatch(this);
     if (this.bodyWatch !== undefined) this.context.requestBodyIdleSweep.unwatch(this.bodyWatch);
     this.sniffer?.release();
-    if (this.grpcHead !== undefined) {
-      this.grpcHead = undefined;
-      this.context.sniffing.budget.give(this.grpcHeadBytes);
-      this.grpcHeadBytes = 0;
-    }
+    this.releaseGrpcHead();
     this.replay = undefined;
     if (this.upstreamPaused) {
       this.upstreamPaused = false;

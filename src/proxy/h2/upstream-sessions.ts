@@ -15,6 +15,8 @@ export class UpstreamSessions {
   private readonly goawayLastStreamId = new WeakMap<http2.ClientHttp2Session, number>();
   /** Each stream's session, kept: node:http2 forgets it (`stream.session`) once the stream is closed. */
   private readonly sessionOf = new WeakMap<object, http2.ClientHttp2Session>();
+  /** Streams whose END_STREAM arrived: their readable side ended while they were still open. */
+  private readonly endStreamReceived = new WeakSet<object>();
 
   /**
    * `initialWindowSize` bounds what the upstream may send on one stream before tokentap has passed
@@ -36,8 +38,8 @@ export class UpstreamSessions {
     const retire = (): void => {
       if (this.current === session) this.current = undefined;
     };
-    // GOAWAY: the upstream takes no new stream here (streams above its last-stream-id are closed by
-    // nghttp2 with REFUSED_STREAM, which the relay retries as unprocessed); the others finish.
+    // GOAWAY: the upstream takes no new stream here (streams above its last-stream-id are closed,
+    // and the relay sends them again: provablyUnprocessed); the others finish.
     session.on('goaway', (_code: number, lastStreamId: number) => {
       this.goawayLastStreamId.set(session, lastStreamId);
       retire();
@@ -59,7 +61,35 @@ export class UpstreamSessions {
     const session = this.session();
     const stream = session.request(headers, options);
     this.sessionOf.set(stream, session);
+    // node:http2 ends a stream's readable side ('end', rstCode 0) alike for END_STREAM and for a
+    // RST_STREAM(NO_ERROR) or a lost connection before it: only the moment of its end-of-data
+    // push tells them apart. END_STREAM pushes it while the stream is open; a close pushes it
+    // after marking the stream closed (lib/internal/http2/core.js onStreamClose; the same on Node
+    // 20.20.2 and 24.21.0, flowing or paused: test/security/h2-upstream-faults.test.ts).
+    const push = stream.push;
+    stream.push = (chunk: unknown, encoding?: BufferEncoding): boolean => {
+      if (chunk === null && !stream.closed) this.endStreamReceived.add(stream);
+      return push.call(stream, chunk, encoding);
+    };
     return stream;
+  }
+
+  /** The upstream ended `stream` with END_STREAM: its answer is whole (not cut by a reset or a lost connection). */
+  endedWhole(stream: object): boolean {
+    return this.endStreamReceived.has(stream);
+  }
+
+  /**
+   * The upstream provably did not process `stream`: its session received a GOAWAY whose
+   * last-stream-id is below the stream's id, or the stream was never sent (no id). RFC 9113
+   * section 6.8: whatever the GOAWAY's error code, the streams above it were not processed.
+   */
+  provablyUnprocessed(stream: object): boolean {
+    const session = this.sessionOf.get(stream);
+    const lastStreamId = session === undefined ? undefined : this.goawayLastStreamId.get(session);
+    if (lastStreamId === undefined) return false;
+    const id = (stream as http2.ClientHttp2Stream).id;
+    return id === undefined || id > lastStreamId;
   }
 
   /**
