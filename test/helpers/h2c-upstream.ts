@@ -107,6 +107,16 @@ export async function startH2cReplayUpstream(script: (request: H2SeenRequest) =>
   };
 }
 
+/** A prior-knowledge HTTP/2 client session to `url` whose errors are ignored (tests assert on streams), destroyed by the test's cleanups. */
+export function connectH2(url: string, cleanups: Array<() => Promise<void> | void>): http2.ClientHttp2Session {
+  const session = http2.connect(url);
+  session.on('error', () => {});
+  cleanups.push(() => {
+    session.destroy();
+  });
+  return session;
+}
+
 /** A prior-knowledge HTTP/2 client request: the response head, the body bytes as received, the trailers and how the stream closed. */
 export async function h2Request(session: http2.ClientHttp2Session, headers: http2.OutgoingHttpHeaders, body?: Buffer) {
   const stream = session.request(headers, { endStream: body === undefined });

@@ -3,7 +3,7 @@ import http2 from 'node:http2';
 import { afterEach, describe, expect, it } from 'vitest';
 import { splitEvents, vllmStream } from '../helpers/fixtures.js';
 import { encode, grpcFrame } from '../helpers/grpc-frames.js';
-import { h2Request, startH2cReplayUpstream, type H2Script } from '../helpers/h2c-upstream.js';
+import { connectH2, h2Request, startH2cReplayUpstream, type H2Script } from '../helpers/h2c-upstream.js';
 import { histogram, scrape, sumValues } from '../helpers/prometheus-text.js';
 import { startReplayUpstream } from '../helpers/replay-upstream.js';
 import { eventually, startTestSidecar } from '../helpers/sidecar.js';
@@ -29,12 +29,7 @@ async function setUp(script: (request: Parameters<Parameters<typeof startH2cRepl
 }
 
 function connect(url: string): http2.ClientHttp2Session {
-  const session = http2.connect(url);
-  session.on('error', () => {});
-  cleanups.push(() => {
-    session.destroy();
-  });
-  return session;
+  return connectH2(url, cleanups);
 }
 
 const CHAT = { ':method': 'POST', ':path': '/v1/chat/completions', 'content-type': 'application/json' };

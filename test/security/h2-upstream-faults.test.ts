@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { encode, grpcFrame } from '../helpers/grpc-frames.js';
 import { FLAG, FRAME, frame, literal, RawH2Client } from '../helpers/h2-frames.js';
-import { h2Request, startH2cReplayUpstream } from '../helpers/h2c-upstream.js';
+import { connectH2, h2Request, startH2cReplayUpstream } from '../helpers/h2c-upstream.js';
 import { scrape, sumValues } from '../helpers/prometheus-text.js';
 import { goaway, startRawH2Upstream, type RawH2Connection } from '../helpers/raw-h2-upstream.js';
 import { eventually, startTestSidecar } from '../helpers/sidecar.js';
@@ -53,13 +53,17 @@ async function setUpRaw(fault: (streamId: number, connection: RawH2Connection) =
   return { upstream, sidecar, client: connect(sidecar.proxyUrl) };
 }
 
+/** An h2c upstream answering every call with grpc-status 0 and no message, behind a sidecar with `config` added. */
+async function setUpGrpc(config = '') {
+  const upstream = await startH2cReplayUpstream(() => ({ chunks: [], headers: { 'content-type': 'application/grpc' }, trailers: { 'grpc-status': '0' } }));
+  cleanups.push(() => upstream.close());
+  const sidecar = await startTestSidecar(upstream.url, `upstream_protocol: h2c\n${config}`);
+  cleanups.push(() => sidecar.close());
+  return { upstream, sidecar };
+}
+
 function connect(url: string): http2.ClientHttp2Session {
-  const session = http2.connect(url);
-  session.on('error', () => {});
-  cleanups.push(() => {
-    session.destroy();
-  });
-  return session;
+  return connectH2(url, cleanups);
 }
 
 function requestLines(logs: ReadonlyArray<Record<string, unknown>>) {
@@ -182,34 +186,17 @@ describe('a GOAWAY decides what was processed, not the code node:http2 copies fr
     expect(line.retried).toBeUndefined();
   });
 
-  it('sends once more, on a fresh connection, a stream above the last-stream-id of a GOAWAY with an error code (INTERNAL_ERROR): provably unprocessed whatever the code', async () => {
-    const { upstream, client, sidecar } = await setUpRaw((_streamId, connection) => {
-      connection.write(goaway(0, NGHTTP2_INTERNAL_ERROR));
-      setTimeout(() => connection.end(), 20);
-    });
-    const answer = await h2Request(client, CHAT, CHAT_BODY);
-    expect(answer.head[':status']).toBe(200);
-    expect(upstream.requests).toBe(2);
-    expect(upstream.connections).toBe(2);
-    expect(await onlyLine(sidecar)).toMatchObject({ status: 200, retried: true });
-  });
-
-  it('sends a refused stream (RST_STREAM REFUSED_STREAM) once more on a fresh connection when a GOAWAY came in the same read', async () => {
+  it.each([
+    ['above the last stream id of a GOAWAY(NO_ERROR)', (_streamId: number, connection: RawH2Connection) => connection.write(goaway(0, NGHTTP2_NO_ERROR))],
+    ['above the last stream id of a GOAWAY(INTERNAL_ERROR): provably unprocessed whatever the code', (_streamId: number, connection: RawH2Connection) => connection.write(goaway(0, NGHTTP2_INTERNAL_ERROR))],
+    [
+      'refused (RST_STREAM REFUSED_STREAM) with a GOAWAY in the same read, which retires the connection first',
+      (streamId: number, connection: RawH2Connection) => connection.write(Buffer.concat([frame(FRAME.RST_STREAM, 0, streamId, Buffer.from([0, 0, 0, NGHTTP2_REFUSED_STREAM])), goaway(streamId, NGHTTP2_NO_ERROR)])),
+    ],
+  ])('sends once more, on a fresh connection, a stream %s (RFC 9113 sections 6.8, 8.7)', async (_what, fault) => {
     const { upstream, client, sidecar } = await setUpRaw((streamId, connection) => {
-      connection.write(Buffer.concat([frame(FRAME.RST_STREAM, 0, streamId, Buffer.from([0, 0, 0, NGHTTP2_REFUSED_STREAM])), goaway(streamId, NGHTTP2_NO_ERROR)]));
+      fault(streamId, connection);
       setTimeout(() => connection.end(), 50);
-    });
-    const answer = await h2Request(client, CHAT, CHAT_BODY);
-    expect(answer.head[':status']).toBe(200);
-    expect(upstream.requests).toBe(2);
-    expect(upstream.connections).toBe(2);
-    expect(await onlyLine(sidecar)).toMatchObject({ status: 200, retried: true });
-  });
-
-  it('sends once more, on a fresh connection, a stream above the GOAWAY`s last-stream-id (provably unprocessed, RFC 9113 section 8.7)', async () => {
-    const { upstream, client, sidecar } = await setUpRaw((streamId, connection) => {
-      connection.write(goaway(streamId - 2 < 0 ? 0 : streamId - 2, NGHTTP2_NO_ERROR));
-      setTimeout(() => connection.end(), 20);
     });
     const answer = await h2Request(client, CHAT, CHAT_BODY);
     expect(answer.head[':status']).toBe(200);
@@ -297,10 +284,7 @@ describe('a request body in tiny DATA frames (limits.min_request_chunk_bytes, as
   });
 
   it('reads the model of a Triton call whose first frame carries more than its first message, under a small sniffed_body_bytes: only the first message is held', async () => {
-    const upstream = await startH2cReplayUpstream(() => ({ chunks: [], headers: { 'content-type': 'application/grpc' }, trailers: { 'grpc-status': '0' } }));
-    cleanups.push(() => upstream.close());
-    const sidecar = await startTestSidecar(upstream.url, 'upstream_protocol: h2c\nlimits:\n  sniffed_body_bytes: 1024\n');
-    cleanups.push(() => sidecar.close());
+    const { sidecar } = await setUpGrpc('limits:\n  sniffed_body_bytes: 1024\n');
     const first = grpcFrame(encode('inference.ModelInferRequest', { model_name: 'ensemble-7b', id: 'one' }));
     const second = grpcFrame(encode('inference.ModelInferRequest', { model_name: 'ensemble-7b', id: 'y'.repeat(2_000) }));
     const answer = await h2Request(connect(sidecar.proxyUrl), TRITON_STREAM, Buffer.concat([first, second]));
@@ -310,11 +294,8 @@ describe('a request body in tiny DATA frames (limits.min_request_chunk_bytes, as
   });
 
   it('gives back every byte a Triton head held, whether the call finished, was reset before its first message was whole, or announced one over the cap', async () => {
-    const upstream = await startH2cReplayUpstream(() => ({ chunks: [], headers: { 'content-type': 'application/grpc' }, trailers: { 'grpc-status': '0' } }));
-    cleanups.push(() => upstream.close());
     // A budget of two heads: a head left charged after its call would starve the later ones.
-    const sidecar = await startTestSidecar(upstream.url, 'upstream_protocol: h2c\nlimits:\n  held_body_bytes: 7000\n  sniffed_body_bytes: 4096\n');
-    cleanups.push(() => sidecar.close());
+    const { sidecar } = await setUpGrpc('limits:\n  held_body_bytes: 7000\n  sniffed_body_bytes: 4096\n');
     const client = connect(sidecar.proxyUrl);
     const message = grpcFrame(encode('inference.ModelInferRequest', { model_name: 'ensemble-7b', id: 'z'.repeat(3_000) }));
     const overCap = Buffer.concat([Buffer.from([0, 0, 0, 0x20, 0]), Buffer.alloc(100)]);
@@ -336,10 +317,7 @@ describe('a request body in tiny DATA frames (limits.min_request_chunk_bytes, as
   });
 
   it('reads the model of a Triton call whose first message comes split across frames, the prefix a byte at a time, longer than the first buffer made for it', async () => {
-    const upstream = await startH2cReplayUpstream(() => ({ chunks: [], headers: { 'content-type': 'application/grpc' }, trailers: { 'grpc-status': '0' } }));
-    cleanups.push(() => upstream.close());
-    const sidecar = await startTestSidecar(upstream.url, 'upstream_protocol: h2c\n');
-    cleanups.push(() => sidecar.close());
+    const { upstream, sidecar } = await setUpGrpc();
     const message = grpcFrame(encode('inference.ModelInferRequest', { model_name: 'ensemble-7b', id: 'x'.repeat(3_000) }));
     const stream = connect(sidecar.proxyUrl).request({ ':method': 'POST', ':path': '/inference.GRPCInferenceService/ModelStreamInfer', 'content-type': 'application/grpc', te: 'trailers' });
     stream.on('error', () => {});
