@@ -237,7 +237,7 @@ export class StreamRelay implements IdleWatched {
       this.upstreamTrailers = trailers;
       this.monitor.trailers(trailers);
     });
-    upstream.on('end', () => this.responseEnd());
+    upstream.on('end', () => this.responseEnd(upstream));
     upstream.on('drain', () => this.client.resume());
     upstream.on('error', (error: Error) => {
       this.upstreamError = error.message;
@@ -428,12 +428,12 @@ export class StreamRelay implements IdleWatched {
     monitor.body(chunk);
   }
 
-  private responseEnd(): void {
-    if (this.settled) return;
+  private responseEnd(upstream: UpstreamStream): void {
+    // A stream refused and replaced by its retry (unprocessed()) ends nothing.
+    if (this.settled || upstream !== this.upstream) return;
     // node:http2 also ends a stream's readable side when the stream closes without END_STREAM (a
     // RST_STREAM, NO_ERROR included, a FIN, a GOAWAY and close): then the stream's 'close'
     // (upstreamClosed) answers 502 or breaks the client's stream. Only END_STREAM is a clean end.
-    const upstream = this.upstream as UpstreamStream;
     if (!this.responseStarted || !this.context.upstream.endedWhole(upstream)) {
       if (upstream.destroyed) this.upstreamClosed(upstream);
       return;
