@@ -4,7 +4,6 @@ import http from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { cpuMs, rssKiB } from '../../bench/procfs.js';
-import { freeLoopbackPort } from '../../helpers/managed-process.js';
 import { eventually } from '../../helpers/sidecar.js';
 
 /**
@@ -38,8 +37,10 @@ export async function startSidecarProcess(upstream: string, options: SidecarProc
   const dir = mkdtempSync(join(tmpdir(), 'tokentap-limits-'));
   const configFile = join(dir, 'tokentap.yaml');
   writeFileSync(configFile, options.config ?? '');
-  const [proxyPort, adminPort] = [await freeLoopbackPort(), await freeLoopbackPort()];
-  const args = ['bin/tokentap.js', 'serve', '--upstream', upstream, '--listen', `127.0.0.1:${proxyPort}`, '--admin-listen', `127.0.0.1:${adminPort}`, '--config', configFile];
+  // Port 0, and the serving line names the ports bound: a port probed free first and then passed
+  // on could be taken in between by any process binding one (a CI run beside other work once got
+  // ECONNREFUSED on its proxy port).
+  const args = ['bin/tokentap.js', 'serve', '--upstream', upstream, '--listen', '127.0.0.1:0', '--admin-listen', '127.0.0.1:0', '--config', configFile];
   const readStdout = options.readStdout !== false;
   const child =
     options.fdLimit === undefined
@@ -49,6 +50,7 @@ export async function startSidecarProcess(upstream: string, options: SidecarProc
   let stderr = '';
   if (readStdout) child.stdout!.on('data', (c: Buffer) => (stdout += c.toString('utf8')));
   child.stderr!.on('data', (c: Buffer) => (stderr += c.toString('utf8')));
+  const serving = servingLine(child, readStdout);
   const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null; atMs: number }>((resolve) =>
     child.on('exit', (code, signal) => resolve({ code, signal, atMs: performance.now() })),
   );
@@ -56,8 +58,12 @@ export async function startSidecarProcess(upstream: string, options: SidecarProc
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     rmSync(dir, { recursive: true, force: true });
   };
-  const admin = `http://127.0.0.1:${adminPort}`;
+  let admin = '';
+  let proxy = '';
   try {
+    const bound = await Promise.race([serving, new Promise<undefined>((resolve) => setTimeout(resolve, 20_000))]);
+    if (bound === undefined) throw new Error(`tokentap serve logged no serving line within 20 s (exit code ${child.exitCode}): ${stderr}`);
+    ({ proxy, admin } = bound);
     await eventually(
       `the sidecar's /healthz (stderr: ${stderr})`,
       async () => (child.exitCode !== null ? 'exited' : await fetch(`${admin}/healthz`).then((r) => String(r.status), () => 'down')),
@@ -74,7 +80,33 @@ export async function startSidecarProcess(upstream: string, options: SidecarProc
       .split('\n')
       .filter((line) => line.startsWith('{'))
       .map((line) => JSON.parse(line) as Record<string, unknown>);
-  return { child, pid: child.pid as number, proxy: `http://127.0.0.1:${proxyPort}`, admin, logs, stderr: () => stderr, exit, stop };
+  return { child, pid: child.pid as number, proxy, admin, logs, stderr: () => stderr, exit, stop };
+}
+
+/**
+ * The proxy and admin URLs of the `tokentap serving` line, read from the child's stdout as it
+ * comes (the logger writes it within 250 ms). With `keepReading` false, stdout is paused once the
+ * line is read: from then on it is a pipe nobody reads.
+ */
+function servingLine(child: ChildProcess, keepReading: boolean): Promise<{ proxy: string; admin: string }> {
+  const stdout = child.stdout!;
+  let pending = '';
+  return new Promise((resolve) => {
+    const onData = (chunk: Buffer): void => {
+      pending += chunk.toString('utf8');
+      for (let end = pending.indexOf('\n'); end !== -1; end = pending.indexOf('\n')) {
+        const line = pending.slice(0, end);
+        pending = pending.slice(end + 1);
+        if (!line.includes('"msg":"tokentap serving"')) continue;
+        const { proxy, admin } = JSON.parse(line) as { proxy: string; admin: string };
+        stdout.off('data', onData);
+        if (!keepReading) stdout.pause();
+        resolve({ proxy, admin });
+        return;
+      }
+    };
+    stdout.on('data', onData);
+  });
 }
 
 /** tokentap_limit_exceeded_total{limit=...} as the admin port's /metrics shows it (0 when absent). */
