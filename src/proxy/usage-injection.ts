@@ -135,7 +135,8 @@ export class RequestInjection {
 
 /**
  * The body with `stream_options.include_usage: true`, or undefined when it should go unchanged: not
- * a JSON object, not `stream: true`, already asking (`include_usage: true`), or a `stream_options`
+ * a JSON object, not `stream: true`, a `stream_options` object whose `include_usage` is anything
+ * but `false` or `null` (absent included: a server may default it to true), or a `stream_options`
  * that is neither an object nor null (`[1, {...}]`, a string: the upstream decides what that means;
  * turning an array into an object changed the request's meaning).
  *
@@ -144,8 +145,7 @@ export class RequestInjection {
  * are not UTF-8):
  *   - no `stream_options`: `"stream_options":{"include_usage":true},` after the body's opening brace;
  *   - `"stream_options": null` (OpenAI's "no options"): the null replaced by `{"include_usage":true}`;
- *   - an object with `include_usage` (false, or any value but true): that value replaced by `true`;
- *   - an object without it: `"include_usage":true` after the object's opening brace.
+ *   - an object whose `include_usage` is `false` or `null`: that value replaced by `true`.
  */
 export function withUsageRequested(body: Buffer): Buffer | undefined {
   let request: unknown;
@@ -164,7 +164,12 @@ export function withUsageRequested(body: Buffer): Buffer | undefined {
     return splice(body, brace + 1, brace + 1, '"stream_options":{"include_usage":true},');
   }
   if (options !== null && (typeof options !== 'object' || Array.isArray(options))) return undefined;
-  if (options !== null && (options as { include_usage?: unknown }).include_usage === true) return undefined;
+  // Only a request that says no is asked: vLLM's StreamOptions defaults include_usage to true (an
+  // object without it, `{}` or `{"continuous_usage_stats": true}`, already asks there), and
+  // pydantic's lax mode reads "true" or 1 as true. Rewritten, such a request lost the usage chunk
+  // it would have had (the stripper removes it).
+  const include = options === null ? null : (options as { include_usage?: unknown }).include_usage;
+  if (include !== false && include !== null) return undefined;
   // Found in the bytes, never re-serialised: JSON.stringify rounded integers beyond 2^53, made
   // invalid UTF-8 U+FFFD, and overflowed V8's stack on a nesting 5,000 deep (measured), which reset
   // the client.
@@ -172,15 +177,10 @@ export function withUsageRequested(body: Buffer): Buffer | undefined {
   // The key written with escapes (`"stream\u005foptions"`): forwarded unchanged rather than guessed at.
   if (span === undefined) return undefined;
   if (options === null) return splice(body, span.start, span.end, '{"include_usage":true}');
-  const object = body.subarray(span.start, span.end);
-  if (Object.hasOwn(options, 'include_usage')) {
-    const member = lastTopLevelValue(object, INCLUDE_USAGE_KEY);
-    // Written with escapes: unchanged, as above.
-    if (member === undefined) return undefined;
-    return splice(body, span.start + member.start, span.start + member.end, 'true');
-  }
-  const empty = Object.keys(options).length === 0;
-  return splice(body, span.start + 1, span.start + 1, empty ? '"include_usage":true' : '"include_usage":true,');
+  const member = lastTopLevelValue(body.subarray(span.start, span.end), INCLUDE_USAGE_KEY);
+  // Written with escapes: unchanged, as above.
+  if (member === undefined) return undefined;
+  return splice(body, span.start + member.start, span.start + member.end, 'true');
 }
 
 /** `body` with the bytes [start, end) replaced by `text`. */
@@ -245,14 +245,28 @@ const LF = 10;
 const CR = 13;
 
 /**
+ * The longest unfinished event held to see whether it is the usage chunk (a few hundred bytes: a
+ * usage object and, with vLLM's per-request metrics, a few timings); a longer one is passed on.
+ */
+const MAX_HELD_EVENT_BYTES = 64 << 10;
+
+/**
  * Removes the usage-only chunk (`"choices": []` with `usage`) from an OpenAI SSE response, passing
  * every other byte unchanged and in order. Works on bytes: events end at a blank line (LF, CRLF or
  * CR line ends); complete events go out at once, a partial one waits for its end; the tail of an
  * unfinished last event is flushed as is.
  */
 export class UsageChunkStripper {
-  /** The start of an unfinished event (a copy: the proxy does not keep chunks). */
+  /** The start of an unfinished event (a copy: the proxy does not keep chunks), at most MAX_HELD_EVENT_BYTES. */
   private tail: Buffer | undefined;
+  /**
+   * Inside an event too long to be the usage chunk: its bytes go out as they come, up to the blank
+   * line that ends it. `atLineStart`: the last byte passed ended a line; `afterCR`: it was a CR
+   * (an LF next is the same line end).
+   */
+  private passing = false;
+  private atLineStart = false;
+  private afterCR = false;
 
   /** Response headers without Content-Length, which no longer holds once a chunk is removed. */
   responseHeaders(headers: string[]): string[] {
@@ -261,6 +275,43 @@ export class UsageChunkStripper {
 
   /** The bytes of `chunk` to forward now (possibly none). */
   write(chunk: Buffer): Buffer {
+    if (!this.passing) return this.scan(chunk);
+    const end = this.passedEventEnd(chunk);
+    if (end === -1) return chunk;
+    this.passing = false;
+    if (end === chunk.length) return chunk;
+    const rest = this.scan(chunk.subarray(end));
+    return rest.length === 0 ? chunk.subarray(0, end) : Buffer.concat([chunk.subarray(0, end), rest]);
+  }
+
+  /**
+   * Where the passed event's blank line ends in `chunk` (the index after it), or -1 if `chunk`
+   * does not reach it; the line state carries over to the next chunk.
+   */
+  private passedEventEnd(chunk: Buffer): number {
+    for (let i = 0; i < chunk.length; i++) {
+      const c = chunk[i];
+      if (c === LF && this.afterCR) {
+        this.afterCR = false;
+        continue;
+      }
+      this.afterCR = c === CR;
+      if (c !== LF && c !== CR) {
+        this.atLineStart = false;
+        continue;
+      }
+      if (!this.atLineStart) {
+        this.atLineStart = true;
+        continue;
+      }
+      // A blank line: a CR's LF, if it is in this chunk, goes with it.
+      return c === CR && chunk[i + 1] === LF ? i + 2 : i + 1;
+    }
+    return -1;
+  }
+
+  /** The events of `chunk` (after what the tail holds), the usage-only one removed. */
+  private scan(chunk: Buffer): Buffer {
     const data = this.tail === undefined ? chunk : Buffer.concat([this.tail, chunk]);
     this.tail = undefined;
     const out: Buffer[] = [];
@@ -283,8 +334,19 @@ export class UsageChunkStripper {
       }
       lineStart = i + 1;
     }
-    if (eventStart < data.length) this.tail = Buffer.from(data.subarray(eventStart));
     if (kept < eventStart) out.push(data.subarray(kept, eventStart));
+    if (data.length - eventStart > MAX_HELD_EVENT_BYTES) {
+      // Too long for a usage chunk: what came of it goes out now, the rest as it comes. Held, it
+      // grew without bound, and was copied and scanned again at every read (32 MB: 55 s of CPU).
+      out.push(data.subarray(eventStart));
+      // The line state from the event's start (a line start): only a CR the loop above left
+      // undecided at the end can complete its blank line here, and then nothing is passed after it.
+      this.atLineStart = true;
+      this.afterCR = false;
+      this.passing = this.passedEventEnd(data.subarray(eventStart)) === -1;
+    } else if (eventStart < data.length) {
+      this.tail = Buffer.from(data.subarray(eventStart));
+    }
     return out.length === 1 ? (out[0] as Buffer) : Buffer.concat(out);
   }
 

@@ -114,11 +114,19 @@ describe('usage injection (inject_usage: true)', () => {
     expect(response.body.toString()).toBe(Buffer.concat(vllmLike(upstream.seen[0]!).chunks).toString());
   });
 
-  it('adds include_usage to the stream_options object in place: its other members keep their bytes, a 20-digit integer included', async () => {
+  it('sets include_usage in the stream_options object in place when it says false: its other members keep their bytes, a 20-digit integer included', async () => {
     const { upstream, sidecar } = await setUp('inject_usage: true\n');
-    const body = '{"model":"m","stream":true,"stream_options":{"continuous_usage_stats":false,"seed":18446744073709551615},"messages":[]}';
+    const body = '{"model":"m","stream":true,"stream_options":{"continuous_usage_stats":false,"include_usage":false,"seed":18446744073709551615},"messages":[]}';
     await post(sidecar.proxyUrl, body);
-    expect(upstream.seen[0]!.body.toString('latin1')).toBe('{"model":"m","stream":true,"stream_options":{"include_usage":true,"continuous_usage_stats":false,"seed":18446744073709551615},"messages":[]}');
+    expect(upstream.seen[0]!.body.toString('latin1')).toBe('{"model":"m","stream":true,"stream_options":{"continuous_usage_stats":false,"include_usage":true,"seed":18446744073709551615},"messages":[]}');
+  });
+
+  it('leaves a stream_options object without include_usage as written, and the client gets the usage chunk: vLLM defaults include_usage to true', async () => {
+    const { upstream, sidecar } = await setUp('inject_usage: true\n');
+    const body = '{"model":"m","stream":true,"stream_options":{"continuous_usage_stats":true},"messages":[]}';
+    const response = await post(sidecar.proxyUrl, body);
+    expect(upstream.seen[0]!.body.toString('latin1')).toBe(body);
+    expect(response.body.toString()).toBe(Buffer.concat(vllmLike(upstream.seen[0]!).chunks).toString());
   });
 
   it('forwards a non-streaming request byte for byte', async () => {

@@ -43,7 +43,7 @@ async function relay(body: Buffer): Promise<{ answer: string; upstreamBody: Buff
 describe('usage injection never breaks or alters what it does not rewrite', () => {
   it('forwards a body nested 20,000 deep (stream_options present) instead of resetting the connection', async () => {
     const depth = 20_000;
-    const body = Buffer.from(`{"stream":true,"stream_options":{},"x":${'['.repeat(depth)}${']'.repeat(depth)}}`);
+    const body = Buffer.from(`{"stream":true,"stream_options":{"include_usage":false},"x":${'['.repeat(depth)}${']'.repeat(depth)}}`);
     const { answer, upstreamBody } = await relay(body);
     expect(answer).toMatch(/^HTTP\/1\.1 200 OK\r\n/);
     expect(upstreamBody.toString('latin1')).toBe(`{"stream":true,"stream_options":{"include_usage":true},"x":${'['.repeat(depth)}${']'.repeat(depth)}}`);
@@ -81,10 +81,10 @@ describe('usage injection never breaks or alters what it does not rewrite', () =
 
   it.each([
     ['keeps integers beyond 2^53 and numbers beyond a double inside stream_options (they were rounded, 1e400 became null)', '{"stream":true,"stream_options":{ "seed" : 18446744073709551615, "x": 1e400, "include_usage" : false }}', '{"stream":true,"stream_options":{ "seed" : 18446744073709551615, "x": 1e400, "include_usage" : true }}'],
-    ['inserts include_usage first in an object without it, keeping the rest as written', '{"stream":true,"stream_options":{"continuous_usage_stats": true,"n":12345678901234567890}}', '{"stream":true,"stream_options":{"include_usage":true,"continuous_usage_stats": true,"n":12345678901234567890}}'],
-    ['fills an empty object', '{"stream":true,"stream_options":{ }}', '{"stream":true,"stream_options":{"include_usage":true }}'],
+    ['leaves an object without include_usage as written (vLLM defaults it to true: the client asked)', '{"stream":true,"stream_options":{"continuous_usage_stats": true,"n":12345678901234567890}}', '{"stream":true,"stream_options":{"continuous_usage_stats": true,"n":12345678901234567890}}'],
+    ['leaves an empty object as written (the same)', '{"stream":true,"stream_options":{ }}', '{"stream":true,"stream_options":{ }}'],
     ['replaces a null (OpenAI: no options) with the option', '{"stream":true,"stream_options":null}', '{"stream":true,"stream_options":{"include_usage":true}}'],
-    ['replaces the last of a repeated include_usage, the one JSON.parse reads', '{"stream":true,"stream_options":{"include_usage":true,"include_usage":0}}', '{"stream":true,"stream_options":{"include_usage":true,"include_usage":true}}'],
+    ['replaces the last of a repeated include_usage, the one JSON.parse reads', '{"stream":true,"stream_options":{"include_usage":true,"include_usage":false}}', '{"stream":true,"stream_options":{"include_usage":true,"include_usage":true}}'],
   ])('%s', async (_what, text, expected) => {
     const { upstreamBody } = await relay(Buffer.from(text));
     expect(upstreamBody.toString('latin1')).toBe(expected);

@@ -21,6 +21,24 @@ describe('request rewriting', () => {
     }
   });
 
+  it('leaves alone every stream_options a server may read as asking: vLLM defaults include_usage to true, pydantic reads "true" and 1 as true', () => {
+    for (const options of ['{}', '{"continuous_usage_stats":true}', '{"include_usage":"true"}', '{"include_usage":1}', '{"include_usage":true,"continuous_usage_stats":false}']) {
+      const body = `{"model":"m","stream":true,"stream_options":${options},"messages":[]}`;
+      expect(withUsageRequested(Buffer.from(body)), body).toBeUndefined();
+    }
+  });
+
+  it('asks for usage when the request says no: include_usage false or null, stream_options null', () => {
+    for (const [options, expected] of [
+      ['{"include_usage":false}', { include_usage: true }],
+      ['{"include_usage":null,"continuous_usage_stats":true}', { include_usage: true, continuous_usage_stats: true }],
+      ['null', { include_usage: true }],
+    ] as const) {
+      const rewritten = withUsageRequested(Buffer.from(`{"stream":true,"stream_options":${options}}`));
+      expect(JSON.parse(rewritten!.toString()).stream_options, options).toEqual(expected);
+    }
+  });
+
   it('applies only to JSON POSTs routed to OpenAI chat or completions', () => {
     const injector = new UsageInjector(new RouteTable([{ path: '/llm/chat', protocol: 'openai-chat' }]));
     expect(injector.forRequest('POST', '/v1/chat/completions?x=1', 'application/json')).toBeDefined();
@@ -66,6 +84,36 @@ describe('usage-only chunk stripping', () => {
 
   it('flushes an unfinished last event unchanged when the body ends', () => {
     expect(strip([Buffer.from(`${content('a')}\n\ndata: {"choices":[],"usage":{}}`)])).toBe(`${content('a')}\n\ndata: {"choices":[],"usage":{}}`);
+  });
+
+  it('passes an event longer than 64 KiB through as it comes, holding none of it, and still removes the usage event after it, at every split around its ends', () => {
+    for (const eol of ['\n', '\r\n', '\r']) {
+      const e = (s: string) => `${s}${eol}${eol}`;
+      const long = `data: {"usage":"${'x'.repeat(70_000)}"}${eol}data: more`;
+      const input = Buffer.from([e(content('a')), e(long), e(usageOnly), e('data: [DONE]')].join(''));
+      const expected = [e(content('a')), e(long), e('data: [DONE]')].join('');
+      const longStart = input.indexOf('data: {"usage"');
+      const longEnd = longStart + Buffer.byteLength(e(long));
+      for (const cut of [longStart + 10, longStart + 66_000, longStart + 69_990, longEnd - 3, longEnd - 2, longEnd - 1, longEnd, longEnd + 1]) {
+        const stripper = new UsageChunkStripper();
+        const first = stripper.write(input.subarray(0, cut));
+        // Past 64 KiB of the event nothing of it waits: what came of it has gone out.
+        if (cut > longStart + 66_000 && cut < longEnd - 2) expect(first.length, `${JSON.stringify(eol)} cut at ${cut}`).toBe(cut);
+        const got = Buffer.concat([first, stripper.write(input.subarray(cut)), stripper.end()]).toString('utf8');
+        if (got !== expected) expect(got, `${JSON.stringify(eol)} cut at ${cut}`).toBe(expected);
+      }
+    }
+  });
+
+  it('passes on a long event sent in small pieces with work per piece bounded: each piece goes out as it comes', () => {
+    const stripper = new UsageChunkStripper();
+    stripper.write(Buffer.from('data: {"x":"'));
+    const piece = Buffer.alloc(4096, 0x61);
+    let out = 0;
+    for (let i = 0; i < 64; i++) out += stripper.write(piece).length;
+    // 256 KiB sent: all but the first 64 KiB (held while it could still be the usage chunk) went out piece by piece.
+    expect(out).toBeGreaterThanOrEqual(64 * 4096 - (64 << 10));
+    expect(stripper.write(piece)).toBe(piece);
   });
 
   it('drops the Content-Length response header, which no longer holds', () => {
