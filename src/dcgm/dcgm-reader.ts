@@ -1,5 +1,5 @@
 import { ExpositionParseError, parseExposition } from './exposition-parser.js';
-import { isReadField, toGpuReadings, type GpuReading } from './gpu-readings.js';
+import { isReadField, MAX_GPUS_PER_SCRAPE, toGpuReadings, type GpuReading } from './gpu-readings.js';
 import { selectOwnSeries } from './own-series.js';
 import type { PodIdentity } from './pod-identity.js';
 import { redactUrl } from '../log/redact-url.js';
@@ -117,8 +117,10 @@ export class DcgmReader {
       throw error;
     }
     const own = selectOwnSeries(samples, this.options.identity);
-    const { gpus, sawSentinel } = toGpuReadings(own);
+    const { gpus, sawSentinel, badLabels, devices } = toGpuReadings(own);
+    if (devices > MAX_GPUS_PER_SCRAPE) throw new ScrapeFailure('bad_text', `${this.shownUrl}: ${devices} GPU series for this pod, more than the ${MAX_GPUS_PER_SCRAPE} a node can hold; none is read`);
     if (sawSentinel) this.options.onError('sentinel', `${this.shownUrl}: a GPU field of this pod holds DCGM's blank value`);
+    if (badLabels > 0) this.options.onError('bad_text', `${this.shownUrl}: ${badLabels} GPU series of this pod skipped: a gpu, UUID, GPU_I_ID or GPU_I_PROFILE label longer than 128 characters or holding a control character`);
     if (gpus.length === 0) throw new ScrapeFailure('no_match', `${this.shownUrl}: no GPU series for this pod or its GPUs`);
     return gpus;
   }

@@ -28,6 +28,22 @@ const BYTES_PER_MIB = 1024 * 1024;
  */
 const DCGM_BLANK_THRESHOLD = 0x7ffffff0;
 
+/**
+ * The most GPU series (devices, or MIG instances) one scrape may give this pod: a 16-GPU node cut
+ * into 7 MIG instances each has 112. Past it the scrape is refused (`bad_text`): each is a label
+ * set of the GPU gauges, and the OpenTelemetry SDK keeps at most 2,000 per instrument for the
+ * life of the process, after which every reading lands in one overflow series without its labels.
+ */
+export const MAX_GPUS_PER_SCRAPE = 256;
+
+/**
+ * A label value copied to tokentap's own series and the status page: at most 128 characters and
+ * no C0 or C1 control character or DEL (the Prometheus text format escapes only backslash, double
+ * quote and LF: ESC or CR would reach a terminal raw), as model names are (metrics/model-labels.ts).
+ */
+const MAX_LABEL_LENGTH = 128;
+const CONTROL_CHARACTER = /[\u0000-\u001f\u007f-\u009f]/;
+
 /** Labels of one exported GPU series: the device, and for MIG the instance. */
 export interface GpuLabels {
   readonly gpu: string;
@@ -50,6 +66,10 @@ export interface GpuReadings {
   readonly gpus: readonly GpuReading[];
   /** A field tokentap reads held a blank/sentinel, NaN, infinite or negative value (that quantity is then absent). */
   readonly sawSentinel: boolean;
+  /** Series of this pod skipped for a label value longer than 128 characters or holding a control character. */
+  readonly badLabels: number;
+  /** More than MAX_GPUS_PER_SCRAPE devices or instances: `gpus` is then empty. */
+  readonly devices: number;
 }
 
 interface FieldValues {
@@ -61,10 +81,15 @@ interface FieldValues {
 export function toGpuReadings(ownSamples: readonly ExpositionSample[]): GpuReadings {
   const byDevice = new Map<string, FieldValues>();
   let sawSentinel = false;
+  let badLabels = 0;
   for (const sample of ownSamples) {
     if (!READ_FIELDS.has(sample.name)) continue;
     const labels = gpuLabelsOf(sample.labels);
     if (labels === undefined) continue;
+    if (!printable(labels.gpu) || !printable(labels.uuid) || !printable(labels.gpu_instance) || !printable(labels.gpu_profile)) {
+      badLabels++;
+      continue;
+    }
     const key = `${labels.uuid}\u0000${labels.gpu_instance ?? ''}`;
     let entry = byDevice.get(key);
     if (entry === undefined) {
@@ -75,6 +100,7 @@ export function toGpuReadings(ownSamples: readonly ExpositionSample[]): GpuReadi
     if (!valid) sawSentinel = true;
     entry.values.set(sample.name, valid ? sample.value : 'blank');
   }
+  if (byDevice.size > MAX_GPUS_PER_SCRAPE) return { gpus: [], sawSentinel, badLabels, devices: byDevice.size };
   const gpus: GpuReading[] = [];
   for (const { labels, values } of byDevice.values()) {
     const mib = (field: string): number | undefined => {
@@ -95,7 +121,12 @@ export function toGpuReadings(ownSamples: readonly ExpositionSample[]): GpuReadi
     gpus.push({ labels, memoryUsedBytes: used, memoryTotalBytes: total, utilizationRatio: utilization });
   }
   gpus.sort((a, b) => compare(a.labels, b.labels));
-  return { gpus, sawSentinel };
+  return { gpus, sawSentinel, badLabels, devices: byDevice.size };
+}
+
+/** Absent, or a label value fit to copy (MAX_LABEL_LENGTH, CONTROL_CHARACTER). */
+function printable(value: string | undefined): boolean {
+  return value === undefined || (value.length <= MAX_LABEL_LENGTH && !CONTROL_CHARACTER.test(value));
 }
 
 function gpuLabelsOf(labels: Readonly<Record<string, string>>): GpuLabels | undefined {

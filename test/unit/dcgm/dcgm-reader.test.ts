@@ -159,6 +159,41 @@ describe('DCGM reader against the exporter fixtures', () => {
   });
 });
 
+/** `n` GPUs of the chat pod, one FB_USED line each (1000 MiB), with `labels(i)` for the i-th. */
+function podGpus(n: number, labels: (i: number) => string): string {
+  const lines = ['# TYPE DCGM_FI_DEV_FB_USED gauge'];
+  for (let i = 0; i < n; i++) lines.push(`DCGM_FI_DEV_FB_USED{${labels(i)},namespace="llm",pod="${CHAT_POD.POD_NAME}"} 1000`);
+  return `${lines.join('\n')}\n`;
+}
+
+describe('DCGM reader against a hostile exporter', () => {
+  it('refuses a scrape naming more GPUs for this pod than a node holds (bad_text), and the gauges keep their labels on the next good scrape', async () => {
+    const { exporter, reader, errors, metrics } = await setUp({ kind: 'text', body: podGpus(2_100, (i) => `gpu="${i}",UUID="GPU-flood-${i}"`) }, CHAT_POD);
+    await reader.scrapeOnce();
+    expect(errors.map(([reason]) => reason)).toEqual(['bad_text']);
+    expect(errors[0]?.[1]).toContain('2100 GPU series for this pod, more than the 256');
+    expect(gpuSeries(await metrics()).used).toEqual([]);
+    // Had they been observed, the SDK's 2,000 label sets per instrument would be spent for good.
+    exporter.serve({ kind: 'text', body: podGpus(2, (i) => `gpu="${i}",UUID="GPU-real-${i}"`) });
+    await reader.scrapeOnce();
+    const used = gpuSeries(await metrics()).used;
+    expect(used.map((s) => s.labels.uuid)).toEqual(['GPU-real-0', 'GPU-real-1']);
+    expect(used.map((s) => s.value)).toEqual([1000 * MIB, 1000 * MIB]);
+  });
+
+  it('skips a GPU series whose labels hold a control character or run past 128 characters (bad_text), and reads the others', async () => {
+    const labels = (i: number): string =>
+      i === 0 ? 'gpu="0",UUID="GPU-good"' : i === 1 ? 'gpu="1",UUID="GPU-x",GPU_I_ID="1",GPU_I_PROFILE="p\u001b[31mRED"' : `gpu="2",UUID="GPU-${'u'.repeat(10_000)}"`;
+    const { reader, errors, metrics } = await setUp({ kind: 'text', body: podGpus(3, labels) }, CHAT_POD);
+    await reader.scrapeOnce();
+    expect(errors.map(([reason]) => reason)).toEqual(['bad_text']);
+    expect(errors[0]?.[1]).toContain('2 GPU series of this pod skipped');
+    const used = gpuSeries(await metrics()).used;
+    expect(used.map((s) => s.labels.uuid)).toEqual(['GPU-good']);
+    expect(reader.memoryUsedBytes()).toBe(1000 * MIB);
+  });
+});
+
 describe('DCGM reader when the exporter fails', () => {
   it('exporter down: gauges that were present go absent and unreachable is counted', async () => {
     const { exporter, reader, errors, metrics } = await setUp({ kind: 'text', body: dcgmFixture('pod-mapped.prom') }, CHAT_POD);
