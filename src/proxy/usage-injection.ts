@@ -253,8 +253,9 @@ const MAX_HELD_EVENT_BYTES = 64 << 10;
 /**
  * Removes the usage-only chunk (`"choices": []` with `usage`) from an OpenAI SSE response, passing
  * every other byte unchanged and in order. Works on bytes: events end at a blank line (LF, CRLF or
- * CR line ends); complete events go out at once, a partial one waits for its end; the tail of an
- * unfinished last event is flushed as is.
+ * CR line ends); complete events go out at once, a partial one waits for its end (up to
+ * MAX_HELD_EVENT_BYTES, past which it goes out as it comes); the tail of an unfinished last event
+ * is flushed as is.
  */
 export class UsageChunkStripper {
   /** The start of an unfinished event (a copy: the proxy does not keep chunks), at most MAX_HELD_EVENT_BYTES. */
