@@ -16,9 +16,11 @@ const delta = (d: object, finish: string | null = null) => chunk({ choices: [{ i
 const USAGE_CHUNK = chunk({ choices: [], usage: { prompt_tokens: 9, completion_tokens: 4, total_tokens: 13 } });
 
 function vllmLike(request: SeenRequest) {
-  const body = JSON.parse(request.body.toString('utf8')) as { stream_options?: { include_usage?: boolean } };
+  const body = JSON.parse(request.body.toString('utf8')) as { stream_options?: unknown };
   const chunks = [delta({ role: 'assistant', content: '' }), delta({ content: 'Hel' }), delta({ content: 'lo' }), delta({ content: '!' }), delta({}, 'stop')];
-  if (body.stream_options?.include_usage === true) chunks.push(USAGE_CHUNK);
+  // vLLM's StreamOptions: once stream_options is an object, include_usage defaults to true.
+  const options = body.stream_options as { include_usage?: unknown } | null | undefined;
+  if (options != null && typeof options === 'object' && !Array.isArray(options) && options.include_usage !== false && options.include_usage !== null) chunks.push(USAGE_CHUNK);
   chunks.push(Buffer.from('data: [DONE]\n\n'));
   return { chunks };
 }
@@ -106,12 +108,19 @@ describe('usage injection (inject_usage: true)', () => {
     expect(upstream.seen).toHaveLength(1);
   });
 
-  it('forwards a stream_options that is not an object (an array) byte for byte and does not inject (it reached the upstream as {"0":1,"1":{...},"include_usage":true})', async () => {
+  it.each([
+    [
+      'a stream_options that is not an object (an array: it reached the upstream as {"0":1,"1":{...},"include_usage":true})',
+      '{"model":"m","stream":true,"stream_options":[1,{"include_usage":false}],"messages":[{"role":"user","content":"hi"}]}',
+      false,
+    ],
+    ['a stream_options object without include_usage (vLLM defaults it to true: the client asked)', '{"model":"m","stream":true,"stream_options":{"continuous_usage_stats":true},"messages":[]}', true],
+  ])('forwards %s byte for byte, and the client gets the upstream`s answer whole', async (_what, body, usage) => {
     const { upstream, sidecar } = await setUp('inject_usage: true\n');
-    const body = '{"model":"m","stream":true,"stream_options":[1,{"include_usage":false}],"messages":[{"role":"user","content":"hi"}]}';
     const response = await post(sidecar.proxyUrl, body);
     expect(upstream.seen[0]!.body.toString('latin1')).toBe(body);
     expect(response.body.toString()).toBe(Buffer.concat(vllmLike(upstream.seen[0]!).chunks).toString());
+    expect(response.body.toString().includes('"usage"')).toBe(usage);
   });
 
   it('sets include_usage in the stream_options object in place when it says false: its other members keep their bytes, a 20-digit integer included', async () => {
@@ -121,13 +130,6 @@ describe('usage injection (inject_usage: true)', () => {
     expect(upstream.seen[0]!.body.toString('latin1')).toBe('{"model":"m","stream":true,"stream_options":{"continuous_usage_stats":false,"include_usage":true,"seed":18446744073709551615},"messages":[]}');
   });
 
-  it('leaves a stream_options object without include_usage as written, and the client gets the usage chunk: vLLM defaults include_usage to true', async () => {
-    const { upstream, sidecar } = await setUp('inject_usage: true\n');
-    const body = '{"model":"m","stream":true,"stream_options":{"continuous_usage_stats":true},"messages":[]}';
-    const response = await post(sidecar.proxyUrl, body);
-    expect(upstream.seen[0]!.body.toString('latin1')).toBe(body);
-    expect(response.body.toString()).toBe(Buffer.concat(vllmLike(upstream.seen[0]!).chunks).toString());
-  });
 
   it('forwards a non-streaming request byte for byte', async () => {
     const { upstream, sidecar } = await setUp('inject_usage: true\n');
