@@ -64,8 +64,9 @@ export class UpstreamSessions {
     // node:http2 ends a stream's readable side ('end', rstCode 0) alike for END_STREAM and for a
     // RST_STREAM(NO_ERROR) or a lost connection before it: only the moment of its end-of-data
     // push tells them apart. END_STREAM pushes it while the stream is open; a close pushes it
-    // after marking the stream closed (lib/internal/http2/core.js onStreamClose; the same on Node
-    // 20.20.2 and 24.21.0, flowing or paused: test/security/h2-upstream-faults.test.ts).
+    // after marking the stream closed (lib/internal/http2/core.js onStreamClose; measured the same
+    // on Node 20.20.2 and 24.21.0, read flowing or paused; test/security/h2-upstream-faults.test.ts
+    // pins a reset with NO_ERROR before and after END_STREAM).
     const push = stream.push;
     stream.push = (chunk: unknown, encoding?: BufferEncoding): boolean => {
       if (chunk === null && !stream.closed) this.endStreamReceived.add(stream);
