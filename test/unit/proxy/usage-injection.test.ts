@@ -105,7 +105,7 @@ describe('usage-only chunk stripping', () => {
     }
   });
 
-  it('passes on a long event sent in small pieces with work per piece bounded: each piece goes out as it comes', () => {
+  it('passes on a long event sent in small pieces: past its first 64 KiB each piece goes out as it comes, nothing more held or scanned again', () => {
     const stripper = new UsageChunkStripper();
     stripper.write(Buffer.from('data: {"x":"'));
     const piece = Buffer.alloc(4096, 0x61);
