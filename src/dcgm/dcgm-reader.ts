@@ -1,5 +1,5 @@
 import { ExpositionParseError, parseExposition } from './exposition-parser.js';
-import { isReadField, MAX_GPUS_PER_SCRAPE, toGpuReadings, type GpuReading } from './gpu-readings.js';
+import { isReadField, labelSetKey, MAX_GPU_LABEL_SETS, MAX_GPUS_PER_SCRAPE, toGpuReadings, type GpuReading } from './gpu-readings.js';
 import { selectOwnSeries } from './own-series.js';
 import type { PodIdentity } from './pod-identity.js';
 import { redactUrl } from '../log/redact-url.js';
@@ -48,6 +48,8 @@ export class DcgmReader {
   private inFlight: Promise<void> | undefined;
   private abort: AbortController | undefined;
   private stopped = false;
+  /** Every GPU label set ever given to the gauges (labelSetKey), at most MAX_GPU_LABEL_SETS. */
+  private readonly labelSets = new Set<string>();
 
   /** The URL as problems name it: userinfo and query redacted (they may hold credentials). */
   private readonly shownUrl: string;
@@ -122,7 +124,28 @@ export class DcgmReader {
     if (sawSentinel) this.options.onError('sentinel', `${this.shownUrl}: a GPU field of this pod holds DCGM's blank value`);
     if (badLabels > 0) this.options.onError('bad_text', `${this.shownUrl}: ${badLabels} GPU series of this pod skipped: a gpu, UUID, GPU_I_ID or GPU_I_PROFILE label longer than 128 characters or holding a control character`);
     if (gpus.length === 0) throw new ScrapeFailure('no_match', `${this.shownUrl}: no GPU series for this pod or its GPUs`);
-    return gpus;
+    const known = this.withinLabelSets(gpus);
+    const beyond = gpus.length - known.length;
+    if (beyond > 0) {
+      const problem = `${beyond} GPU series of this pod skipped: their labels would make more than ${MAX_GPU_LABEL_SETS} distinct GPU label sets since start (the exporter's gpu, UUID or MIG labels keep changing); restart tokentap to read them`;
+      if (known.length === 0) throw new ScrapeFailure('bad_text', `${this.shownUrl}: ${problem}`);
+      this.options.onError('bad_text', `${this.shownUrl}: ${problem}`);
+    }
+    return known;
+  }
+
+  /** The readings whose label sets were given to the gauges before, or still fit under MAX_GPU_LABEL_SETS (then remembered). */
+  private withinLabelSets(gpus: readonly GpuReading[]): readonly GpuReading[] {
+    const known: GpuReading[] = [];
+    for (const gpu of gpus) {
+      const key = labelSetKey(gpu.labels);
+      if (!this.labelSets.has(key)) {
+        if (this.labelSets.size >= MAX_GPU_LABEL_SETS) continue;
+        this.labelSets.add(key);
+      }
+      known.push(gpu);
+    }
+    return known;
   }
 
   private async fetchText(): Promise<string> {

@@ -37,6 +37,20 @@ const DCGM_BLANK_THRESHOLD = 0x7ffffff0;
 export const MAX_GPUS_PER_SCRAPE = 256;
 
 /**
+ * The most distinct GPU label sets (gpu, UUID, and for MIG GPU_I_ID and GPU_I_PROFILE) the gauges
+ * are given over the life of the process. The SDK remembers every label set a gauge has reported,
+ * even those no longer observed, and puts every reading past its 2,000th into the overflow series:
+ * an exporter whose labels keep changing (under 256 a scrape) would otherwise spend them all in a
+ * few scrapes. A pod's GPUs do not change while it runs; a MIG reconfiguration brings a few more.
+ */
+export const MAX_GPU_LABEL_SETS = 1024;
+
+/** One string per label set, for counting the distinct ones (MAX_GPU_LABEL_SETS). */
+export function labelSetKey(labels: GpuLabels): string {
+  return `${labels.gpu}\u0000${labels.uuid}\u0000${labels.gpu_instance ?? ''}\u0000${labels.gpu_profile ?? ''}`;
+}
+
+/**
  * A label value copied to tokentap's own series and the status page: at most 128 characters and
  * no C0 or C1 control character or DEL (the Prometheus text format escapes only backslash, double
  * quote and LF: ESC or CR would reach a terminal raw), as model names are (metrics/model-labels.ts).

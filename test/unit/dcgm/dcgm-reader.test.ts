@@ -192,6 +192,35 @@ describe('DCGM reader against a hostile exporter', () => {
     expect(used.map((s) => s.labels.uuid)).toEqual(['GPU-good']);
     expect(reader.memoryUsedBytes()).toBe(1000 * MIB);
   });
+
+  it('gives the gauges at most 1,024 GPU label sets over its life: an exporter renaming its GPUs every scrape never makes an unlabelled overflow series, and the error says to restart', async () => {
+    const real = podGpus(2, (i) => `gpu="${i}",UUID="GPU-real-${i}"`);
+    const { exporter, reader, errors, metrics } = await setUp({ kind: 'text', body: real }, CHAT_POD);
+    await reader.scrapeOnce();
+    // 9 scrapes of 250 new names each: 2,250 label sets, past the SDK's 2,000 per gauge.
+    for (let round = 0; round < 9; round++) {
+      exporter.serve({ kind: 'text', body: podGpus(250, (i) => `gpu="${i}",UUID="GPU-renamed-${round}-${i}"`) });
+      await reader.scrapeOnce();
+      // Every series keeps its labels: none is the SDK's overflow series, whose value a per-pod sum would add.
+      expect(gpuSeries(await metrics()).used.filter((s) => s.labels.uuid === undefined)).toEqual([]);
+    }
+    // 2 + 4 x 250 fit; the fifth round is cut at 1,024, then every renamed series is refused.
+    expect(errors.map(([reason]) => reason)).toEqual(['bad_text', 'bad_text', 'bad_text', 'bad_text', 'bad_text']);
+    expect(errors[0]?.[1]).toContain('228 GPU series of this pod skipped: their labels would make more than 1024 distinct GPU label sets since start');
+    expect(errors[0]?.[1]).toContain('restart tokentap to read them');
+    expect(errors[4]?.[1]).toContain('250 GPU series of this pod skipped');
+    expect(gpuSeries(await metrics()).used).toEqual([]);
+    exporter.serve({ kind: 'text', body: real });
+    await reader.scrapeOnce();
+    const text = await metrics();
+    const used = gpuSeries(text).used;
+    expect(used.map((s) => s.labels)).toEqual([
+      { gpu: '0', uuid: 'GPU-real-0' },
+      { gpu: '1', uuid: 'GPU-real-1' },
+    ]);
+    expect(used.map((s) => s.value)).toEqual([1000 * MIB, 1000 * MIB]);
+    expect(sumValues(text, 'tokentap_dcgm_scrape_errors_total', { reason: 'bad_text' })).toBe(5);
+  });
 });
 
 describe('DCGM reader when the exporter fails', () => {
