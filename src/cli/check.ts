@@ -2,8 +2,9 @@ import { parseArgs } from 'node:util';
 import { loadSettings, SLO_KINDS, type MatchConditions, type Settings, type Workload } from '../config/load.js';
 import { TokentapError } from '../errors.js';
 import { missingAlertLinks, placeholderAlertLinks } from '../render/alert-links.js';
-import { BURN_RATE_POLICIES } from '../render/burn-rate-windows.js';
+import { unreachableBurnConditions } from '../render/burn-rate-windows.js';
 import type { CliIO } from './main.js';
+import { terminalText } from './terminal-text.js';
 
 /**
  * `tokentap check --config FILE`: validates a configuration file exactly as `serve` would (the same
@@ -27,9 +28,10 @@ export function runCheck(argv: readonly string[], io: CliIO): number {
   if (renderProblems.length > 0) {
     return reportInvalid(file, renderProblems, 'valid for serve, but tokentap render would refuse it; for a file only the sidecar reads: tokentap check --serve-only', io);
   }
-  io.stdout.write(summarise(file, settings));
+  // Names, paths and models come from the file: printed so that none can drive the terminal.
+  io.stdout.write(terminalText(summarise(file, settings)));
   const placeholders = serveOnly ? [] : placeholderAlertLinks(settings.alerts, file);
-  for (const warning of [...unreachableBurnConditions(file, settings), ...placeholders]) io.stderr.write(`${warning}\n`);
+  for (const warning of [...unreachableBurnConditions(settings.workloads, file), ...placeholders]) io.stderr.write(`${warning}\n`);
   return 0;
 }
 
@@ -38,31 +40,6 @@ function reportInvalid(file: string, problems: readonly string[], verdict: strin
   const count = problems.length;
   io.stderr.write(`${file}: ${verdict} (${count} problem${count === 1 ? '' : 's'})\n`);
   return 1;
-}
-
-/**
- * A burn-rate condition needs a bad share above `factor × (1 − objective)`; at or above 100 % it can
- * never hold, so a low objective silently loses its fastest pages (0.93 and below: no 14.4x page;
- * 0.83 and below: no page at all). Valid, but worth saying before it is relied on.
- */
-function unreachableBurnConditions(file: string, settings: Settings): string[] {
-  const warnings: string[] = [];
-  for (const workload of settings.workloads) {
-    const slo = workload.slo;
-    if (slo === undefined) continue;
-    for (const policy of BURN_RATE_POLICIES) {
-      for (const condition of policy.conditions) {
-        const needed = condition.factor * (1 - slo.objective);
-        if (needed >= 1) {
-          warnings.push(
-            `${file}: warning: workload "${workload.name}": objective ${slo.objective} makes the ${policy.severity} condition ` +
-              `"${condition.long} and ${condition.short} above ${condition.factor}x the budget" unreachable (it needs more than ${Math.round(needed * 100)} % bad events)`,
-          );
-        }
-      }
-    }
-  }
-  return warnings;
 }
 
 function parseCheckFlags(argv: readonly string[]): { file: string; serveOnly: boolean } {
@@ -90,9 +67,15 @@ function describeMatch(workload: Workload, last: boolean): string {
   return last ? `${rules}, and every request no workload matched` : rules;
 }
 
+/**
+ * Header names whose matched value is a credential (a team's API key can pick its workload): its
+ * value is not printed, since check's output lands in CI logs.
+ */
+const CREDENTIAL_HEADER = /authorization|cookie|api[-_]?key|token|secret|password/i;
+
 function describeConditions(c: MatchConditions): string {
   const parts = [
-    ...c.headers.map(([name, value]) => `${name}: ${value}`),
+    ...c.headers.map(([name, value]) => `${name}: ${CREDENTIAL_HEADER.test(name) ? '(value hidden)' : value}`),
     ...(c.path === undefined ? [] : [`path ${c.path}`]),
     ...(c.model === undefined ? [] : [`model ${c.model}`]),
   ];

@@ -3,6 +3,7 @@ import { parseArgs } from 'node:util';
 import { loadSettings } from '../config/load.js';
 import { TokentapError } from '../errors.js';
 import { placeholderAlertLinks } from '../render/alert-links.js';
+import { unreachableBurnConditions } from '../render/burn-rate-windows.js';
 import { renderArtefacts } from '../render/artefacts.js';
 import type { RenderOptions } from '../render/rule-types.js';
 import type { CliIO } from './main.js';
@@ -102,6 +103,6 @@ export async function runRender(argv: readonly string[], io: CliIO): Promise<num
   // All or none: a half-written set (new rules, old dashboards) would disagree with itself.
   await writeAllOrNone(files);
   for (const file of files) io.stdout.write(`wrote ${file.path}\n`);
-  for (const warning of placeholderAlertLinks(settings.alerts, flags.config)) io.stderr.write(`${warning}\n`);
+  for (const warning of [...unreachableBurnConditions(settings.workloads, flags.config), ...placeholderAlertLinks(settings.alerts, flags.config)]) io.stderr.write(`${warning}\n`);
   return 0;
 }

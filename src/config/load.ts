@@ -424,10 +424,15 @@ export function withBoundary(boundaries: readonly number[], value: number): numb
   return out;
 }
 
+/** A link base as the URL parser writes it (a space in the path percent-encoded, as a link needs), without trailing slashes. */
+function linkBase(value: string | undefined): string | undefined {
+  return value === undefined ? undefined : new URL(value).href.replace(/\/+$/, '');
+}
+
 function freezeAlerts(config: ConfigFile['alerts']): AlertSettings {
   return Object.freeze({
-    grafanaUrl: config?.grafana_url?.replace(/\/+$/, ''),
-    runbookBaseUrl: config?.runbook_base_url?.replace(/\/+$/, ''),
+    grafanaUrl: linkBase(config?.grafana_url),
+    runbookBaseUrl: linkBase(config?.runbook_base_url),
     severityNames: Object.freeze({
       page: config?.severity_names?.page ?? DEFAULTS.severityNames.page,
       ticket: config?.severity_names?.ticket ?? DEFAULTS.severityNames.ticket,

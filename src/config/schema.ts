@@ -46,15 +46,39 @@ const upstreamUrl = z.string().superRefine((value, ctx) => {
   }
 });
 
-const duration = z.string({
-  // A bare number (`ttft: 200`) reaches here as a number: say what is missing, the unit.
-  error: (issue) => (typeof issue.input === 'number' ? `expected a duration like 200ms (a number needs a unit: ms, s, m or h), got ${issue.input}` : 'expected a duration like 200ms, 30s or 5m'),
-}).superRefine((value, ctx) => {
-  const ms = parseDurationMs(value);
-  if (ms === undefined || ms <= 0) {
-    ctx.addIssue({ code: 'custom', message: `expected a positive duration like "200ms", "30s" or "5m", got "${value}"` });
-  }
-});
+/**
+ * The longest duration a setting may hold: a year. Thresholds, `for:` clauses and windows are
+ * rendered into PromQL, whose durations end near 292 years, and a 300-digit number would reach it
+ * as Infinity; nothing tokentap measures or waits for comes near a year.
+ */
+const MAX_DURATION_MS = 8760 * 3_600_000;
+
+/**
+ * The longest a timer-driven setting may hold: Node's timers take at most 2^31 - 1 ms (about 24.8
+ * days) and run a longer delay after 1 ms instead, so a `dcgm.interval` of 1000h would scrape the
+ * exporter in a loop.
+ */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+function boundedDuration(maxMs: number, most: string) {
+  return z
+    .string({
+      // A bare number (`ttft: 200`) reaches here as a number: say what is missing, the unit.
+      error: (issue) => (typeof issue.input === 'number' ? `expected a duration like 200ms (a number needs a unit: ms, s, m or h), got ${issue.input}` : 'expected a duration like 200ms, 30s or 5m'),
+    })
+    .superRefine((value, ctx) => {
+      const ms = parseDurationMs(value);
+      if (ms === undefined || ms <= 0) {
+        ctx.addIssue({ code: 'custom', message: `expected a positive duration like "200ms", "30s" or "5m", got "${value}"` });
+      } else if (ms > maxMs) {
+        ctx.addIssue({ code: 'custom', message: `expected a duration of at most ${most}, got "${value}"` });
+      }
+    });
+}
+
+const duration = boundedDuration(MAX_DURATION_MS, '8760h (a year)');
+/** A duration the sidecar waits with a timer (MAX_TIMER_MS). */
+const timerDuration = boundedDuration(MAX_TIMER_MS, '596h (about 24 days, the longest a Node timer waits)');
 
 const bucketList = z
   .array(z.number().positive().finite(), { error: 'expected a list of positive numbers (seconds or tokens)' })
@@ -82,8 +106,10 @@ const workloadMatchConditions = z.strictObject({
   header: z
     .record(z.string(), z.string({ error: 'expected the header value as a string (quote numbers and booleans)' }))
     .superRefine((headers, ctx) => {
-      for (const name of Object.keys(headers)) {
+      for (const [name, value] of Object.entries(headers)) {
         if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name)) ctx.addIssue({ code: 'custom', path: [name], message: 'expected an HTTP header name' });
+        // RFC 9110 5.5: no request carries such a value, so the condition could never match.
+        else if (/[\u0000-\u0008\u000a-\u001f\u007f]/.test(value)) ctx.addIssue({ code: 'custom', path: [name], message: 'expected a header value without control characters (no request can carry one, so it would never match)' });
       }
     })
     .optional(),
@@ -181,9 +207,9 @@ const dcgmSettings = z
     /** Where to scrape; the sidecar reads the exporter only when this is set. */
     url: dcgmUrl,
     /** Time between the end of one scrape and the start of the next (default 15s). */
-    interval: duration.optional(),
+    interval: timerDuration.optional(),
     /** A scrape that has not finished by then counts as failed (default 5s or the interval if shorter; at most the interval). */
-    timeout: duration.optional(),
+    timeout: timerDuration.optional(),
   })
   .superRefine((dcgm, ctx) => {
     if (dcgm.timeout === undefined) return;
@@ -256,8 +282,23 @@ function absoluteUrl(example: string) {
       ctx.addIssue({ code: 'custom', message: `expected an http:// or https:// URL, got "${url.protocol}"` });
     }
     if (url.search || url.hash) ctx.addIssue({ code: 'custom', message: 'must not carry a query string or fragment (tokentap appends the path and the query)' });
+    if (url.username || url.password) {
+      ctx.addIssue({ code: 'custom', message: 'must not carry a user name or password: the link is copied into every alert and dashboard panel, read in PagerDuty, Slack and e-mail; let the server ask for the login' });
+    }
+    if (holdsTemplate(value)) ctx.addIssue({ code: 'custom', message: TEMPLATE_REFUSAL });
   });
 }
+
+/**
+ * Alert annotations and labels are Prometheus templates: a `{{ ... }}` in a value tokentap puts there
+ * would be expanded per alert (or fail the rule file), and a label changing per evaluation would
+ * change the alert's identity.
+ */
+function holdsTemplate(value: string): boolean {
+  return value.includes('{{') || value.includes('}}');
+}
+
+const TEMPLATE_REFUSAL = 'must not hold "{{" or "}}": Prometheus expands alert labels and annotations as templates';
 
 /** A Prometheus label value used as an alert's severity ("critical", "warning", "P1"). */
 const severityName = z
@@ -276,6 +317,8 @@ const extraAlertLabels = z
         ctx.addIssue({ code: 'custom', path: [name], message: 'expected a Prometheus label name (letters, digits and "_", not starting with a digit or "__")' });
       } else if (RESERVED_ALERT_LABELS.includes(name)) {
         ctx.addIssue({ code: 'custom', path: [name], message: `tokentap sets this label itself (${RESERVED_ALERT_LABELS.join(', ')}); choose another name` });
+      } else if (holdsTemplate(labels[name] as string)) {
+        ctx.addIssue({ code: 'custom', path: [name], message: TEMPLATE_REFUSAL });
       }
     }
   });
@@ -284,9 +327,36 @@ const extraAlertLabels = z
 const PROMQL_MATCHER = String.raw`\s*[a-zA-Z_][a-zA-Z0-9_]*\s*(?:=~|!~|!=|=)\s*"(?:[^"\\\n]|\\.)*"\s*`;
 
 /** The label matchers (what goes between the braces) that pick the sidecars' own scrape targets out of `up`. */
-const scrapeSelector = z.string({ error: 'expected PromQL label matchers as a string, e.g. \'job=~"(.+/)?tokentap", endpoint=~"metrics|"\'' }).regex(new RegExp(`^${PROMQL_MATCHER}(?:,${PROMQL_MATCHER})*$`), {
-  error: 'expected PromQL label matchers without braces, e.g. \'job=~"(.+/)?tokentap", endpoint=~"metrics|"\' (name, one of = != =~ !~, a double-quoted value; comma-separated)',
-});
+const scrapeSelector = z
+  .string({ error: 'expected PromQL label matchers as a string, e.g. \'job=~"(.+/)?tokentap", endpoint=~"metrics|"\'' })
+  .regex(new RegExp(`^${PROMQL_MATCHER}(?:,${PROMQL_MATCHER})*$`), {
+    error: 'expected PromQL label matchers without braces, e.g. \'job=~"(.+/)?tokentap", endpoint=~"metrics|"\' (name, one of = != =~ !~, a double-quoted value; comma-separated)',
+  })
+  .superRefine((value, ctx) => {
+    for (const [, name, pattern] of value.matchAll(REGEX_MATCHER)) {
+      const problem = regexProblem((pattern as string).replace(/\\(["\\])/g, '$1'));
+      if (problem !== undefined) ctx.addIssue({ code: 'custom', message: `the regular expression of ${name} ${problem}: Prometheus would refuse the rule file` });
+    }
+  });
+
+/** A `=~` or `!~` matcher: its label name and its double-quoted regular expression, still escaped. */
+const REGEX_MATCHER = /([a-zA-Z_][a-zA-Z0-9_]*)\s*[=!]~\s*"((?:[^"\\\n]|\\.)*)"/g;
+
+/**
+ * Why Prometheus (Go's RE2) would refuse `pattern`, as far as JavaScript can tell: it does not
+ * compile, or it uses what RE2 lacks (lookaround, backreferences). Undefined when it looks fine.
+ */
+function regexProblem(pattern: string): string | undefined {
+  try {
+    // RE2 syntax JavaScript spells otherwise: `(?P<name>`, and flags such as `(?i)` or `(?i:...)`.
+    new RegExp(pattern.replace(/\(\?P</g, '(?<').replace(/\(\?[imsU-]+\)/g, '').replace(/\(\?[imsU-]+:/g, '(?:'));
+  } catch (error) {
+    return `does not compile (${(error as Error).message})`;
+  }
+  if (/\(\?<?[=!]/.test(pattern)) return 'uses lookaround, which Prometheus\'s regular expressions (RE2) do not have';
+  if (/\\[1-9]/.test(pattern)) return 'uses a backreference, which Prometheus\'s regular expressions (RE2) do not have';
+  return undefined;
+}
 
 /** A Kubernetes namespace name (RFC 1123 label). */
 const namespaceName = z
@@ -382,9 +452,9 @@ const modelDiscoverySettings = z.strictObject({
     .min(1, { error: 'expected at least one path (or enabled: false)' })
     .optional(),
   /** Time between discoveries (default 5m). */
-  interval: duration.optional(),
+  interval: timerDuration.optional(),
   /** Each listing request is abandoned after this long (default 2s). */
-  timeout: duration.optional(),
+  timeout: timerDuration.optional(),
   /** A request to a LoRA adapter idle for longer than this counts as a cold start (default 5m). */
   adapter_idle_after: duration.optional(),
 });
@@ -399,9 +469,9 @@ const limitSettings = z.strictObject({
   /** Client connections open at once from one address (default: max_connections; at the limit, connections are shared between addresses). */
   max_connections_per_client: limitCount.optional(),
   /** Time a request head may take to arrive (default 60s). */
-  request_head_timeout: duration.optional(),
+  request_head_timeout: timerDuration.optional(),
   /** Silence from the client in the middle of a request body before it is cut with 408 (default 60s). */
-  request_body_idle_timeout: duration.optional(),
+  request_body_idle_timeout: timerDuration.optional(),
   /** Bytes of one JSON request body held to read its `model` (default 1 MiB). */
   sniffed_body_bytes: limitCount.optional(),
   /** Bytes of one request body held by `inject_usage` to rewrite it (default 8 MiB). */
@@ -465,7 +535,7 @@ export const configFileSchema = z.strictObject({
   listen: listenAddress.optional(),
   admin_listen: listenAddress.optional(),
   /** Seconds of silence from the upstream (before headers or between chunks) before the request is cut as `timeout`. */
-  upstream_idle_timeout: duration.optional(),
+  upstream_idle_timeout: timerDuration.optional(),
   /** What the upstream speaks: `http1` (default; HTTP/2 clients' streams forwarded as HTTP/1.1 requests) or `h2c` (forwarded as HTTP/2 streams, prior knowledge). */
   upstream_protocol: z.enum(['http1', 'h2c'], { error: 'expected http1 or h2c' }).optional(),
   /** Bytes of a request held to retry it on a fresh connection when a reused one closes before answering; 0 disables retries. */
@@ -473,7 +543,7 @@ export const configFileSchema = z.strictObject({
   /** Path the readiness check requests from the upstream (vLLM, TGI, llama.cpp: /health). */
   upstream_health_path: z.string().startsWith('/', { error: 'expected a path starting with "/"' }).optional(),
   /** After SIGTERM, how long in-flight requests may run before they are cut (outcome `shutdown`). */
-  drain_timeout: duration.optional(),
+  drain_timeout: timerDuration.optional(),
   /** Workloads in match order; see workloadMatch. Without it every request is workload "default". */
   workloads: workloadList.optional(),
   /** Path-to-protocol routes tried before the built-in ones; see `route`. */

@@ -1,3 +1,5 @@
+import type { Workload } from '../config/load.js';
+
 /**
  * The multiwindow, multi-burn-rate alerting policy of the Google SRE Workbook, chapter 5 ("Alerting
  * on SLOs", table 5-8), for a 30-day SLO period: an alert fires when both the long and the short
@@ -54,4 +56,31 @@ export const BURN_RATE_POLICIES: readonly BurnRatePolicy[] = [
 
 export function windowMs(name: SliWindowName): number {
   return (SLI_WINDOWS.find((w) => w.name === name) as (typeof SLI_WINDOWS)[number]).ms;
+}
+
+/**
+ * A burn-rate condition needs a bad share above `factor × (1 − objective)`; at or above 100 % it can
+ * never hold, so a low objective silently loses its fastest pages (0.93 and below: no 14.4x page;
+ * 0.83 and below: no page at all). Valid, but worth saying before it is relied on: `check` and
+ * `render` print one warning per such condition, `FILE: warning: ...`.
+ */
+export function unreachableBurnConditions(workloads: readonly Workload[], file: string | undefined): string[] {
+  const where = file === undefined ? '' : `${file}: `;
+  const warnings: string[] = [];
+  for (const workload of workloads) {
+    const slo = workload.slo;
+    if (slo === undefined) continue;
+    for (const policy of BURN_RATE_POLICIES) {
+      for (const condition of policy.conditions) {
+        const needed = condition.factor * (1 - slo.objective);
+        if (needed >= 1) {
+          warnings.push(
+            `${where}warning: workload "${workload.name}": objective ${slo.objective} makes the ${policy.severity} condition ` +
+              `"${condition.long} and ${condition.short} above ${condition.factor}x the budget" unreachable (it needs more than ${Math.round(needed * 100)} % bad events)`,
+          );
+        }
+      }
+    }
+  }
+  return warnings;
 }

@@ -77,6 +77,46 @@ describe('tokentap CLI', () => {
     ]);
   });
 
+  it('`check` prints no credential a workload matches on, and nothing from the file that could drive the terminal', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tokentap-check-'));
+    const file = join(dir, 'teams.yaml');
+    writeFileSync(
+      file,
+      [
+        'workloads:',
+        '  - name: team-a',
+        '    match: { header: { authorization: "Bearer sk-TEAM-A-SECRET", x-team: a } }',
+        '  - name: team-b',
+        '    match: { header: { x-api-key: XAPIKEY-SECRET }, model: "llama\\u001b]0;pwned\\u0007" }',
+        '  - name: default',
+        '',
+      ].join('\n'),
+    );
+    const out = memoryStream();
+    expect(await main(['check', '--config', file, '--serve-only'], { stdout: out.stream, stderr: memoryStream().stream, env: {} })).toBe(0);
+    expect(out.text()).not.toContain('SECRET');
+    expect(out.text()).not.toMatch(/[\u001b\u0007]/);
+    expect(out.text().split('\n').slice(1, 3)).toEqual([
+      '  team-a   authorization: (value hidden) and x-team: a; no SLO',
+      '  team-b   x-api-key: (value hidden) and model llama?]0;pwned?; no SLO',
+    ]);
+  });
+
+  it('`render` gives the same warnings: an objective of 0.8 has no reachable page condition left', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tokentap-render-'));
+    const file = join(dir, 'lax.yaml');
+    writeFileSync(
+      file,
+      'workloads:\n  - name: lax\n    slo: { objective: 0.8, e2e: 30s }\nalerts:\n  grafana_url: https://grafana.corp.internal\n  runbook_base_url: https://git.corp.internal/runbooks\n',
+    );
+    const err = memoryStream();
+    expect(await main(['render', '--config', file, '--out', join(dir, 'out')], { stdout: memoryStream().stream, stderr: err.stream, env: {} })).toBe(0);
+    expect(err.text().trimEnd().split('\n')).toEqual([
+      `${file}: warning: workload "lax": objective 0.8 makes the page condition "1h and 5m above 14.4x the budget" unreachable (it needs more than 288 % bad events)`,
+      `${file}: warning: workload "lax": objective 0.8 makes the page condition "6h and 30m above 6x the budget" unreachable (it needs more than 120 % bad events)`,
+    ]);
+  });
+
   it('`check` without --config, or with a missing file, says so', async () => {
     const err = memoryStream();
     expect(await main(['check'], { stdout: memoryStream().stream, stderr: err.stream, env: {} })).toBe(2);

@@ -107,6 +107,21 @@ describe('rendered rules under promtool and amtool', { timeout: PROMTOOL_TEST_TI
     expect(result.output).toContain('SUCCESS');
   });
 
+  it('pass promtool check rules with what the config accepts beyond the usual: RE2 flags and named groups in the scrape selector, a space in a link', async () => {
+    const unusual = configYaml.replace('  grafana_url: https://grafana.example.com', '  grafana_url: https://grafana.example.com/my grafana\n  scrape_selector: \'job=~"(?i)(?P<ns>.+/)?tokentap", endpoint=~"(?i:metrics)|"\'');
+    expect(unusual).not.toBe(configYaml);
+    const rendered = await renderInto(settingsFrom(unusual));
+    try {
+      const result = await run('promtool', ['check', 'rules', 'rules.yaml'], rendered);
+      expect(result.code, result.output).toBe(0);
+      const rules = await readFile(join(rendered, 'rules.yaml'), 'utf8');
+      expect(rules).toContain('https://grafana.example.com/my%20grafana/d/');
+      expect(rules).toContain('up{job=~"(?i)(?P<ns>.+/)?tokentap", endpoint=~"(?i:metrics)|"} == 0');
+    } finally {
+      await rm(rendered, { recursive: true, force: true });
+    }
+  });
+
   it('fail those unit tests when the rules change (an objective of 70 % cannot page at 20 % bad)', async () => {
     const loose = await renderInto(settingsFrom(configYaml.replace('slo: { objective: 0.99, ttft: 200ms, itl: 50ms }', 'slo: { objective: 0.7, ttft: 200ms, itl: 50ms }')));
     try {

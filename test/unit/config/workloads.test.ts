@@ -160,6 +160,11 @@ describe('broken workload configs, each refused with the exact message', () => {
       ['w.yaml:4: workloads[0].match.header.x workload: expected an HTTP header name'],
     ],
     [
+      'a header value with a control character (no request can carry it)',
+      'workloads:\n  - name: chat\n    match:\n      header: { x-workload: "chat\\u001b[2J" }\n',
+      ['w.yaml:4: workloads[0].match.header.x-workload: expected a header value without control characters (no request can carry one, so it would never match)'],
+    ],
+    [
       'an empty match mapping (which would match everything)',
       'workloads:\n  - name: chat\n    match: {}\n  - name: default\n',
       ['w.yaml:3: workloads[0].match: expected at least one condition: header, path or model (leave out `match` for a catch-all)'],

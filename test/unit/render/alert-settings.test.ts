@@ -65,6 +65,18 @@ alerts:
     ['alerts:\n  grafana_url: /grafana\n', 'a.yaml:2: alerts.grafana_url: expected an absolute http:// or https:// URL such as https://grafana.example.com, got "/grafana" (alerts are read in PagerDuty, Slack and e-mail, where a relative link leads nowhere)'],
     ['alerts:\n  grafana_url: https://grafana.example.com/?orgId=2\n', 'a.yaml:2: alerts.grafana_url: must not carry a query string or fragment (tokentap appends the path and the query)'],
     ['alerts:\n  runbook_base_url: ftp://files.example.com/runbooks\n', 'a.yaml:2: alerts.runbook_base_url: expected an http:// or https:// URL, got "ftp:"'],
+    [
+      'alerts:\n  grafana_url: https://admin:hunter2@grafana.internal\n',
+      'a.yaml:2: alerts.grafana_url: must not carry a user name or password: the link is copied into every alert and dashboard panel, read in PagerDuty, Slack and e-mail; let the server ask for the login',
+    ],
+    [
+      'alerts:\n  runbook_base_url: https://oauth2:glpat-token@git.internal/runbooks\n',
+      'a.yaml:2: alerts.runbook_base_url: must not carry a user name or password: the link is copied into every alert and dashboard panel, read in PagerDuty, Slack and e-mail; let the server ask for the login',
+    ],
+    ['alerts:\n  runbook_base_url: https://wiki.internal/{{ $labels.pod }}\n', 'a.yaml:2: alerts.runbook_base_url: must not hold "{{" or "}}": Prometheus expands alert labels and annotations as templates'],
+    ['alerts:\n  labels: { service: "{{ $value }}" }\n', 'a.yaml:2: alerts.labels.service: must not hold "{{" or "}}": Prometheus expands alert labels and annotations as templates'],
+    ['alerts:\n  absent_for: 3000000h\n', 'a.yaml:2: alerts.absent_for: expected a duration of at most 8760h (a year), got "3000000h"'],
+    [`alerts:\n  p99_ttft_for: ${'9'.repeat(300)}h\n`, `a.yaml:2: alerts.p99_ttft_for: expected a duration of at most 8760h (a year), got "${'9'.repeat(300)}h"`],
     ['alerts:\n  severity_names: { page: warning }\n', 'a.yaml:2: alerts.severity_names: page and ticket need different severity names (the Alertmanager inhibition tells them apart by it)'],
     ['alerts:\n  severity_names: { page: "wake me up" }\n', 'a.yaml:2: alerts.severity_names.page: expected a severity label value of letters, digits, "_", "." or "-", such as "critical"'],
     ['alerts:\n  labels: { severity: high }\n', 'a.yaml:2: alerts.labels.severity: tokentap sets this label itself (alertname, severity, namespace, workload, slo); choose another name'],
@@ -78,6 +90,18 @@ alerts:
     [
       "alerts:\n  scrape_selector: job='tokentap'\n",
       'a.yaml:2: alerts.scrape_selector: expected PromQL label matchers without braces, e.g. \'job=~"(.+/)?tokentap", endpoint=~"metrics|"\' (name, one of = != =~ !~, a double-quoted value; comma-separated)',
+    ],
+    [
+      'alerts:\n  scrape_selector: \'job=~"(tokentap"\'\n',
+      'a.yaml:2: alerts.scrape_selector: the regular expression of job does not compile (Invalid regular expression: /(tokentap/: Unterminated group): Prometheus would refuse the rule file',
+    ],
+    [
+      'alerts:\n  scrape_selector: \'job=~"tokentap(?!-canary)"\'\n',
+      "a.yaml:2: alerts.scrape_selector: the regular expression of job uses lookaround, which Prometheus's regular expressions (RE2) do not have: Prometheus would refuse the rule file",
+    ],
+    [
+      'alerts:\n  scrape_selector: \'job="x", pod=~"(a)\\\\1"\'\n',
+      "a.yaml:2: alerts.scrape_selector: the regular expression of pod uses a backreference, which Prometheus's regular expressions (RE2) do not have: Prometheus would refuse the rule file",
     ],
     ['alerts:\n  expected_namespaces: prod\n', 'a.yaml:2: alerts.expected_namespaces: expected a list of namespace names, e.g. [prod, staging]'],
     ['alerts:\n  expected_namespaces: [Prod]\n', 'a.yaml:2: alerts.expected_namespaces[0]: expected a Kubernetes namespace name: lower-case letters, digits and "-", at most 63'],
@@ -94,6 +118,24 @@ alerts:
     expect(missingAlertLinks(alerts, 'a.yaml')).toEqual([]);
     expect(alerts.expectedNamespaces).toEqual(['prod', 'staging']);
     expect(alerts.scrapeSelector).toBe('job=~"(.+/)?tokentap", endpoint=~"metrics|"');
+  });
+
+  it('accepts RE2 spellings JavaScript lacks in a scrape selector, and writes a link base as a URL (a space percent-encoded)', () => {
+    const alerts = load(`
+alerts:
+  grafana_url: https://grafana.internal/my grafana/
+  scrape_selector: 'job=~"(?i)(?P<ns>.+/)?tokentap", container=~"(?i:side)car"'
+`).alerts;
+    expect(alerts.grafanaUrl).toBe('https://grafana.internal/my%20grafana');
+    expect(alerts.scrapeSelector).toBe('job=~"(?i)(?P<ns>.+/)?tokentap", container=~"(?i:side)car"');
+  });
+
+  it('refuses a timer setting past what a Node timer can wait, naming it', () => {
+    expect(refusals('dcgm:\n  url: http://127.0.0.1:9400/metrics\n  interval: 1000h\n')).toEqual([
+      'a.yaml:3: dcgm.interval: expected a duration of at most 596h (about 24 days, the longest a Node timer waits), got "1000h"',
+    ]);
+    expect(refusals('drain_timeout: 600h\n')).toEqual(['a.yaml:1: drain_timeout: expected a duration of at most 596h (about 24 days, the longest a Node timer waits), got "600h"']);
+    expect(load('capacity:\n  window: 720h\n').capacity.windowMs).toBe(720 * 3_600_000);
   });
 
   it('reports every problem in the section at once', () => {
