@@ -1,9 +1,14 @@
+import { GrowableBytes } from '../bytes/growable-bytes.js';
+
 /**
- * Keeps a body beside the forwarded stream for one parse at its end: chunks are held by reference
- * (no copy) up to a cap, then concatenated once. Never per chunk work beyond a push.
+ * Keeps a body beside the forwarded stream for one parse at its end, up to a cap. A body of one
+ * chunk (most small requests and answers) is held by reference and parsed in place; from a second
+ * chunk on the bytes are gathered into one growing buffer (growable-bytes.ts), so a body sent in
+ * tiny pieces costs its bytes, not an object per piece.
  */
 export class BoundedBody {
-  private readonly chunks: Buffer[] = [];
+  private first: Buffer | undefined;
+  private rest: GrowableBytes | undefined;
   private size = 0;
   private readonly maxBytes: number;
   /** The body grew past the cap; what was kept is dropped. */
@@ -14,27 +19,40 @@ export class BoundedBody {
   }
 
   push(chunk: Buffer): void {
-    if (this.oversized) return;
+    if (this.oversized || chunk.length === 0) return;
     this.size += chunk.length;
     if (this.size > this.maxBytes) {
       this.oversized = true;
-      this.chunks.length = 0;
+      this.release();
       return;
     }
-    this.chunks.push(chunk);
+    if (this.first === undefined && this.rest === undefined) {
+      this.first = chunk;
+      return;
+    }
+    if (this.rest === undefined) {
+      this.rest = new GrowableBytes(this.maxBytes);
+      this.rest.append(this.first as Buffer);
+      this.first = undefined;
+    }
+    this.rest.append(chunk);
   }
 
-  /** The whole body as JSON; undefined when it was empty, oversized or not JSON. Releases the chunks. */
+  /** The whole body as JSON; undefined when it was empty, oversized or not JSON. Releases the bytes. */
   json(): unknown {
     if (this.oversized || this.size === 0) return undefined;
     try {
-      // A body of one chunk (most small requests and answers) is read in place: no copy.
-      const whole = this.chunks.length === 1 ? (this.chunks[0] as Buffer) : Buffer.concat(this.chunks, this.size);
+      const whole = this.first ?? (this.rest as GrowableBytes).view();
       return JSON.parse(whole.toString('utf8'));
     } catch {
       return undefined;
     } finally {
-      this.chunks.length = 0;
+      this.release();
     }
+  }
+
+  private release(): void {
+    this.first = undefined;
+    this.rest = undefined;
   }
 }

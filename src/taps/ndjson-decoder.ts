@@ -1,3 +1,5 @@
+import { GrowableBytes } from '../bytes/growable-bytes.js';
+
 /**
  * Newline-delimited JSON (Ollama's streaming framing) from response bytes: one JSON value per line.
  *
@@ -24,9 +26,8 @@ export class NdjsonDecoder {
   private readonly onLine: (line: string) => void;
   private readonly onOversized: () => void;
   private readonly maxLineBytes: number;
-  /** The start of an unfinished line: copies, since a tap must not keep the chunks it is shown. */
-  private pending: Buffer[] = [];
-  private pendingBytes = 0;
+  /** The start of an unfinished line, copied (a tap must not keep the chunks it is shown) into one growing buffer. */
+  private readonly pending: GrowableBytes;
   /** Discarding an oversized line until its end. */
   private skipping = false;
 
@@ -34,6 +35,7 @@ export class NdjsonDecoder {
     this.onLine = onLine;
     this.onOversized = onOversized;
     this.maxLineBytes = maxLineBytes;
+    this.pending = new GrowableBytes(maxLineBytes);
   }
 
   write(chunk: Buffer): void {
@@ -55,20 +57,18 @@ export class NdjsonDecoder {
 
   /** The body ended: a last line without a line end still counts. */
   end(): void {
-    if (this.pendingBytes > 0 && !this.skipping) this.lineEnd(Buffer.alloc(0));
-    this.pending = [];
-    this.pendingBytes = 0;
+    if (this.pending.length > 0 && !this.skipping) this.lineEnd(Buffer.alloc(0));
+    this.pending.clear();
     this.skipping = false;
   }
 
   private keep(part: Buffer): void {
     if (this.skipping || part.length === 0) return;
-    this.pendingBytes += part.length;
-    if (this.pendingBytes > this.maxLineBytes) {
+    if (this.pending.length + part.length > this.maxLineBytes) {
       this.oversized();
       return;
     }
-    this.pending.push(Buffer.from(part));
+    this.pending.append(part);
   }
 
   private lineEnd(last: Buffer): void {
@@ -76,21 +76,23 @@ export class NdjsonDecoder {
       this.skipping = false;
       return;
     }
-    const bytes = this.pendingBytes === 0 ? last : Buffer.concat([...this.pending, last], this.pendingBytes + last.length);
-    this.pending = [];
-    this.pendingBytes = 0;
-    if (bytes.length === 0) return;
-    if (bytes.length > this.maxLineBytes) {
+    if (this.pending.length + last.length > this.maxLineBytes) {
+      this.pending.clear();
       this.onOversized();
       return;
     }
-    this.onLine(this.decoder.decode(bytes));
+    let bytes = last;
+    if (this.pending.length > 0) {
+      this.pending.append(last);
+      bytes = this.pending.view();
+    }
+    if (bytes.length > 0) this.onLine(this.decoder.decode(bytes));
+    this.pending.clear();
   }
 
   private oversized(): void {
     this.onOversized();
-    this.pending = [];
-    this.pendingBytes = 0;
+    this.pending.clear();
     this.skipping = true;
   }
 }

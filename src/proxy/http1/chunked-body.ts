@@ -48,6 +48,16 @@ export class ChunkedBody {
   private remaining = 0;
   private lineBytes = 0;
 
+  /** The data of the last feed()'s pieces of `buffer`, copied into one buffer. */
+  gather(buffer: Buffer): Buffer {
+    let bytes = 0;
+    for (let k = 0; k < this.pieces; k++) bytes += (this.pieceEnds[k] as number) - (this.pieceStarts[k] as number);
+    const gathered = Buffer.allocUnsafe(bytes);
+    let at = 0;
+    for (let k = 0; k < this.pieces; k++) at += buffer.copy(gathered, at, this.pieceStarts[k] as number, this.pieceEnds[k] as number);
+    return gathered;
+  }
+
   get done(): boolean {
     return this.state === State.Done;
   }

@@ -74,6 +74,12 @@ describe('usage-only chunk stripping', () => {
         const got = strip([input.subarray(0, cut), input.subarray(cut)]);
         if (got !== expected) expect(got, `${JSON.stringify(eol)} cut at ${cut}`).toBe(expected);
       }
+      // Byte by byte: each write resumes the scan of the event held so far.
+      expect(strip(Array.from(input, (byte) => Buffer.from([byte]))), `${JSON.stringify(eol)} byte by byte`).toBe(expected);
+      for (let size = 2; size < 40; size += 7) {
+        const pieces = Array.from({ length: Math.ceil(input.length / size) }, (_, k) => input.subarray(k * size, (k + 1) * size));
+        expect(strip(pieces), `${JSON.stringify(eol)} in pieces of ${size}`).toBe(expected);
+      }
     }
   });
 

@@ -169,6 +169,40 @@ describe('SSE decoder', () => {
   });
 });
 
+describe('SSE decoder and the parser\'s errors', () => {
+  it('gives the taps their stack traces (the parser runs without: see the limits test of ignored lines), passes their exceptions on, and leaves the limit as it was', () => {
+    const limit = Error.stackTraceLimit;
+    const stacks: string[] = [];
+    const decoder = new SseDecoder(
+      () => stacks.push(new Error('from a tap').stack ?? ''),
+      () => {},
+    );
+    decoder.write(Buffer.from('x: ignored\nretry: soon\ndata: a\n'));
+    expect(Error.stackTraceLimit).toBe(limit);
+    decoder.write(Buffer.from('\n'));
+    expect(stacks).toHaveLength(1);
+    expect(stacks[0]).toMatch(/\n\s+at /);
+    expect(() =>
+      new SseDecoder(
+        () => {
+          throw new Error('a tap failed');
+        },
+        () => {},
+      ).write(Buffer.from('x: 1\ndata: a\n\n')),
+    ).toThrow('a tap failed');
+    expect(Error.stackTraceLimit).toBe(limit);
+  });
+
+  it('holds a line without its end as bytes and decodes it whole once the end arrives, byte by byte up to the cap', () => {
+    const line = `data: ${'é'.repeat(300)}`;
+    const bytes = Buffer.from(`${line}\n\n`);
+    expect(decode(Array.from(bytes, (byte) => Buffer.from([byte]))).events).toEqual([[undefined, 'é'.repeat(300)]]);
+    // Past the cap (twice the event cap and 1,024 characters of slack) the held bytes go to the parser, which skips the event.
+    const endless = Buffer.from(`data: ${'x'.repeat(2 * 64 + 1024 + 10)}`);
+    expect(decode([...Array.from(endless, (byte) => Buffer.from([byte])), '\n\ndata: next\n\n'], 64)).toEqual({ events: [[undefined, 'next']], oversized: 1 });
+  });
+});
+
 describe('SSE decoder paths a random stream seldom takes', () => {
   it('does not take a chunk that ends one data line and opens the next for a whole event (the shortcut needs the blank line)', () => {
     expect(decode(['data: a\n\n', 'data: b\nd', 'ata: c\n\n'])).toEqual({ events: [[undefined, 'a'], [undefined, 'b\nc']], oversized: 0 });
