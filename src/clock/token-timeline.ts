@@ -17,6 +17,7 @@ export interface InterTokenSink {
 }
 
 import type { Outcome } from '../metrics/recorder.js';
+import { MAX_TOKENS_PER_REQUEST } from '../taps/upstream-numbers.js';
 
 export type TokenSource = 'usage' | 'counted';
 
@@ -58,6 +59,11 @@ export class TokenTimeline {
   reportedOutputTokens = Number.NaN;
   /** Prompt tokens the server served from its prefix cache, from its usage report; NaN when it sent none. */
   reportedCachedInputTokens = Number.NaN;
+  /**
+   * Content events claimed more tokens than MAX_TOKENS_PER_REQUEST (taps/upstream-numbers.ts): the
+   * count stopped there, and each later event counts one per-token sample. Counted `implausible_value` once.
+   */
+  countedPastBound = false;
   /** A terminal event ([DONE], finish_reason...) was seen. */
   terminal = false;
   /** The stream itself reported an error (an error event in an otherwise 2xx stream). */
@@ -86,6 +92,13 @@ export class TokenTimeline {
    * `reasoning` when all it carries is reasoning (thinking) text, which is not yet the answer.
    */
   content(nowMs: number, tokens: number, reasoning = false): void {
+    // Each event's count is bounded by its tap; the request's, here: events claiming 1,024 tokens
+    // each (a Triton tensor shape of 25 bytes) would count past any real request.
+    const room = MAX_TOKENS_PER_REQUEST - this.countedTokens;
+    if (tokens > room) {
+      this.countedPastBound = true;
+      tokens = Math.max(1, room);
+    }
     if (!reasoning && Number.isNaN(this.firstAnswerMs)) this.firstAnswerMs = nowMs;
     if (this.contentEvents === 0) {
       this.firstTokenMs = nowMs;
@@ -95,7 +108,7 @@ export class TokenTimeline {
     }
     this.lastTokenMs = nowMs;
     this.contentEvents++;
-    this.countedTokens += tokens;
+    this.countedTokens = Math.min(MAX_TOKENS_PER_REQUEST, this.countedTokens + tokens);
   }
 
   /**
@@ -103,7 +116,7 @@ export class TokenTimeline {
    * the output, so the counted total can match the server's, but they are not a content event.
    */
   contentlessTokens(tokens: number): void {
-    this.countedTokens += tokens;
+    this.countedTokens = Math.min(MAX_TOKENS_PER_REQUEST, this.countedTokens + tokens);
   }
 
   /** Cumulative usage as reported by the server; later reports replace earlier ones. */

@@ -395,6 +395,7 @@ export class RequestMonitor implements InterTokenSink, TapContext {
   private record(outcome: Outcome, endMs: number, sharedAtEndMs: number): void {
     const attributes = this.labels(undefined);
     const timeline = this.timeline;
+    if (timeline.countedPastBound) this.problem('implausible_value');
     const operation = this.operation();
     // Read once, from what the final events reported: nothing of this is done per chunk.
     const split = engineSplit(timeline.serverTimings, timeline.ttftMs);

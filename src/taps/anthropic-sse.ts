@@ -101,5 +101,6 @@ function isContent(delta: AnthropicEvent['delta']): boolean {
 export function anthropicInputTokens(usage: Usage, context: TapContext): number | undefined {
   const input = tokenCount(usage.input_tokens, context);
   if (input === undefined) return undefined;
-  return input + (tokenCount(usage.cache_creation_input_tokens, context) ?? 0) + (tokenCount(usage.cache_read_input_tokens, context) ?? 0);
+  // Each part within the bound, and their sum too: three parts near it would make three times it.
+  return tokenCount(input + (tokenCount(usage.cache_creation_input_tokens, context) ?? 0) + (tokenCount(usage.cache_read_input_tokens, context) ?? 0), context);
 }

@@ -11,6 +11,7 @@ import {
 import type { Clock } from '../clock/clock.js';
 import { genAiOperation } from './genai-operation.js';
 import type { RequestSummary } from '../metrics/recorder.js';
+import { MAX_MODEL_NAME_LENGTH } from '../metrics/model-labels.js';
 import type { RequestSpan, RequestTracer } from './request-span.js';
 
 /**
@@ -96,7 +97,8 @@ class OtelRequestSpan implements RequestSpan {
     const span = this.span;
     const endEpochMs = this.startEpochMs + summary.e2eMs;
     // GenAI span name: "{gen_ai.operation.name} {gen_ai.request.model}"; the model is known only now.
-    if (this.operation !== undefined && requestedModel !== undefined) span.updateName(`${this.operation} ${requestedModel}`);
+    const model = requestedModel === undefined ? undefined : spanModelName(requestedModel);
+    if (this.operation !== undefined && model !== undefined) span.updateName(`${this.operation} ${model}`);
     const attributes: Attributes = {
       [SPAN_ATTR.workload]: workload,
       [SPAN_ATTR.outcome]: summary.outcome,
@@ -104,7 +106,7 @@ class OtelRequestSpan implements RequestSpan {
       [SPAN_ATTR.e2eS]: summary.e2eMs / 1000,
       [ATTR_GEN_AI_USAGE_OUTPUT_TOKENS]: summary.outputTokens,
     };
-    if (requestedModel !== undefined) attributes[ATTR_GEN_AI_REQUEST_MODEL] = requestedModel;
+    if (model !== undefined) attributes[ATTR_GEN_AI_REQUEST_MODEL] = model;
     if (!Number.isNaN(summary.inputTokens)) attributes[ATTR_GEN_AI_USAGE_INPUT_TOKENS] = summary.inputTokens;
     if (status !== 0) attributes[ATTR_HTTP_RESPONSE_STATUS_CODE] = status;
     if (!Number.isNaN(summary.ttftMs)) {
@@ -149,4 +151,14 @@ function removeTraceHeaders(flat: string[]): void {
     kept += 2;
   }
   flat.length = kept;
+}
+
+/**
+ * The model as the client named it, fit for a span: a span is not a series, so it is not folded
+ * into `other`, but the client wrote it (up to the 1 MiB body), and a span goes to a backend whose
+ * UI shows it raw. Control characters become `?` and past MAX_MODEL_NAME_LENGTH it is cut, marked `…`.
+ */
+function spanModelName(requested: string): string {
+  const printable = requested.replace(/[\u0000-\u001f\u007f-\u009f]/g, '?');
+  return printable.length > MAX_MODEL_NAME_LENGTH ? `${printable.slice(0, MAX_MODEL_NAME_LENGTH)}…` : printable;
 }

@@ -109,10 +109,24 @@ function describe(status: number, statusMessage: string, rawHeaders: string[], k
     const codings = transferEncoding.toLowerCase().split(',').map((coding) => coding.trim()).filter((coding) => coding !== '');
     chunked = codings.length === 1 && codings[0] === 'chunked';
     if (codings.length === 0) framingProblem = 'Transfer-Encoding names no transfer coding';
-    else if (!chunked) framingProblem = `transfer coding "${codings.join(', ')}" (tokentap relays chunked alone)`;
+    else if (!chunked) framingProblem = `transfer coding "${shown(codings.join(', '))}" (tokentap relays chunked alone)`;
     else if (minor === 0) framingProblem = 'Transfer-Encoding in an HTTP/1.0 response';
   }
   return { status, statusMessage, rawHeaders, keepAlive, contentType, contentLength, chunked, transferEncoded: transferEncoding !== undefined, framingProblem };
+}
+
+/** The most of an upstream's header value a problem quotes. */
+const MAX_QUOTED_CHARS = 64;
+
+/**
+ * An upstream's header value as a problem quotes it (the problem reaches the request's log line):
+ * llhttp passes bytes above 0x7F in a response's header values, read as Latin-1, so C1 controls
+ * (U+0080-U+009F: CSI, NEL, which some log shippers take for a line end) become `?`; at most
+ * MAX_QUOTED_CHARS characters, the rest marked `…`.
+ */
+function shown(value: string): string {
+  const printable = value.replace(/[\u0000-\u001f\u007f-\u009f]/g, '?');
+  return printable.length > MAX_QUOTED_CHARS ? `${printable.slice(0, MAX_QUOTED_CHARS)}…` : printable;
 }
 
 /** How the body of `head`, answering a `method` request, is delimited. */

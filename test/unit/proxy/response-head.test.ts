@@ -79,6 +79,12 @@ describe('reading an upstream response head', () => {
     expect(problem('HTTP/1.1 200 OK\r\nContent-Length: 3\r\n')).toMatchObject({ framingProblem: undefined, chunked: false, transferEncoded: false, contentLength: 3 });
   });
 
+  it('quotes an upstream\'s coding in the problem (which reaches the log line) without C1 controls, and at most 64 characters of it', () => {
+    const hostile = `x\u009b31m\u0085${'y'.repeat(12_000)}`;
+    const problem = read(`HTTP/1.1 200 OK\r\nTransfer-Encoding: ${hostile}\r\n\r\n`).head.framingProblem as string;
+    expect(problem).toBe(`transfer coding "x?31m?${'y'.repeat(58)}…" (tokentap relays chunked alone)`);
+  });
+
   it('refuses a malformed head with the parser\'s code and reason', () => {
     expect(() => read('HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n')).toThrow(ResponseHeadError);
     try {

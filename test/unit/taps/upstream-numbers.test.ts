@@ -1,5 +1,6 @@
 import { Writable } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
+import { encode, grpcFrame } from '../../helpers/grpc-frames.js';
 import { ManualClock } from '../../../src/clock/clock.js';
 import { loadSettings } from '../../../src/config/load.js';
 import { createLogger } from '../../../src/log/logger.js';
@@ -216,6 +217,27 @@ describe('no number from an upstream can poison a metric (issue 23 item 3)', () 
     const wide = runTap(createOpenAISseTap, sse(chatChunk({ content: 'x' }), choices(MAX_TOKENS_PER_EVENT)));
     expect(wide.gaps).toEqual([[10, MAX_TOKENS_PER_EVENT]]);
     expect(wide.problems).toEqual([]);
+  });
+
+  it('counts implausible_value once for a request whose messages claim more than 10^7 tokens in all, and 10^7 output tokens', async () => {
+    const p = pipeline();
+    const claim = grpcFrame(encode('inference.ModelStreamInferResponse', { infer_response: { outputs: [{ name: 'output_ids', datatype: 'INT32', shape: [1, 1, 1024] }] } }));
+    p.request({ path: '/inference.GRPCInferenceService/ModelStreamInfer', contentType: 'application/grpc', body: Array.from({ length: 10_000 }, () => claim) });
+    const s = await p.scrape();
+    expect(s.counterText(TOKENS, output)).toBe(MAX_TOKENS_PER_REQUEST);
+    expect(s.counterText('tokentap_tap_errors_total', implausible)).toBe(1);
+  });
+
+  it('refuses Anthropic input tokens whose parts are each within the bound but whose sum is not', async () => {
+    const p = pipeline();
+    const start = (usage: object) => ({ type: 'message_start', message: { id: 'm', type: 'message', role: 'assistant', content: [], model: 'm', usage } });
+    const messages = (usage: object): Upstream => ({ path: '/v1/messages', contentType: 'text/event-stream', body: sse(start(usage), { type: 'message_stop' }) });
+    const part = MAX_TOKENS_PER_REQUEST - 1;
+    p.request(messages({ input_tokens: part, cache_creation_input_tokens: part, cache_read_input_tokens: part, output_tokens: 1 }));
+    p.request(messages({ input_tokens: 10, cache_creation_input_tokens: 20, cache_read_input_tokens: 30, output_tokens: 1 }));
+    const s = await p.scrape();
+    expect(s.counterText(TOKENS, input)).toBe(60);
+    expect(s.counterText('tokentap_tap_errors_total', implausible)).toBe(1);
   });
 
   it('takes the bounds themselves and refuses one past them: 10^7 tokens and one day are plausible', async () => {

@@ -142,6 +142,15 @@ describe('OpenTelemetry request span', () => {
     expect(headers).toEqual(['content-type', 'application/json', 'traceparent', `00-${traceId}-${spanId}-01`]);
   });
 
+  it('names the model as the client wrote it, but bounded: control characters as "?", cut at 128 characters and marked', () => {
+    const { exporter, tracer } = otelTracer(new ManualClock(5000));
+    tracer.start('POST', '/v1/chat/completions', 6000, {}, []).end(summary(), 200, 'chat', `m\u001b]0;x\u0007${'y'.repeat(200_000)}`, undefined);
+    const [finished] = exporter.getFinishedSpans();
+    const expected = `m?]0;x?${'y'.repeat(128 - 7)}…`;
+    expect(finished!.name).toBe(`chat ${expected}`);
+    expect(finished!.attributes['gen_ai.request.model']).toBe(expected);
+  });
+
   it('continues a valid client traceparent, replaces it upstream, and starts a new trace for a malformed one', () => {
     const { exporter, tracer } = otelTracer(new ManualClock());
     const client = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';

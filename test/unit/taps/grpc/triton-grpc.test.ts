@@ -58,6 +58,21 @@ describe('Triton ModelStreamInfer tap', () => {
   });
 });
 
+describe('a request\'s counted tokens', () => {
+  // Hostile review: messages of 25 bytes each claiming a shape of [1024] counted 20,480,000 tokens for 500 KB.
+  it('stop at 10^7 however many messages claim 1,024 tokens each; each message past the bound counts one', () => {
+    const claim = grpcFrame(encode(RESPONSE, { infer_response: { outputs: [{ name: 'output_ids', datatype: 'INT32', shape: [1, 1, 1024] }] } }));
+    const run = runGrpcTap(createTritonGrpcTap, Array.from({ length: 10_000 }, () => claim), OK);
+    expect(run.problems).toEqual([]);
+    expect(run.timeline.countedTokens).toBe(10_000_000);
+    expect(run.timeline.countedPastBound).toBe(true);
+    expect(run.timeline.contentEvents).toBe(10_000);
+    const gaps = run.gaps.map(([, tokens]) => tokens);
+    // 9,765 messages of 1,024 fill 9,999,360; the next takes the 640 left; the 234 after it one each.
+    expect([gaps.length, gaps.filter((t) => t === 1024).length, gaps.filter((t) => t === 640).length, gaps.filter((t) => t === 1).length]).toEqual([9_999, 9_764, 1, 234]);
+  });
+});
+
 describe('the model of a gRPC request', () => {
   const STREAM_INFER = '/inference.GRPCInferenceService/ModelStreamInfer';
   const request = grpcFrame(
