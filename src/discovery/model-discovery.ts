@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import type { AdapterColdStarts } from '../metrics/adapter-cold-starts.js';
 import type { ModelLabels, ServedList } from '../metrics/model-labels.js';
 import { modelParentsOf, servedModelsOf } from './served-models.js';
+import { GrowableBytes } from '../bytes/growable-bytes.js';
 
 export interface ModelDiscoverySettings {
   /** Listing endpoints, tried in order until one answers with model names. */
@@ -147,20 +148,20 @@ function getJson(url: URL, timeoutMs: number): Promise<JsonAnswer> {
         settle({ ok: false, problem: `HTTP ${status}` });
         return;
       }
-      const chunks: Buffer[] = [];
-      let bytes = 0;
+      // Copied into one buffer, not kept as the pieces node:http hands out: an upstream sending the
+      // listing a byte per chunk made a 1 MiB answer a million objects (about 300 MiB).
+      const body = new GrowableBytes(MAX_LISTING_BYTES);
       response.on('data', (chunk: Buffer) => {
-        bytes += chunk.length;
-        if (bytes > MAX_LISTING_BYTES) {
+        if (body.length + chunk.length > MAX_LISTING_BYTES) {
           response.destroy();
           settle({ ok: false, problem: `answer larger than ${MAX_LISTING_BYTES} bytes` });
           return;
         }
-        chunks.push(chunk);
+        body.append(chunk);
       });
       response.on('end', () => {
         try {
-          settle({ ok: true, body: JSON.parse(Buffer.concat(chunks).toString('utf8')) as unknown });
+          settle({ ok: true, body: JSON.parse(body.view().toString('utf8')) as unknown });
         } catch {
           settle({ ok: false, problem: 'the answer is not JSON' });
         }

@@ -1,6 +1,7 @@
 import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startRawUpstream } from '../../helpers/raw-http.js';
+import { eventually } from '../../helpers/sidecar.js';
 import { cpuMs, rssMiB, startSidecarProcess, type SidecarProcess } from './harness.js';
 
 /**
@@ -170,5 +171,30 @@ describe('SSE lines the spec ignores', { timeout: 60_000 }, () => {
     expect(body.equals(data)).toBe(true);
     // Each such line made eventsource-parser build an Error with its stack: 3.5 ms of CPU per KB.
     expect(cpu).toBeLessThan(6_000);
+  });
+});
+
+describe('a model listing in 1-byte chunks', { timeout: 60_000 }, () => {
+  it('is read into one buffer: the sidecar holds about its bytes, not the million pieces node:http hands out', async () => {
+    const listing = Buffer.from(JSON.stringify({ object: 'list', data: [{ id: 'm', object: 'model', padding: content(1_000_000) }] }));
+    const wire = oneByteChunks(listing, true);
+    let listings = 0;
+    const upstream = await startRawUpstream((request, socket) => {
+      if (request.method !== 'GET') return;
+      listings++;
+      socket.write('HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n');
+      socket.write(wire, () => socket.end());
+    });
+    closeUpstream = upstream.close;
+    // Time enough for node:http to read 6 MB of framing (the default is 2 s).
+    const started = await startSidecarProcess(upstream.url, { config: 'model_discovery:\n  timeout: 30s\n' });
+    sidecar = started;
+    const rss = rssMiB(started.pid);
+    // The discovery at start-up logs what it read.
+    const read = await eventually('the listing read', () => started.logs().find((line) => typeof line.msg === 'string' && line.msg.startsWith('model discovery')), (line) => line !== undefined, 30_000);
+    expect(read?.models).toEqual(['m']);
+    expect(listings).toBe(1);
+    // About 300 MiB per listing held as pieces.
+    expect(rssMiB(started.pid) - rss).toBeLessThan(120);
   });
 });
