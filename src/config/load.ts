@@ -114,6 +114,12 @@ export interface AlertSettings {
   readonly p99TtftMinRequests: number;
   /** Traffic guard: alerts need at least this many requests per hour over their long window. */
   readonly minRequestsPerHour: number;
+  /**
+   * ITL guard: the ITL burn-rate alerts need at least this many requests with a token over the
+   * threshold in their long window, since one long slow stream can hold most of a quiet hour's ITL
+   * events. 0 turns it off.
+   */
+  readonly itlMinSlowRequests: number;
   /** How long a sidecar target must be down, or a namespace's sidecar metrics absent, before its alert fires. */
   readonly absentForMs: number;
   /** PromQL label matchers selecting the sidecars' scrape targets in `up` (TokentapTargetDown). */
@@ -219,6 +225,7 @@ export const DEFAULTS = {
   scrapeSelector: 'job=~"(.+/)?tokentap", endpoint=~"metrics|"',
   /** One request a minute: below that, a single slow request is already 1-2 % of the hour's traffic. */
   minRequestsPerHour: 60,
+  itlMinSlowRequests: 3,
   modelDiscoveryPaths: ['/v1/models', '/api/tags', '/info'],
   profileMaxRequestsPerWorkload: 10_000,
   profileBlockTokens: 512,
@@ -442,6 +449,7 @@ function freezeAlerts(config: ConfigFile['alerts']): AlertSettings {
     p99TtftLevel: config?.p99_ttft_severity ?? DEFAULTS.p99TtftLevel,
     p99TtftMinRequests: config?.p99_ttft_min_requests ?? DEFAULTS.p99TtftMinRequests,
     minRequestsPerHour: config?.min_requests_per_hour ?? DEFAULTS.minRequestsPerHour,
+    itlMinSlowRequests: config?.itl_min_slow_requests ?? DEFAULTS.itlMinSlowRequests,
     absentForMs: parseDurationMs(config?.absent_for ?? DEFAULTS.absentFor) as number,
     scrapeSelector: config?.scrape_selector ?? DEFAULTS.scrapeSelector,
     expectedNamespaces: Object.freeze([...(config?.expected_namespaces ?? [])]),

@@ -396,6 +396,12 @@ const alertSettings = z.strictObject({
    * averaged over the alert's long window, so one slow request on a quiet workload pages nobody.
    */
   min_requests_per_hour: z.number({ error: 'expected a number of requests per hour, e.g. 60' }).nonnegative({ error: 'expected a number of requests per hour, 0 or more' }).finite().optional(),
+  /** ITL burn-rate alerts: requests with a slow token their long window must hold (default 3; 0 turns the guard off). */
+  itl_min_slow_requests: z
+    .number({ error: 'expected a whole number of requests, e.g. 3' })
+    .int({ error: 'expected a whole number of requests, e.g. 3' })
+    .nonnegative({ error: 'expected a whole number of requests, 0 or more' })
+    .optional(),
   /** How long a sidecar target must be down, or a namespace's sidecar metrics absent, before TokentapTargetDown or TokentapMetricsAbsent fires. */
   absent_for: duration.optional(),
   /** The label matchers of the sidecars' scrape targets in `up` (TokentapTargetDown). */

@@ -417,6 +417,20 @@ export const METRICS = {
     extraLabels: [ATTR.slo, ATTR.sloResult],
   },
   /**
+   * Requests of a workload with an ITL SLO that had at least one token over its threshold: every
+   * request with an ITL event adds 0 or 1, so the series exists from the first. ITL events are one
+   * per token, so one long slow request can hold most of a quiet hour's bad share; the ITL burn
+   * alerts need this many distinct slow requests as well (render/burn-rate-alerts.ts).
+   */
+  itlSlowRequests: {
+    kind: 'counter',
+    otelName: 'tokentap.slo.itl_slow_requests',
+    promName: 'tokentap_slo_itl_slow_requests_total',
+    unit: '{request}',
+    description: 'Requests of a workload with an ITL SLO that had at least one token slower than its threshold.',
+    extraLabels: [],
+  },
+  /**
    * Goodput: one per finished generation request of a workload with an SLO that met every SLO the
    * workload defines (slo/goodput.ts: completed; TTFT good or not applicable; e2e good; ITL at the
    * workload's `itl_percentile` within the threshold). Every such request adds 0 or 1, so the series

@@ -70,6 +70,7 @@ export class Recorder {
   private readonly tapErrors: SumSink;
   private readonly tokenCountMismatches: SumSink;
   private readonly sloEventCounter: SumSink;
+  private readonly itlSlowRequestCounter: SumSink;
   private readonly upstreamRetries: SumSink;
   private readonly upstreamNotReused: SumSink;
   private readonly goodputCounter: SumSink;
@@ -134,6 +135,7 @@ export class Recorder {
     this.upstreamRetries = counter(METRICS.upstreamRetries);
     this.upstreamNotReused = counter(METRICS.upstreamNotReused);
     this.goodputCounter = counter(METRICS.goodput);
+    this.itlSlowRequestCounter = counter(METRICS.itlSlowRequests);
     this.acceleratorSecondsCounter = counter(METRICS.acceleratorSeconds);
     this.requestsWithCachedInput = counter(METRICS.requestsWithCachedInput);
     this.adapterColdStarts = counter(METRICS.adapterColdStarts);
@@ -261,6 +263,11 @@ export class Recorder {
   sloEvents(attributes: Attributes, slo: SloKind, good: number, bad: number): void {
     this.sloEventCounter.add(good, this.variants.of(attributes, ATTR.slo, slo, ATTR.sloResult, 'good'));
     this.sloEventCounter.add(bad, this.variants.of(attributes, ATTR.slo, slo, ATTR.sloResult, 'bad'));
+  }
+
+  /** One request with ITL events: 1 when a token of it was over the ITL threshold, else 0, so the series exists. */
+  itlSlowRequest(attributes: Attributes, slow: boolean): void {
+    this.itlSlowRequestCounter.add(slow ? 1 : 0, attributes);
   }
 
   /** One request of a workload with an SLO: 1 when it met every SLO (slo/goodput.ts), else 0, so the series exists. */

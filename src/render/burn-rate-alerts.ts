@@ -9,7 +9,7 @@ import { formatPromDuration } from './prometheus-duration.js';
 import { LABEL, WORKLOAD_KEY, labelList, promNumber, selector } from './promql.js';
 import { RECORD } from './recording-rules.js';
 import { scaledMs, type AlertingRule, type RenderOptions } from './rule-types.js';
-import { GUARD_MATCH, trafficGuard } from './traffic-guard.js';
+import { GUARD_MATCH, itlSlowRequestsGuard, trafficGuard } from './traffic-guard.js';
 
 /**
  * TokentapErrorBudgetBurn: one page and one ticket alert per workload and SLO, each firing when any
@@ -33,6 +33,7 @@ function conditionExpr(workload: string, slo: SloKind, budget: number, condition
   const ratio = (window: SliWindowName) => selector(RECORD.errorRatio(window), { [LABEL.workload]: workload, [LABEL.slo]: slo });
   const limit = `(${promNumber(condition.factor)} * ${promNumber(budget)})`;
   const longRange = formatPromDuration(scaledMs(windowMs(condition.long), options));
+  const itlGuard = slo === 'itl' && settings.alerts.itlMinSlowRequests > 0 ? [`  ${GUARD_MATCH}`, `  ${itlSlowRequestsGuard(workload, longRange, settings.alerts.itlMinSlowRequests)}`] : [];
   return [
     `(`,
     `  ${ratio(condition.long)} > ${limit}`,
@@ -40,6 +41,7 @@ function conditionExpr(workload: string, slo: SloKind, budget: number, condition
     `  ${ratio(condition.short)} > ${limit}`,
     `  ${GUARD_MATCH}`,
     `  ${trafficGuard(workload, longRange, settings.alerts.minRequestsPerHour)}`,
+    ...itlGuard,
     `)`,
   ].join('\n');
 }
@@ -74,11 +76,17 @@ function burnAlert(workload: Workload, slo: SloKind, thresholdS: number, policy:
         `{{ $value | humanizePercentage }} of ${workload.name}'s ${SLO_TITLE[slo]} events${IN_NAMESPACE} over ${valueWindow(policy, options)} were bad: ` +
         `${BAD_EVENT[slo](humanSeconds(thresholdS))}. The objective (${percent(objective)} good) allows ${percent(budget)}. ` +
         `This ${policy.severity} fires while the bad share is ${describeConditions(budget, policy, options)}, ` +
-        `with at least ${promNumber(settings.alerts.minRequestsPerHour)} requests per hour. ${causesHint(workload.name, slo)}`,
+        `with at least ${promNumber(settings.alerts.minRequestsPerHour)} requests per hour${itlGuardText(slo, settings)}. ${causesHint(workload.name, slo)}`,
       runbook_url: runbookUrl(settings.alerts, BURN_ALERT, slo),
       dashboard_url: dashboardUrl(settings.alerts, workload.name),
     },
   };
+}
+
+/** The ITL guard as the description says it; nothing for the other SLOs or with the guard off. */
+function itlGuardText(slo: SloKind, settings: Settings): string {
+  const minimum = settings.alerts.itlMinSlowRequests;
+  return slo === 'itl' && minimum > 0 ? ` and at least ${promNumber(minimum)} requests with a slow token in the long window` : '';
 }
 
 export function burnRateAlerts(settings: Settings, options: RenderOptions): AlertingRule[] {

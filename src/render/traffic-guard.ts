@@ -16,3 +16,14 @@ export function trafficGuard(workload: string, range: string, minRequestsPerHour
   const requests = `${METRICS.requests.promName}{${LABEL.workload}=${quote(workload)}, ${GENERATIONS_ONLY}, ${LABEL.outcome}!="client_error"}`;
   return `sum by (${labelList(...WORKLOAD_KEY)}) (rate(${requests}[${range}])) * 3600 >= ${promNumber(minRequestsPerHour)}`;
 }
+
+/**
+ * The ITL guard: at least `minimum` requests of the workload with a token over the ITL threshold
+ * in `range`. ITL has one event per token, so one long slow stream on a quiet workload can be most
+ * of the hour's bad share: 3,000 tokens 60 ms apart among 120 requests of 100 fast tokens made 20 %
+ * bad over the hour and paged. Several slow requests are an incident; one is one request.
+ */
+export function itlSlowRequestsGuard(workload: string, range: string, minimum: number): string {
+  const slow = `${METRICS.itlSlowRequests.promName}{${LABEL.workload}=${quote(workload)}}`;
+  return `sum by (${labelList(...WORKLOAD_KEY)}) (increase(${slow}[${range}])) >= ${promNumber(minimum)}`;
+}

@@ -116,5 +116,6 @@ export function recordSloEvents(
   }
   if (itl !== undefined && itlTokens > 0) {
     recorder.sloEvents(attributes, 'itl', itlTokens - itlBadTokens, itlBadTokens);
+    recorder.itlSlowRequest(attributes, itlBadTokens > 0);
   }
 }

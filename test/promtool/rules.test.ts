@@ -101,7 +101,7 @@ describe('rendered rules under promtool and amtool', { timeout: PROMTOOL_TEST_TI
     expect(await receiverOf('alertname=KubePodCrashLooping', 'severity=critical')).toBe('platform-team');
   });
 
-  it.each(['burn-rate.promtool.yaml', 'p99-ttft.promtool.yaml', 'traffic-guard.promtool.yaml', 'namespaces.promtool.yaml', 'one-page.promtool.yaml', 'absent-metrics.promtool.yaml', 'capacity.promtool.yaml', 'cost.promtool.yaml'])('pass the promtool unit tests in %s', async (file) => {
+  it.each(['burn-rate.promtool.yaml', 'p99-ttft.promtool.yaml', 'traffic-guard.promtool.yaml', 'namespaces.promtool.yaml', 'one-page.promtool.yaml', 'absent-metrics.promtool.yaml', 'capacity.promtool.yaml', 'cost.promtool.yaml', 'itl-guard.promtool.yaml'])('pass the promtool unit tests in %s', async (file) => {
     const result = await run('promtool', ['test', 'rules', file], dir);
     expect(result.code, result.output).toBe(0);
     expect(result.output).toContain('SUCCESS');
@@ -192,6 +192,17 @@ describe('rendered rules under promtool and amtool', { timeout: PROMTOOL_TEST_TI
     const result = await testsWith('absent-metrics.promtool.yaml', (rules) => rules.replace('endpoint=~"metrics|"', 'endpoint=~".*"'));
     expect(result.code).not.toBe(0);
     expect(result.output).toContain('endpoint="8000"');
+  });
+
+  it('fail the ITL guard tests without the guard: one long slow request in a quiet hour pages', async () => {
+    const unguarded = await renderInto(settingsFrom(`${configYaml}  itl_min_slow_requests: 0\n`));
+    try {
+      const result = await run('promtool', ['test', 'rules', 'itl-guard.promtool.yaml'], unguarded);
+      expect(result.code).not.toBe(0);
+      expect(result.output).toMatch(/alertname: TokentapErrorBudgetBurn, time: 7h2m,\s+exp:\[\],\s+got:\[\s+0:\s+Labels:\{[^}]*severity="critical", slo="itl"/);
+    } finally {
+      await rm(unguarded, { recursive: true, force: true });
+    }
   });
 
   it('fail the capacity tests when capacity is the highest held band, above the knee too', async () => {

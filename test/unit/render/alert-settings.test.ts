@@ -19,6 +19,7 @@ describe('the alerts section', () => {
       p99TtftLevel: 'ticket',
       p99TtftMinRequests: 100,
       minRequestsPerHour: 60,
+      itlMinSlowRequests: 3,
       absentForMs: 600_000,
       scrapeSelector: 'job=~"(.+/)?tokentap", endpoint=~"metrics|"',
       expectedNamespaces: [],
@@ -36,6 +37,7 @@ alerts:
   p99_ttft_severity: off
   p99_ttft_min_requests: 0
   min_requests_per_hour: 0
+  itl_min_slow_requests: 5
   absent_for: 1m
   scrape_selector: 'job="kubernetes-pods", container="tokentap"'
   expected_namespaces: [prod, staging]
@@ -49,6 +51,7 @@ alerts:
       p99TtftLevel: 'off',
       p99TtftMinRequests: 0,
       minRequestsPerHour: 0,
+      itlMinSlowRequests: 5,
       absentForMs: 60_000,
       scrapeSelector: 'job="kubernetes-pods", container="tokentap"',
       expectedNamespaces: ['prod', 'staging'],
@@ -61,6 +64,7 @@ alerts:
     ['alerts:\n  p99_ttft_severity: critical\n', 'a.yaml:2: alerts.p99_ttft_severity: expected "ticket", "page" or "off" (the level; severity_names maps it to the label value)'],
     ['alerts:\n  min_requests_per_hour: -1\n', 'a.yaml:2: alerts.min_requests_per_hour: expected a number of requests per hour, 0 or more'],
     ['alerts:\n  min_requests_per_hour: many\n', 'a.yaml:2: alerts.min_requests_per_hour: expected a number of requests per hour, e.g. 60'],
+    ['alerts:\n  itl_min_slow_requests: 1.5\n', 'a.yaml:2: alerts.itl_min_slow_requests: expected a whole number of requests, e.g. 3'],
     ['alerts:\n  p99_ttft_min_requests: 2.5\n', 'a.yaml:2: alerts.p99_ttft_min_requests: expected a whole number of requests'],
     ['alerts:\n  grafana_url: /grafana\n', 'a.yaml:2: alerts.grafana_url: expected an absolute http:// or https:// URL such as https://grafana.example.com, got "/grafana" (alerts are read in PagerDuty, Slack and e-mail, where a relative link leads nowhere)'],
     ['alerts:\n  grafana_url: https://grafana.example.com/?orgId=2\n', 'a.yaml:2: alerts.grafana_url: must not carry a query string or fragment (tokentap appends the path and the query)'],

@@ -105,6 +105,18 @@ describe('goodput and ttft_on end to end through the request monitor', () => {
     expect(sumValues(m, 'tokentap_requests_total', { workload: 'chat', operation: 'generation' })).toBe(2);
   });
 
+  it('counts the requests with a token over the ITL threshold, and adds 0 for the others so the series exists', async () => {
+    const { request, scrape } = setup('workloads:\n  - name: chat\n    slo: { objective: 0.99, itl: 50ms }\n');
+    request(sse(chatChunk({ content: 'a' }), chatChunk({ content: 'b' }), '[DONE]'), [100, 140, 140], 150);
+    const quiet = await scrape();
+    expect(quiet.get('tokentap_slo_itl_slow_requests_total')?.metrics.map((series) => [series.labels.workload, Number(series.value)])).toEqual([['chat', 0]]);
+    // 80 ms, then 30 ms: one slow token, one slow request.
+    request(sse(chatChunk({ content: 'a' }), chatChunk({ content: 'b' }), chatChunk({ content: 'c' }), '[DONE]'), [100, 180, 210, 210], 220);
+    const m = await scrape();
+    expect(sumValues(m, 'tokentap_slo_itl_slow_requests_total', { workload: 'chat' })).toBe(1);
+    expect(sumValues(m, 'tokentap_slo_events_total', { workload: 'chat', slo: 'itl', result: 'bad' })).toBe(1);
+  });
+
   it('records the first answer token, and judges TTFT on it with ttft_on: first_answer', async () => {
     const { request, scrape } = setup('workloads:\n  - name: chat\n    slo: { objective: 0.99, ttft: 200ms, ttft_on: first_answer }\n');
     const late = reasoningStream(250);
