@@ -54,8 +54,6 @@ const BOM_FIRST_BYTE = 0xef;
 const DATA_FIELD = Buffer.from('data: ', 'latin1');
 const DATA_FIELD_BYTES = DATA_FIELD.length;
 const CR_OR_CRLF = /\r\n?/g;
-/** The process's stack trace depth, as it was when this module loaded (V8's default is 10). */
-const STACK_TRACE_LIMIT = Error.stackTraceLimit;
 /** Shared by every decode call: an options literal there would be one allocation per chunk. */
 const STREAMING = Object.freeze({ stream: true });
 
@@ -94,9 +92,11 @@ export class SseDecoder {
   private decoderHolds = false;
   /** No byte has arrived yet: the body may open with a byte-order mark. */
   private atBodyStart = true;
+  /** The process's stack trace depth while the parser runs without one (feed()). */
+  private stackTraceLimit = 10;
   /** Bytes of a line not yet ended, held back from the parser (see the class comment), at most `maxHeldBytes`. */
   private readonly heldLine: GrowableBytes;
-  /** The parser's own buffer cap, in characters: never fewer bytes than that many characters. */
+  /** The parser's own buffer cap in characters, as bytes (a character is at least a byte). */
   private readonly maxHeldBytes: number;
 
   constructor(onEvent: (event: EventSourceMessage) => void, onOversized: () => void, maxEventChars = MAX_EVENT_CHARS) {
@@ -207,12 +207,12 @@ export class SseDecoder {
       if (text.length === 0) return;
     }
     const parser = (this.parser ??= this.createParser());
-    const stackTraceLimit = Error.stackTraceLimit;
+    this.stackTraceLimit = Error.stackTraceLimit;
     Error.stackTraceLimit = 0;
     try {
       parser.feed(text);
     } finally {
-      Error.stackTraceLimit = stackTraceLimit;
+      Error.stackTraceLimit = this.stackTraceLimit;
     }
     // A text ending in a blank line leaves the parser holding nothing (a CR-ended one may still owe
     // its LF, and the overflow below starts skipping: neither is a boundary).
@@ -234,7 +234,7 @@ export class SseDecoder {
     return createParser({
       onEvent: (event) => {
         // The taps run with stack traces: an exception there is logged with its stack.
-        Error.stackTraceLimit = STACK_TRACE_LIMIT;
+        Error.stackTraceLimit = this.stackTraceLimit;
         try {
           if (event.data.length > maxEventChars) this.onOversized();
           else this.onEvent(event);
