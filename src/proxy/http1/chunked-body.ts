@@ -1,7 +1,8 @@
 /**
  * Follows the framing of a chunked body (RFC 9112 section 7.1) as its bytes pass through the relay
  * unchanged: where each chunk's data lies (for the tap) and where the message ends (to reuse the
- * connection). It never copies or rewrites a byte; the bytes on the wire stay the upstream's.
+ * connection). It never rewrites a byte; the bytes on the wire stay the upstream's (gather() copies
+ * the data of many tiny chunks into one buffer for the taps, beside the wire).
  *
  * Written here, not taken from a package, because it runs on every upstream chunk: one pass over
  * the few framing bytes, the data skipped by length, and no object made per chunk (the data's
