@@ -68,10 +68,11 @@ function describeMatch(workload: Workload, last: boolean): string {
 }
 
 /**
- * Header names whose matched value is a credential (a team's API key can pick its workload): its
- * value is not printed, since check's output lands in CI logs.
+ * Header names whose matched value may be a credential (a team's API key can pick its workload):
+ * its value is not printed, since check's output lands in CI logs. Broad on purpose: hiding a
+ * harmless value costs nothing, printing a key does.
  */
-const CREDENTIAL_HEADER = /authorization|cookie|api[-_]?key|token|secret|password/i;
+const CREDENTIAL_HEADER = /auth|cookie|key|token|secret|password|credential|session|signature/i;
 
 function describeConditions(c: MatchConditions): string {
   const parts = [

@@ -88,6 +88,8 @@ describe('tokentap CLI', () => {
         '    match: { header: { authorization: "Bearer sk-TEAM-A-SECRET", x-team: a } }',
         '  - name: team-b',
         '    match: { header: { x-api-key: XAPIKEY-SECRET }, model: "llama\\u001b]0;pwned\\u0007" }',
+        '  - name: team-c',
+        '    match: [{ header: { x-authentication: AUTHN-SECRET } }, { header: { x-access-key: AKIA-SECRET } }, { header: { x-credential: CRED-SECRET } }]',
         '  - name: default',
         '',
       ].join('\n'),
@@ -96,9 +98,10 @@ describe('tokentap CLI', () => {
     expect(await main(['check', '--config', file, '--serve-only'], { stdout: out.stream, stderr: memoryStream().stream, env: {} })).toBe(0);
     expect(out.text()).not.toContain('SECRET');
     expect(out.text()).not.toMatch(/[\u001b\u0007]/);
-    expect(out.text().split('\n').slice(1, 3)).toEqual([
+    expect(out.text().split('\n').slice(1, 4)).toEqual([
       '  team-a   authorization: (value hidden) and x-team: a; no SLO',
       '  team-b   x-api-key: (value hidden) and model llama?]0;pwned?; no SLO',
+      '  team-c   x-authentication: (value hidden) or x-access-key: (value hidden) or x-credential: (value hidden); no SLO',
     ]);
   });
 
