@@ -334,6 +334,10 @@ export class RequestMonitor implements InterTokenSink, TapContext {
       this.model = this.deps.models.label(model);
       this.attributes = this.deps.recorder.requestAttributes(this.workload.name, this.model);
       this.deps.recorder.started(this.attributes);
+      // The ITL guard's counter exists at 0 before any request can end slow: increase() never
+      // counts the step that creates a series, so a pod whose first ITL request was slow would
+      // count one slow request fewer (render/traffic-guard.ts).
+      if (this.itlThresholdS !== undefined) this.deps.recorder.itlSlowRequest(this.attributes, false);
       this.adapterColdStart = this.deps.coldStarts?.requestStarted(this.model) ?? false;
       if (this.adapterColdStart) this.deps.recorder.adapterColdStart(this.attributes);
     }

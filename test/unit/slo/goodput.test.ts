@@ -84,7 +84,9 @@ function setup(configYaml: string) {
     monitor.delivered();
   };
   const scrape = async () => parsePrometheusText(await telemetry.scrape());
-  return { request, scrape };
+  /** A request that has started (its body read) and not ended. */
+  const started = () => new RequestMonitor(deps, 'POST', '/v1/chat/completions', {}).requestBody('m');
+  return { request, scrape, started };
 }
 
 /** A reasoning stream: reasoning at 100 ms, the first answer token at `answerMs`, the next 20 ms later. */
@@ -103,6 +105,13 @@ describe('goodput and ttft_on end to end through the request monitor', () => {
     const m = await scrape();
     expect(sumValues(m, 'tokentap_goodput_requests_total', { workload: 'chat' })).toBe(1);
     expect(sumValues(m, 'tokentap_requests_total', { workload: 'chat', operation: 'generation' })).toBe(2);
+  });
+
+  it('makes the slow-request series at 0 when the first request of an ITL workload starts, before any can end slow (increase() skips a series\' first step)', async () => {
+    const { started, scrape } = setup('workloads:\n  - name: chat\n    match: { path: /v1/chat/completions }\n    slo: { objective: 0.99, itl: 50ms }\n  - name: batch\n    slo: { objective: 0.99, ttft: 1s }\n');
+    started();
+    const m = await scrape();
+    expect(m.get('tokentap_slo_itl_slow_requests_total')?.metrics.map((series) => [series.labels.workload, Number(series.value)])).toEqual([['chat', 0]]);
   });
 
   it('counts the requests with a token over the ITL threshold, and adds 0 for the others so the series exists', async () => {
