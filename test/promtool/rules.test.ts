@@ -107,8 +107,10 @@ describe('rendered rules under promtool and amtool', { timeout: PROMTOOL_TEST_TI
     expect(result.output).toContain('SUCCESS');
   });
 
-  it('pass promtool check rules with what the config accepts beyond the usual: RE2 flags and named groups in the scrape selector, a space in a link', async () => {
-    const unusual = configYaml.replace('  grafana_url: https://grafana.example.com', '  grafana_url: https://grafana.example.com/my grafana\n  scrape_selector: \'job=~"(?i)(?P<ns>.+/)?tokentap", endpoint=~"(?i:metrics)|"\'');
+  it('pass promtool check rules with what the config accepts beyond the usual: RE2 flags, named groups, escapes and classes in the scrape selector, a space in a link', async () => {
+    // Every regular expression the config accepts beyond the plain ones (escapes and classes that look like lookaround or backreferences, \Q...\E, POSIX classes, the largest repeat).
+    const pod = String.raw`\\(?=x|[(?=]x|a\\\\1|\\Q(\\E|\\d+|[[:alpha:]]+|\\pL|x{1000}|a\tb`;
+    const unusual = configYaml.replace('  grafana_url: https://grafana.example.com', `  grafana_url: https://grafana.example.com/my grafana\n  scrape_selector: 'job=~"(?i)(?P<ns>.+/)?tokentap", endpoint=~"(?i:metrics)|", pod=~"${pod}"'`);
     expect(unusual).not.toBe(configYaml);
     const rendered = await renderInto(settingsFrom(unusual));
     try {
@@ -116,7 +118,7 @@ describe('rendered rules under promtool and amtool', { timeout: PROMTOOL_TEST_TI
       expect(result.code, result.output).toBe(0);
       const rules = await readFile(join(rendered, 'rules.yaml'), 'utf8');
       expect(rules).toContain('https://grafana.example.com/my%20grafana/d/');
-      expect(rules).toContain('up{job=~"(?i)(?P<ns>.+/)?tokentap", endpoint=~"(?i:metrics)|"} == 0');
+      expect(rules).toContain(`up{job=~"(?i)(?P<ns>.+/)?tokentap", endpoint=~"(?i:metrics)|", pod=~"${pod}"} == 0`);
     } finally {
       await rm(rendered, { recursive: true, force: true });
     }

@@ -107,6 +107,14 @@ alerts:
       'alerts:\n  scrape_selector: \'job="x", pod=~"(a)\\\\1"\'\n',
       "a.yaml:2: alerts.scrape_selector: the regular expression of pod uses a backreference, which Prometheus's regular expressions (RE2) do not have: Prometheus would refuse the rule file",
     ],
+    [
+      'alerts:\n  scrape_selector: \'job=~"tokentap\\d+"\'\n',
+      'a.yaml:2: alerts.scrape_selector: the value of job holds "\\d", which a PromQL string does not take (write "\\\\d" for the regular expression\'s \\d): Prometheus would refuse the rule file',
+    ],
+    [
+      'alerts:\n  scrape_selector: \'job=~"tokentap", pod=~"x{1001}"\'\n',
+      "a.yaml:2: alerts.scrape_selector: the regular expression of pod repeats more than 1000 times, RE2's limit: Prometheus would refuse the rule file",
+    ],
     ['alerts:\n  expected_namespaces: prod\n', 'a.yaml:2: alerts.expected_namespaces: expected a list of namespace names, e.g. [prod, staging]'],
     ['alerts:\n  expected_namespaces: [Prod]\n', 'a.yaml:2: alerts.expected_namespaces[0]: expected a Kubernetes namespace name: lower-case letters, digits and "-", at most 63'],
     ['alerts:\n  expected_namespaces: [prod, prod]\n', 'a.yaml:2: alerts.expected_namespaces[1]: duplicate namespace "prod"'],
@@ -123,6 +131,13 @@ alerts:
     expect(alerts.expectedNamespaces).toEqual(['prod', 'staging']);
     expect(alerts.scrapeSelector).toBe('job=~"(.+/)?tokentap", endpoint=~"metrics|"');
   });
+
+  it.each([String.raw`\\(?=x`, '[(?=]x', String.raw`a\\\\1`, String.raw`\\Q(\\E`, String.raw`\\d+`, '[[:alpha:]]+', String.raw`\\pL`, '.*', 'x{1000}', String.raw`a\tb`])(
+    'accepts %s in a scrape selector, as Prometheus does (escapes and character classes are not read as lookaround or backreferences)',
+    (regex) => {
+      expect(load(`alerts:\n  scrape_selector: 'job=~"${regex}"'\n`).alerts.scrapeSelector).toBe(`job=~"${regex}"`);
+    },
+  );
 
   it('accepts RE2 spellings JavaScript lacks in a scrape selector, and writes a link base as a URL (a space percent-encoded)', () => {
     const alerts = load(`
