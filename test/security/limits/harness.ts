@@ -161,3 +161,20 @@ export function witnessStream(proxy: string, tokens = 40, itlMs = 20): Promise<{
 }
 
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** `data` as chunked framing, one byte per chunk (6 bytes on the wire per byte), with the last chunk unless `end` is false. */
+export function oneByteChunks(data: Buffer, end = true): Buffer {
+  const wire = Buffer.allocUnsafe(data.length * 6 + (end ? 5 : 0));
+  let at = 0;
+  for (const byte of data) {
+    wire[at] = 0x31; // "1"
+    wire[at + 1] = 13;
+    wire[at + 2] = 10;
+    wire[at + 3] = byte;
+    wire[at + 4] = 13;
+    wire[at + 5] = 10;
+    at += 6;
+  }
+  if (end) wire.write('0\r\n\r\n', at, 'latin1');
+  return wire;
+}

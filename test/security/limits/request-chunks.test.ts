@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSimulator, type RunningSimulator } from '../../../src/simulator/server.js';
 import { RawClient } from '../../helpers/raw-http.js';
-import { cpuMs, limitCount, startSidecarProcess, witnessStream, type SidecarProcess } from './harness.js';
+import { cpuMs, limitCount, oneByteChunks, startSidecarProcess, witnessStream, type SidecarProcess } from './harness.js';
 
 /** A 6 MB JSON chat body. */
 function bigBody(): Buffer {
@@ -21,22 +21,6 @@ function chunks(body: Buffer, size: number): Buffer {
   }
   parts.push(Buffer.from('0\r\n\r\n'));
   return Buffer.concat(parts);
-}
-
-function oneByteChunks(body: Buffer): Buffer {
-  const wire = Buffer.allocUnsafe(body.length * 6 + 5);
-  let at = 0;
-  for (const byte of body) {
-    wire[at] = 0x31; // "1"
-    wire[at + 1] = 13;
-    wire[at + 2] = 10;
-    wire[at + 3] = byte;
-    wire[at + 4] = 13;
-    wire[at + 5] = 10;
-    at += 6;
-  }
-  wire.write('0\r\n\r\n', at, 'latin1');
-  return wire;
 }
 
 async function upload(sidecar: SidecarProcess, head: string, wire: Buffer): Promise<{ cpuMs: number; answer: string; witnessGapMs: number }> {

@@ -2,7 +2,7 @@ import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startRawUpstream } from '../../helpers/raw-http.js';
 import { eventually } from '../../helpers/sidecar.js';
-import { cpuMs, rssMiB, startSidecarProcess, type SidecarProcess } from './harness.js';
+import { cpuMs, oneByteChunks, rssMiB, startSidecarProcess, type SidecarProcess } from './harness.js';
 
 /**
  * Response bodies an upstream sends in 1-byte chunks (6 bytes on the wire per byte of data): the
@@ -11,23 +11,6 @@ import { cpuMs, rssMiB, startSidecarProcess, type SidecarProcess } from './harne
  * sidecar by 925 MiB, 12 killed it (V8 out of memory), 4 NDJSON lines of 1 MB took 504 MiB and 4
  * SSE lines of 2 MB 209 MiB; with observation off the same cases grew it by 15-25 MiB.
  */
-
-/** `data` as chunked framing, one byte per chunk, with the last chunk when `end`. */
-function oneByteChunks(data: Buffer, end: boolean): Buffer {
-  const wire = Buffer.allocUnsafe(data.length * 6 + (end ? 5 : 0));
-  let at = 0;
-  for (const byte of data) {
-    wire[at] = 0x31; // "1"
-    wire[at + 1] = 13;
-    wire[at + 2] = 10;
-    wire[at + 3] = byte;
-    wire[at + 4] = 13;
-    wire[at + 5] = 10;
-    at += 6;
-  }
-  if (end) wire.write('0\r\n\r\n', at, 'latin1');
-  return wire;
-}
 
 /** A request through the proxy whose answer is read as bytes, resolved once `wireBytes` of body have arrived after the head. */
 function request(proxy: string, path: string, wireBytes: number): Promise<Buffer> {
