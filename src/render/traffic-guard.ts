@@ -26,8 +26,8 @@ export function trafficGuard(workload: string, range: string, minRequestsPerHour
 export function itlSlowRequestsGuard(workload: string, range: string, minimum: number): string {
   const key = labelList(...WORKLOAD_KEY);
   const slow = `${METRICS.itlSlowRequests.promName}{${LABEL.workload}=${quote(workload)}}`;
-  const itlEvents = `${METRICS.sloEvents.promName}{${LABEL.workload}=${quote(workload)}, ${LABEL.slo}="itl"}`;
-  // Sidecars from before the counter export ITL events but not it: for them the guard steps aside
-  // (the alert as it was) rather than silence every ITL page until they are upgraded.
-  return `(sum by (${key}) (increase(${slow}[${range}])) >= ${promNumber(minimum)} or (sum by (${key}) (${itlEvents}) unless on (${key}) sum by (${key}) (${slow})))`;
+  const requests = `${METRICS.requests.promName}{${LABEL.workload}=${quote(workload)}}`;
+  // Sidecars from before the counter serve the workload's requests but not it: for them the guard
+  // steps aside (the alert as it was) rather than silence every ITL page until they are upgraded.
+  return `(sum by (${key}) (increase(${slow}[${range}])) >= ${promNumber(minimum)} or (sum by (${key}) (${requests}) unless on (${key}) sum by (${key}) (${slow})))`;
 }
