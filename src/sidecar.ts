@@ -75,7 +75,7 @@ export async function startSidecar(
 ): Promise<RunningSidecar> {
   const otlp = await startOtlp(otlpSettings, clock, settings.upstream, logger, settings.otlpHistograms, settings.native.maxBuckets);
   const drain = new DrainState();
-  const telemetry = new Telemetry(otlp.metricReaders, otlp.resource, { histograms: settings.histograms, native: settings.native });
+  const telemetry = new Telemetry(otlp.metricPush, otlp.resource, { histograms: settings.histograms, native: settings.native });
   attachExportFailureCounter(telemetry.meter, otlp.exportHealth);
   registerBuildInfo(telemetry.meter, { version: VERSION, nodeVersion: process.versions.node, commit: settings.commit });
   const models = new ModelLabels(settings.maxModels);

@@ -4,6 +4,7 @@ import { emptyResource } from '@opentelemetry/resources';
 import { metrics } from '@opentelemetry/sdk-node';
 import type { MetricDefinition } from './definitions.js';
 import { NativeBuckets, type NativeHistogramSettings } from './native-buckets.js';
+import { pushedPart, type PushedHistogramPart, type PushedHistogramShape } from './pushed-histogram.js';
 
 type CollectionResult = metrics.CollectionResult;
 type HistogramMetricData = metrics.HistogramMetricData;
@@ -12,8 +13,9 @@ type MetricProducer = metrics.MetricProducer;
 
 /**
  * The metrics tokentap records per request and per chunk, aggregated here instead of through
- * OpenTelemetry `record()`/`add()`, and handed to the OTel SDK's reader as a MetricProducer, so
- * /metrics shows them under the same names, buckets and attributes as the SDK would.
+ * OpenTelemetry `record()`/`add()`, and handed to the OTel SDK's Prometheus reader as a
+ * MetricProducer, so /metrics shows them under the same names, buckets and attributes as the SDK
+ * would; the OTLP push reader takes them through pushed-metrics.ts, in the shape it asks for.
  *
  * Why not the SDK's instruments: it has no bound instruments, so every `record()` or `add()`
  * serialises the attribute set to find its series (`hashAttributes`: a sort and a JSON.stringify),
@@ -35,43 +37,46 @@ type MetricProducer = metrics.MetricProducer;
  * ModelLabels folds models beyond its limit into `other`, fixed outcome and reason sets).
  */
 export class DirectMetrics implements MetricProducer {
-  private readonly sets: Array<HistogramSeriesSet | SumSeriesSet> = [];
+  private readonly histogramSets: HistogramSeriesSet[] = [];
+  private readonly sumSets: SumSeriesSet[] = [];
   /** With settings, every histogram series also keeps native buckets (native-buckets.ts) for the protobuf exposition. */
   private readonly native: NativeHistogramSettings | undefined;
   /** A data point's attributes (each series' own copy) -> its native buckets. */
   private readonly nativeByAttributes = new WeakMap<Attributes, NativeBuckets>();
   private readonly collectHooks: Array<() => void> = [];
+  /** What the OTLP push reader asks of every histogram series, when there is one (pushed-metrics.ts). */
+  readonly pushed: PushedHistogramShape | undefined;
 
-  constructor(native?: NativeHistogramSettings) {
+  constructor(native?: NativeHistogramSettings, pushed?: PushedHistogramShape) {
     this.native = native;
+    this.pushed = pushed;
   }
 
   /** One histogram; `definition` gives its OTel name, unit and description. */
   histogram(definition: MetricDefinition, boundaries: readonly number[]): HistogramSeriesSet {
-    const set = new HistogramSeriesSet(definition, boundaries, this.native, this.nativeByAttributes);
-    this.sets.push(set);
+    const set = new HistogramSeriesSet(definition, boundaries, this.native, this.nativeByAttributes, this.pushed);
+    this.histogramSets.push(set);
     return set;
   }
 
   /** A counter (`monotonic`) or an up-down counter. */
   sum(definition: MetricDefinition, monotonic: boolean): SumSeriesSet {
     const set = new SumSeriesSet(definition, monotonic);
-    this.sets.push(set);
+    this.sumSets.push(set);
     return set;
   }
 
-  /**
-   * The native buckets of a collected histogram data point, if kept: found by the identity of its
-   * attributes object when the point is this producer's own, else by the histogram's Prometheus
-   * name and the attribute values (a native shadow beside the SDK's instruments, Telemetry with OTLP).
-   */
-  nativeBucketsOf(promName: string, attributes: Attributes): NativeBuckets | undefined {
-    const own = this.nativeByAttributes.get(attributes);
-    if (own !== undefined) return own;
-    for (const set of this.sets) {
-      if (set instanceof HistogramSeriesSet && set.promName === promName) return set.nativeOf(attributes);
-    }
-    return undefined;
+  get histograms(): readonly HistogramSeriesSet[] {
+    return this.histogramSets;
+  }
+
+  get sums(): readonly SumSeriesSet[] {
+    return this.sumSets;
+  }
+
+  /** The native buckets of one of this producer's collected histogram data points, found by the identity of its attributes object. */
+  nativeBucketsOf(attributes: Attributes): NativeBuckets | undefined {
+    return this.nativeByAttributes.get(attributes);
   }
 
   /** `hook` runs at the start of every collection: what a recorder holds back goes into its series first. */
@@ -79,19 +84,28 @@ export class DirectMetrics implements MetricProducer {
     this.collectHooks.push(hook);
   }
 
-  async collect(): Promise<CollectionResult> {
+  /** Before any reader's collection (this one's, or the push reader's). */
+  runCollectHooks(): void {
     for (const hook of this.collectHooks) hook();
+  }
+
+  async collect(): Promise<CollectionResult> {
+    this.runCollectHooks();
     const endTime = hrTime();
+    const sets = [...this.histogramSets, ...this.sumSets];
     return {
       resourceMetrics: {
         // The reader keeps the SDK's resource and takes only the scope metrics from a producer.
         resource: emptyResource(),
-        scopeMetrics: [{ scope: { name: 'tokentap' }, metrics: this.sets.filter((set) => set.recorded).map((set) => set.metricData(endTime)) }],
+        scopeMetrics: [{ scope: DIRECT_SCOPE, metrics: sets.filter((set) => set.recorded).map((set) => set.metricData(endTime)) }],
       },
       errors: [],
     };
   }
 }
+
+/** The instrumentation scope of every series here, as the SDK's meter named it. */
+export const DIRECT_SCOPE = Object.freeze({ name: 'tokentap' });
 
 /** One histogram's series, one per attribute set. */
 export class HistogramSeriesSet {
@@ -102,25 +116,37 @@ export class HistogramSeriesSet {
   private readonly byIdentity = new WeakMap<Attributes, HistogramSeries>();
   private readonly native: NativeHistogramSettings | undefined;
   private readonly nativeByAttributes: WeakMap<Attributes, NativeBuckets> | undefined;
+  private readonly pushed: PushedHistogramShape | undefined;
 
-  constructor(definition: MetricDefinition, boundaries: readonly number[], native?: NativeHistogramSettings, nativeByAttributes?: WeakMap<Attributes, NativeBuckets>) {
+  constructor(
+    definition: MetricDefinition,
+    boundaries: readonly number[],
+    native?: NativeHistogramSettings,
+    nativeByAttributes?: WeakMap<Attributes, NativeBuckets>,
+    pushed?: PushedHistogramShape,
+  ) {
     this.definition = definition;
     this.boundaries = [...boundaries];
     this.native = native;
     this.nativeByAttributes = nativeByAttributes;
+    this.pushed = pushed;
   }
 
-  get promName(): string {
-    return this.definition.promName;
+  /** The histogram's OTel name, unit and description, as a data descriptor. */
+  get descriptor(): metrics.MetricDescriptor {
+    return descriptorOf(this.definition);
   }
 
-  /** The native buckets of the series with these attribute values, if it exists and keeps them. */
-  nativeOf(attributes: Attributes): NativeBuckets | undefined {
-    const series = this.byKey.get(attributesKey(attributes));
-    return series === undefined ? undefined : this.nativeByAttributes?.get(series.ownAttributes);
+  get bucketBoundaries(): readonly number[] {
+    return this.boundaries;
   }
 
-  /** One sample, as `Histogram.record()` takes it (the Recorder treats both alike). */
+  /** Every series made so far, sampled or not. */
+  allSeries(): IterableIterator<HistogramSeries> {
+    return this.byKey.values();
+  }
+
+  /** One sample, as `Histogram.record()` takes it. */
   record(value: number, attributes: Attributes): void {
     this.series(attributes).record(value);
   }
@@ -135,7 +161,7 @@ export class HistogramSeriesSet {
         const own = { ...attributes };
         const native = this.native === undefined ? undefined : new NativeBuckets(this.native);
         if (native !== undefined) this.nativeByAttributes?.set(own, native);
-        series = new HistogramSeries(this.boundaries, own, native);
+        series = new HistogramSeries(this.boundaries, own, native, pushedPart(this.pushed, this.boundaries));
         this.byKey.set(key, series);
       }
       this.byIdentity.set(attributes, series);
@@ -153,14 +179,8 @@ export class HistogramSeriesSet {
   }
 
   metricData(endTime: HrTime): HistogramMetricData {
-    const def = this.definition;
     return {
-      descriptor: {
-        name: def.otelName,
-        description: def.description,
-        unit: def.unit,
-        valueType: ValueType.DOUBLE,
-      },
+      descriptor: this.descriptor,
       aggregationTemporality: metrics.AggregationTemporality.CUMULATIVE,
       dataPointType: metrics.DataPointType.HISTOGRAM,
       dataPoints: [...this.byKey.values()].filter((series) => series.sampled).map((series) => series.dataPoint(endTime)),
@@ -172,9 +192,12 @@ export class HistogramSeriesSet {
 export class HistogramSeries {
   private readonly boundaries: number[];
   private readonly counts: Float64Array;
-  private readonly attributes: Attributes;
+  /** The series' own copy (the key of its native buckets). */
+  readonly attributes: Attributes;
   /** The same samples in native buckets, when the protobuf exposition serves them; count and sum are shared. */
   private readonly native: NativeBuckets | undefined;
+  /** The same samples as the OTLP push reader asks for them, when it asks for more than these (pushed-histogram.ts). */
+  readonly pushed: PushedHistogramPart | undefined;
   private readonly startTime: HrTime = hrTime();
   private count = 0;
   private sum = 0;
@@ -189,20 +212,16 @@ export class HistogramSeries {
    */
   private lastBucket = 0;
 
-  constructor(boundaries: number[], attributes: Attributes, native?: NativeBuckets) {
+  constructor(boundaries: number[], attributes: Attributes, native?: NativeBuckets, pushed?: PushedHistogramPart) {
     this.boundaries = boundaries;
     this.counts = new Float64Array(boundaries.length + 1);
     this.attributes = attributes;
     this.native = native;
+    this.pushed = pushed;
   }
 
   get sampled(): boolean {
     return this.count > 0;
-  }
-
-  /** The series' own copy of its attributes (the key of its native buckets). */
-  get ownAttributes(): Attributes {
-    return this.attributes;
   }
 
   record(value: number): void {
@@ -211,8 +230,10 @@ export class HistogramSeries {
     this.sum += value;
     if (value < this.min) this.min = value;
     if (value > this.max) this.max = value;
-    (this.counts[this.bucketOf(value)] as number)++;
+    const bucket = this.bucketOf(value);
+    (this.counts[bucket] as number)++;
     this.native?.add(value, 1);
+    this.pushed?.add(value, 1, bucket);
   }
 
   /** `times` samples of the same value (an n-token chunk's per-token samples). */
@@ -223,8 +244,10 @@ export class HistogramSeries {
     this.count += times;
     if (value < this.min) this.min = value;
     if (value > this.max) this.max = value;
-    (this.counts[this.bucketOf(value)] as number) += times;
+    const bucket = this.bucketOf(value);
+    (this.counts[bucket] as number) += times;
     this.native?.add(value, times);
+    this.pushed?.add(value, times, bucket);
   }
 
   /** bucketIndex(boundaries, value), found from the last sample's bucket when it is the same one. */
@@ -282,16 +305,29 @@ export class SumSeriesSet {
     // The SDK drops a negative value given to a counter (with a warning); so does this.
     if (this.monotonic && value < 0) return;
     series.value += value;
+    series.adds++;
   }
 
   get recorded(): boolean {
     return this.byKey.size > 0;
   }
 
+  get isMonotonic(): boolean {
+    return this.monotonic;
+  }
+
+  get descriptor(): metrics.MetricDescriptor {
+    return descriptorOf(this.definition);
+  }
+
+  /** Every series made so far. */
+  allSeries(): IterableIterator<SumSeries> {
+    return this.byKey.values();
+  }
+
   metricData(endTime: HrTime): SumMetricData {
-    const def = this.definition;
     return {
-      descriptor: { name: def.otelName, description: def.description, unit: def.unit, valueType: ValueType.DOUBLE },
+      descriptor: this.descriptor,
       aggregationTemporality: metrics.AggregationTemporality.CUMULATIVE,
       dataPointType: metrics.DataPointType.SUM,
       isMonotonic: this.monotonic,
@@ -300,14 +336,20 @@ export class SumSeriesSet {
   }
 }
 
-class SumSeries {
+export class SumSeries {
   readonly attributes: Attributes;
   readonly startTime: HrTime = hrTime();
   value = 0;
+  /** add() calls taken: a delta export reports a series added to in its interval, zero included, as the SDK does. */
+  adds = 0;
 
   constructor(attributes: Attributes) {
     this.attributes = attributes;
   }
+}
+
+function descriptorOf(definition: MetricDefinition): metrics.MetricDescriptor {
+  return { name: definition.otelName, description: definition.description, unit: definition.unit, valueType: ValueType.DOUBLE };
 }
 
 /** sdk-metrics binarySearchUB: the first index whose bound is >= value, or boundaries.length. */
@@ -331,11 +373,7 @@ function attributesKey(attributes: Attributes): string {
   return JSON.stringify(Object.keys(attributes).sort().map((key) => [key, attributes[key]]));
 }
 
-/**
- * The producer each Telemetry put in its Prometheus reader, by meter: the Recorder, which is given
- * only the meter, finds it here. A meter without one (a Telemetry with OTLP push readers, which are
- * built before it and cannot take a producer afterwards) keeps the SDK's instruments.
- */
+/** The producer of each Telemetry, by its meter: the Recorder, which is given only the meter, finds it here. */
 const BY_METER = new WeakMap<Meter, DirectMetrics>();
 
 export function attachDirectMetrics(meter: Meter, direct: DirectMetrics): void {
@@ -344,19 +382,4 @@ export function attachDirectMetrics(meter: Meter, direct: DirectMetrics): void {
 
 export function directMetricsOf(meter: Meter): DirectMetrics | undefined {
   return BY_METER.get(meter);
-}
-
-/**
- * With OTLP on, the request histograms go through the SDK's instruments; a DirectMetrics that is
- * not a producer (its series never reach a reader) keeps native buckets of the same samples beside
- * them, for the protobuf exposition. The Recorder finds it here, by meter.
- */
-const SHADOW_BY_METER = new WeakMap<Meter, DirectMetrics>();
-
-export function attachNativeShadow(meter: Meter, shadow: DirectMetrics): void {
-  SHADOW_BY_METER.set(meter, shadow);
-}
-
-export function nativeShadowOf(meter: Meter): DirectMetrics | undefined {
-  return SHADOW_BY_METER.get(meter);
 }

@@ -56,8 +56,8 @@ export interface MetricFamily {
   metric: Metric[];
 }
 
-/** The native buckets kept for a data point of the histogram `promName` (DirectMetrics.nativeBucketsOf). */
-export type NativeLookup = (promName: string, attributes: Attributes) => NativeBuckets | undefined;
+/** The native buckets kept for a histogram data point, found by its attributes object (DirectMetrics.nativeBucketsOf). */
+export type NativeLookup = (attributes: Attributes) => NativeBuckets | undefined;
 
 /**
  * The OTel Prometheus serializer's naming (exporter-prometheus 0.223 sanitizePrometheusMetricName
@@ -106,7 +106,7 @@ function familyOf(metric: MetricData, nativeOf: NativeLookup, histograms: Histog
         name,
         help,
         type: TYPE.HISTOGRAM,
-        metric: metric.dataPoints.map((p) => ({ label: labelsOf(p.attributes), histogram: histogramOf(p.value, nativeOf(name, p.attributes), histograms) })),
+        metric: metric.dataPoints.map((p) => ({ label: labelsOf(p.attributes), histogram: histogramOf(p.value, nativeOf(p.attributes), histograms) })),
       };
     default:
       // Exponential histograms never reach the Prometheus reader (its aggregation is the default); the

@@ -1,8 +1,8 @@
-import type { Attributes, Histogram, Meter } from '@opentelemetry/api';
+import type { Attributes, Meter } from '@opentelemetry/api';
 import type { TokenSource } from '../clock/token-timeline.js';
 import type { SloKind } from '../config/load.js';
 import { ATTR, METRICS, type HistogramKey, type MetricDefinition, type Operation } from './definitions.js';
-import { directMetricsOf, nativeShadowOf, type HistogramSeries, type HistogramSeriesSet } from './direct-metrics.js';
+import { directMetricsOf, type HistogramSeries, type HistogramSeriesSet, type SumSeriesSet } from './direct-metrics.js';
 
 /**
  * How a request ended; the `outcome` label. `shutdown`: still in flight when the drain deadline
@@ -45,69 +45,42 @@ export interface RequestSummary {
 
 const MS_PER_S = 1000;
 
-/** What records a histogram sample: an SDK Histogram, or a direct series set (direct-metrics.ts). */
-interface HistogramSink {
-  record(value: number, attributes: Attributes): void;
-}
-
-/** What adds to a counter or up-down counter: an SDK instrument, or a direct series set. */
-interface SumSink {
-  add(value: number, attributes: Attributes): void;
-}
-
 /**
- * Turns measurements into the metrics of the definitions table: through the aggregation of
- * direct-metrics.ts when the meter's Telemetry has it (the Prometheus endpoint alone), otherwise
- * through the OpenTelemetry SDK's instruments (OTLP configured). Attribute objects are interned:
+ * Turns measurements into the metrics of the definitions table, through the aggregation of
+ * direct-metrics.ts (which every reader takes, the Prometheus one and the OTLP one; it says why not
+ * the SDK's instruments). Attribute objects are interned:
  * one per attribute set, reused by every request and sample with that set, which is what lets the
  * direct aggregation find a series by identity.
  */
 export class Recorder {
-  private readonly histograms: Record<Exclude<HistogramKey, 'itlToken' | 'itlChunk' | 'itlByConcurrency'>, HistogramSink>;
-  private readonly requests: SumSink;
-  private readonly tokens: SumSink;
-  private readonly inFlight: SumSink;
-  private readonly tapErrors: SumSink;
-  private readonly tokenCountMismatches: SumSink;
-  private readonly sloEventCounter: SumSink;
-  private readonly itlSlowRequestCounter: SumSink;
-  private readonly upstreamRetries: SumSink;
-  private readonly upstreamNotReused: SumSink;
-  private readonly goodputCounter: SumSink;
-  private readonly acceleratorSecondsCounter: SumSink;
-  private readonly requestsWithCachedInput: SumSink;
-  private readonly adapterColdStarts: SumSink;
-  /** The inter-token histograms outside the SDK (direct-metrics.ts), when the meter's Telemetry has them. */
-  private readonly itlSets: DirectItlSets | undefined;
+  private readonly histograms: Record<Exclude<HistogramKey, 'itlToken' | 'itlChunk' | 'itlByConcurrency'>, HistogramSeriesSet>;
+  private readonly requests: SumSeriesSet;
+  private readonly tokens: SumSeriesSet;
+  private readonly inFlight: SumSeriesSet;
+  private readonly tapErrors: SumSeriesSet;
+  private readonly tokenCountMismatches: SumSeriesSet;
+  private readonly sloEventCounter: SumSeriesSet;
+  private readonly itlSlowRequestCounter: SumSeriesSet;
+  private readonly upstreamRetries: SumSeriesSet;
+  private readonly upstreamNotReused: SumSeriesSet;
+  private readonly goodputCounter: SumSeriesSet;
+  private readonly acceleratorSecondsCounter: SumSeriesSet;
+  private readonly requestsWithCachedInput: SumSeriesSet;
+  private readonly adapterColdStarts: SumSeriesSet;
+  /** The inter-token histograms, whose series each request resolves once (interTokenSeries). */
+  private readonly itlSets: DirectItlSets;
   /** Open requests holding inter-token samples not yet in their series: flushed before every collection. */
   private readonly pendingInterTokens = new Set<DirectInterTokenSeries>();
-  /** Otherwise (OTLP configured) the SDK's instruments. */
-  private readonly itlRecorded: SdkItlHistograms | undefined;
   private readonly baseAttributes = new Map<string, Map<string, Attributes>>();
   private readonly variants = new AttributeVariants();
 
   constructor(meter: Meter, buckets: Readonly<Record<HistogramKey, readonly number[]>>) {
     const direct = directMetricsOf(meter);
-    const shadow = direct === undefined ? nativeShadowOf(meter) : undefined;
-    const sdkHistogram = (key: HistogramKey): Histogram => {
-      const def = METRICS[key];
-      const histogram = meter.createHistogram(def.otelName, {
-        unit: def.unit,
-        description: def.description,
-        advice: { explicitBucketBoundaries: [...buckets[key]] },
-      });
-      // OTLP on and native histograms asked for: every sample also into the native shadow.
-      return shadow === undefined ? histogram : withShadow(histogram, shadow.histogram(def, buckets[key]));
-    };
-    const histogram = (key: HistogramKey): HistogramSink => (direct === undefined ? sdkHistogram(key) : direct.histogram(METRICS[key], buckets[key]));
-    const counter = (def: MetricDefinition): SumSink =>
-      direct === undefined ? meter.createCounter(def.otelName, { unit: def.unit, description: def.description }) : direct.sum(def, true);
-    this.itlSets =
-      direct === undefined
-        ? undefined
-        : { chunk: direct.histogram(METRICS.itlChunk, buckets.itlChunk), token: direct.histogram(METRICS.itlToken, buckets.itlToken), band: direct.histogram(METRICS.itlByConcurrency, buckets.itlByConcurrency) };
-    direct?.beforeCollect(() => this.flushInterTokens());
-    this.itlRecorded = direct === undefined ? { chunk: sdkHistogram('itlChunk'), token: sdkHistogram('itlToken'), band: sdkHistogram('itlByConcurrency') } : undefined;
+    if (direct === undefined) throw new Error('Recorder: the meter is not a Telemetry\'s (its DirectMetrics holds every request series)');
+    const histogram = (key: HistogramKey): HistogramSeriesSet => direct.histogram(METRICS[key], buckets[key]);
+    const counter = (def: MetricDefinition): SumSeriesSet => direct.sum(def, true);
+    this.itlSets = { chunk: histogram('itlChunk'), token: histogram('itlToken'), band: histogram('itlByConcurrency') };
+    direct.beforeCollect(() => this.flushInterTokens());
     this.histograms = {
       ttfb: histogram('ttfb'),
       ttft: histogram('ttft'),
@@ -128,7 +101,7 @@ export class Recorder {
     const { requests, tokens, inFlight, tapErrors, tokenCountMismatches, sloEvents } = METRICS;
     this.requests = counter(requests);
     this.tokens = counter(tokens);
-    this.inFlight = direct === undefined ? meter.createUpDownCounter(inFlight.otelName, { unit: inFlight.unit, description: inFlight.description }) : direct.sum(inFlight, false);
+    this.inFlight = direct.sum(inFlight, false);
     this.tapErrors = counter(tapErrors);
     this.tokenCountMismatches = counter(tokenCountMismatches);
     this.sloEventCounter = counter(sloEvents);
@@ -168,11 +141,8 @@ export class Recorder {
    */
   interTokenSeries(attributes: Attributes, band?: string): InterTokenSeries {
     const banded = band === undefined ? undefined : this.variants.of(attributes, ATTR.inFlight, band);
-    if (this.itlRecorded === undefined) {
-      const sets = this.itlSets as DirectItlSets;
-      return new DirectInterTokenSeries(sets.chunk.series(attributes), sets.token.series(attributes), banded === undefined ? undefined : sets.band.series(banded), this.pendingInterTokens);
-    }
-    return new SdkInterTokenSeries(this.itlRecorded, attributes, banded);
+    const sets = this.itlSets;
+    return new DirectInterTokenSeries(sets.chunk.series(attributes), sets.token.series(attributes), banded === undefined ? undefined : sets.band.series(banded), this.pendingInterTokens);
   }
 
   /** Every open request's buffered inter-token samples into their series (before a collection). */
@@ -277,18 +247,8 @@ export class Recorder {
 }
 
 /** A sample in milliseconds, recorded in seconds unless it is unknown (absent or NaN). */
-function recordIfKnown(sink: HistogramSink, ms: number | undefined, attributes: Attributes): void {
+function recordIfKnown(sink: HistogramSeriesSet, ms: number | undefined, attributes: Attributes): void {
   if (ms !== undefined && !Number.isNaN(ms)) sink.record(ms / MS_PER_S, attributes);
-}
-
-/** An SDK histogram that also records each sample into a native shadow series set. */
-function withShadow(histogram: Histogram, shadow: HistogramSeriesSet): Histogram {
-  return {
-    record(value: number, attributes?: Attributes): void {
-      histogram.record(value, attributes);
-      shadow.record(value, attributes ?? {});
-    },
-  } as Histogram;
 }
 
 /**
@@ -346,12 +306,6 @@ interface DirectItlSets {
   readonly chunk: HistogramSeriesSet;
   readonly token: HistogramSeriesSet;
   readonly band: HistogramSeriesSet;
-}
-
-interface SdkItlHistograms {
-  readonly chunk: Histogram;
-  readonly token: Histogram;
-  readonly band: Histogram;
 }
 
 /** One-token gaps held per request before they go into the series together. */
@@ -416,29 +370,4 @@ class DirectInterTokenSeries implements InterTokenSeries {
     this.ended = true;
     this.flush();
   }
-}
-
-/** Through the SDK's instruments (OTLP configured: its readers cannot take the producer). */
-class SdkInterTokenSeries implements InterTokenSeries {
-  private readonly histograms: SdkItlHistograms;
-  private readonly attributes: Attributes;
-  private readonly banded: Attributes | undefined;
-
-  constructor(histograms: SdkItlHistograms, attributes: Attributes, banded: Attributes | undefined) {
-    this.histograms = histograms;
-    this.attributes = attributes;
-    this.banded = banded;
-  }
-
-  record(gapMs: number, tokens: number): void {
-    const gapS = gapMs / MS_PER_S;
-    const perToken = gapS / tokens;
-    const { chunk, token, band } = this.histograms;
-    chunk.record(gapS, this.attributes);
-    for (let i = 0; i < tokens; i++) token.record(perToken, this.attributes);
-    const banded = this.banded;
-    if (banded !== undefined) for (let i = 0; i < tokens; i++) band.record(perToken, banded);
-  }
-
-  end(): void {}
 }

@@ -4,9 +4,11 @@ import { PrometheusExporter, PrometheusSerializer } from '@opentelemetry/exporte
 import { metrics } from '@opentelemetry/sdk-node';
 import { collectDefaultMetrics, Registry } from 'prom-client';
 import { BUILD_INFO, GPU_METRICS, METRICS, MODEL_INFO, PROFILE_METRICS, POD_METRICS, RELAY_METRICS } from './definitions.js';
-import { attachDirectMetrics, attachNativeShadow, DirectMetrics } from './direct-metrics.js';
+import type { OtlpMetricPush } from '../tracing/otlp-pipeline.js';
+import { attachDirectMetrics, DirectMetrics } from './direct-metrics.js';
 import { NATIVE_DEFAULTS, type NativeHistogramSettings } from './native-buckets.js';
 import { PrometheusReader } from './prometheus-reader.js';
+import { PushedMetrics } from './pushed-metrics.js';
 import { encodeDelimited, familiesFromOtel, familiesFromPromClient, type HistogramExposition } from './protobuf-exposition.js';
 
 type ResourceMetrics = metrics.ResourceMetrics;
@@ -25,9 +27,10 @@ const PROM_NAMES = new Map<string, string>([...Object.values(METRICS), ...Object
 /**
  * The metrics pipeline: an OpenTelemetry MeterProvider whose Prometheus reader is pulled on scrape
  * (no exporter HTTP server of its own: /metrics lives on the admin listener), plus prom-client's
- * process metrics (event-loop lag, heap, GC, CPU) appended to the same exposition. With OTLP
- * configured, a push reader sits beside the Prometheus one and exports the instruments under their
- * OpenTelemetry (semantic-convention) names; the Prometheus renaming applies to the scrape only.
+ * process metrics (event-loop lag, heap, GC, CPU) appended to the same exposition. The request
+ * series are tokentap's own (direct-metrics.ts), a producer of both readers. With OTLP configured,
+ * a push reader sits beside the Prometheus one and exports them, and the SDK's instruments, under
+ * their OpenTelemetry (semantic-convention) names; the Prometheus renaming applies to the scrape only.
  */
 export class Telemetry {
   readonly meter: Meter;
@@ -36,25 +39,27 @@ export class Telemetry {
   private readonly processRegistry = new Registry();
   /** No target_info or otel_scope_* noise on every series: Prometheus adds target labels itself. */
   private readonly serializer = new PrometheusSerializer(undefined, false, undefined, true, true);
-  private readonly direct: DirectMetrics | undefined;
+  private readonly direct: DirectMetrics;
   private readonly histograms: HistogramExposition;
 
-  /** `pushReaders`: further readers (the OTLP one) over the same instruments; `resource` describes this process to them. */
-  constructor(pushReaders: readonly metrics.IMetricReader[] = [], resource?: Resource, histogramSettings: HistogramSettings = DEFAULT_HISTOGRAMS) {
-    // The request metrics bypass the SDK's instruments (direct-metrics.ts says why) when every
-    // reader takes their producer: the push readers are built before this and cannot take it, so
-    // with OTLP they stay on the SDK's instruments.
-    // Native buckets are kept only where they can be served: on the direct series, and when asked.
+  /** `otlpMetrics`: a push reader beside the Prometheus one; `resource` describes this process to it. */
+  constructor(otlpMetrics?: OtlpMetricPush, resource?: Resource, histogramSettings: HistogramSettings = DEFAULT_HISTOGRAMS) {
+    // Native buckets are kept only when asked for.
     const native = histogramSettings.histograms === 'classic' ? undefined : histogramSettings.native;
-    const direct = pushReaders.length === 0 ? new DirectMetrics(native) : undefined;
-    // With OTLP, native buckets beside the SDK's instruments (direct-metrics.ts attachNativeShadow).
-    this.direct = direct ?? (native === undefined ? undefined : new DirectMetrics(native));
+    const pushed =
+      otlpMetrics === undefined
+        ? undefined
+        : {
+            exponentialMaxSize: otlpMetrics.histograms === 'exponential' ? otlpMetrics.maxExponentialBuckets : undefined,
+            delta: otlpMetrics.temporality(metrics.InstrumentType.HISTOGRAM) === metrics.AggregationTemporality.DELTA,
+          };
+    this.direct = new DirectMetrics(native, pushed);
     this.histograms = histogramSettings.histograms;
-    this.reader = new PrometheusReader({ preventServerStart: true, ...(direct === undefined ? {} : { metricProducers: [direct] }) });
+    this.reader = new PrometheusReader({ preventServerStart: true, metricProducers: [this.direct] });
+    const pushReaders = otlpMetrics === undefined ? [] : [otlpMetrics.reader(new PushedMetrics(this.direct, (type) => otlpMetrics.temporality(type)))];
     this.provider = new metrics.MeterProvider({ readers: [this.reader, ...pushReaders], ...(resource === undefined ? {} : { resource }) });
     this.meter = this.provider.getMeter('tokentap');
-    if (direct !== undefined) attachDirectMetrics(this.meter, direct);
-    else if (this.direct !== undefined) attachNativeShadow(this.meter, this.direct);
+    attachDirectMetrics(this.meter, this.direct);
     collectDefaultMetrics({ register: this.processRegistry });
   }
 
@@ -73,12 +78,11 @@ export class Telemetry {
 
   /**
    * The protobuf exposition (protobuf-exposition.ts): the same families as scrape(), histograms with
-   * native buckets as `metrics.histograms` says (with OTLP on, from the native shadow beside the
-   * SDK's instruments).
+   * native buckets as `metrics.histograms` says.
    */
   async scrapeProtobuf(): Promise<Uint8Array> {
     const direct = this.direct;
-    const ours = familiesFromOtel(withPrometheusNames(await this.collect()), (promName, attributes) => direct?.nativeBucketsOf(promName, attributes), this.histograms);
+    const ours = familiesFromOtel(withPrometheusNames(await this.collect()), (attributes) => direct.nativeBucketsOf(attributes), this.histograms);
     const process = familiesFromPromClient(await this.processRegistry.getMetricsAsJSON());
     return encodeDelimited([...ours, ...process]);
   }

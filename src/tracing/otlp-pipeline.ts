@@ -1,5 +1,5 @@
 import type { Resource } from '@opentelemetry/resources';
-import type { AggregationSelector, IMetricReader } from '@opentelemetry/sdk-metrics';
+import type { AggregationTemporality, IMetricReader, InstrumentType, MetricProducer } from '@opentelemetry/sdk-metrics';
 import type { Logger } from 'pino';
 import type { Clock } from '../clock/clock.js';
 import { NULL_TRACER, type RequestTracer } from './request-span.js';
@@ -9,10 +9,22 @@ import type { OtlpProtocol, OtlpSettings } from './otlp-settings.js';
 /** How histograms are pushed over OTLP (`metrics.otlp_histograms`). */
 export type OtlpHistogramAggregation = 'explicit' | 'exponential';
 
-/** The OTLP side of telemetry: a push metric reader for the MeterProvider, and the request tracer. */
+/** How metrics are pushed over OTLP: Telemetry makes the reader, with its producer of the request series. */
+export interface OtlpMetricPush {
+  /** `metrics.otlp_histograms`. */
+  readonly histograms: OtlpHistogramAggregation;
+  /** Buckets a side of an exponential histogram (the SDK's `maxSize`). */
+  readonly maxExponentialBuckets: number;
+  /** The exporter's temporality for an instrument type (OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE). */
+  temporality(type: InstrumentType): AggregationTemporality;
+  /** The push reader: every export interval, the SDK's own instruments and what `producer` gives. */
+  reader(producer: MetricProducer): IMetricReader;
+}
+
+/** The OTLP side of telemetry: how metrics are pushed, and the request tracer. */
 export interface OtlpPipeline {
-  /** Added beside the Prometheus reader; empty when metrics are not pushed. */
-  readonly metricReaders: readonly IMetricReader[];
+  /** Undefined when metrics are not pushed. */
+  readonly metricPush: OtlpMetricPush | undefined;
   /** For the MeterProvider, so pushed metrics carry service.name and OTEL_RESOURCE_ATTRIBUTES. */
   readonly resource: Resource | undefined;
   /** NULL_TRACER when spans are not exported. */
@@ -24,7 +36,7 @@ export interface OtlpPipeline {
 }
 
 export const OTLP_OFF: OtlpPipeline = Object.freeze({
-  metricReaders: [],
+  metricPush: undefined,
   resource: undefined,
   tracer: NULL_TRACER,
   exportHealth: [],
@@ -52,29 +64,26 @@ export async function startOtlp(
   const { defaultResource, resourceFromAttributes } = await import('@opentelemetry/resources');
   const resource = defaultResource().merge(resourceFromAttributes(settings.resourceAttributes));
 
-  const metricReaders: IMetricReader[] = [];
+  let metricPush: OtlpMetricPush | undefined;
   const exportHealth: OtlpExportHealth[] = [];
   if (settings.metrics !== undefined) {
-    const { AggregationType, InstrumentType, PeriodicExportingMetricReader } = await import('@opentelemetry/sdk-metrics');
+    const { PeriodicExportingMetricReader } = await import('@opentelemetry/sdk-metrics');
     const { url, protocol, intervalMs, timeoutMs } = settings.metrics;
     const { OTLPMetricExporter } = await metricExporterModule(protocol);
     const health = new OtlpExportHealth('metrics', loggableEndpoint(url), logger);
     exportHealth.push(health);
-    // Per reader, not a View: a View would change the Prometheus reader's histograms too, and the
-    // Prometheus exporter writes exponential histograms as untyped. The SDK's exponential
-    // aggregation starts at scale 20 and lowers the scale to stay within maxSize buckets.
-    const aggregationPreference: AggregationSelector | undefined =
-      histograms === 'exponential'
-        ? (type) =>
-            type === InstrumentType.HISTOGRAM
-              ? { type: AggregationType.EXPONENTIAL_HISTOGRAM, options: { maxSize: maxExponentialBuckets, recordMinMax: true } }
-              : { type: AggregationType.DEFAULT }
-        : undefined;
-    const exporter = watchExports(new OTLPMetricExporter({ url, ...(aggregationPreference === undefined ? {} : { aggregationPreference }) }), health);
-    metricReaders.push(new PeriodicExportingMetricReader({ exporter, exportIntervalMillis: intervalMs, exportTimeoutMillis: timeoutMs }));
+    // No aggregation preference: every histogram is tokentap's own (metrics/pushed-metrics.ts makes
+    // it exponential for this reader alone; a View would change the Prometheus reader's too).
+    const exporter = watchExports(new OTLPMetricExporter({ url }), health);
+    metricPush = {
+      histograms,
+      maxExponentialBuckets,
+      temporality: (type) => exporter.selectAggregationTemporality(type),
+      reader: (producer) => new PeriodicExportingMetricReader({ exporter, exportIntervalMillis: intervalMs, exportTimeoutMillis: timeoutMs, metricProducers: [producer] }),
+    };
   }
 
-  if (settings.traces === undefined) return { ...OTLP_OFF, metricReaders, resource, exportHealth };
+  if (settings.traces === undefined) return { ...OTLP_OFF, metricPush, resource, exportHealth };
   const { BasicTracerProvider, BatchSpanProcessor } = await import('@opentelemetry/sdk-trace-base');
   const { OtelRequestTracer } = await import('./otel-request-tracer.js');
   const { OTLPTraceExporter } = await traceExporterModule(settings.traces.protocol);
@@ -83,7 +92,7 @@ export async function startOtlp(
   const spanExporter = watchExports(new OTLPTraceExporter({ url: settings.traces.url }), traceHealth);
   const provider = new BasicTracerProvider({ resource, spanProcessors: [new BatchSpanProcessor(spanExporter)] });
   return {
-    metricReaders,
+    metricPush,
     resource,
     exportHealth,
     tracer: new OtelRequestTracer(provider.getTracer('tokentap'), clock, upstream),

@@ -69,7 +69,7 @@ function seriesPerWorkloadModel(buckets: Readonly<Record<HistogramKey, readonly 
 }
 
 async function payloads(histograms: HistogramExposition): Promise<{ text: number; protobuf: number; nativeBuckets: number }> {
-  const telemetry = new Telemetry([], undefined, { histograms, native: NATIVE_DEFAULTS });
+  const telemetry = new Telemetry(undefined, undefined, { histograms, native: NATIVE_DEFAULTS });
   const settings = loadSettings({ flags: {}, env: {}, readFile: () => '' });
   const recorder = new Recorder(telemetry.meter, settings.buckets);
   const next = random(7);

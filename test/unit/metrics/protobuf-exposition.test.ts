@@ -1,4 +1,3 @@
-import { metrics } from '@opentelemetry/sdk-node';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createAdminServer } from '../../../src/admin/admin-server.js';
 import { wantsProtobuf } from '../../../src/admin/exposition-format.js';
@@ -9,6 +8,7 @@ import { decodeDelimited, PROTOBUF_CONTENT_TYPE, type HistogramExposition } from
 import { Recorder, type RequestSummary } from '../../../src/metrics/recorder.js';
 import { Telemetry } from '../../../src/metrics/telemetry.js';
 import { parsePrometheusText } from '../../helpers/prometheus-text.js';
+import { testOtlpPush } from '../../helpers/sdk-reference.js';
 
 const telemetries: Telemetry[] = [];
 afterEach(async () => {
@@ -22,11 +22,8 @@ const PROMETHEUS_NATIVE_ACCEPT =
 const PROMETHEUS_TEXT_ACCEPT = 'application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1';
 
 function setup(histograms: HistogramExposition, native: NativeHistogramSettings = NATIVE_DEFAULTS, withOtlp = false): { telemetry: Telemetry; recorder: Recorder } {
-  // A push reader, as OTLP adds: the Recorder then uses the SDK's instruments.
-  const pushReaders = withOtlp
-    ? [new metrics.PeriodicExportingMetricReader({ exporter: new metrics.InMemoryMetricExporter(metrics.AggregationTemporality.CUMULATIVE), exportIntervalMillis: 3_600_000 })]
-    : [];
-  const telemetry = new Telemetry(pushReaders, undefined, { histograms, native });
+  // OTLP metrics pushed beside the scrape (exponential histograms, as by default).
+  const telemetry = new Telemetry(withOtlp ? testOtlpPush('cumulative', 'exponential').push : undefined, undefined, { histograms, native });
   telemetries.push(telemetry);
   const settings = loadSettings({ flags: {}, env: {}, readFile: () => '' });
   return { telemetry, recorder: new Recorder(telemetry.meter, { ...settings.buckets, ttft: [0.125, 0.25, 0.5, 1] }) };
@@ -138,10 +135,10 @@ describe('protobuf exposition', () => {
     expect((classicTtft.bucket as unknown[]).length).toBe(4);
   });
 
-  it('keeps native buckets beside the SDK\'s instruments when OTLP is on, with the SDK\'s count and sum', async () => {
-    const viaSdk = setup('both', { schema: 0, maxBuckets: 160, zeroThreshold: 2 ** -128, maxZeroThreshold: 2 ** -128 }, true);
+  it('keeps the same native buckets, count and sum when OTLP metrics are pushed too', async () => {
+    const withOtlp = setup('both', { schema: 0, maxBuckets: 160, zeroThreshold: 2 ** -128, maxZeroThreshold: 2 ** -128 }, true);
     const direct = setup('both', { schema: 0, maxBuckets: 160, zeroThreshold: 2 ** -128, maxZeroThreshold: 2 ** -128 });
-    for (const { recorder } of [viaSdk, direct]) {
+    for (const { recorder } of [withOtlp, direct]) {
       const attributes = recorder.requestAttributes('chat', 'm');
       for (const ttft of WORKED_EXAMPLE_TTFTS_S) recorder.finished(attributes, summary(ttft * 1000));
       const itl = recorder.interTokenSeries(attributes);
@@ -149,9 +146,9 @@ describe('protobuf exposition', () => {
       itl.record(90, 3);
     }
     for (const name of ['gen_ai_server_time_to_first_token_seconds', 'tokentap_inter_token_latency_seconds', 'tokentap_inter_chunk_latency_seconds']) {
-      const [sdkH, directH] = await Promise.all([viaSdk, direct].map(async ({ telemetry }) => (await families(telemetry)).find((f) => f.name === name)?.metric[0]?.histogram ?? {}));
-      expect(sdkH?.positive_span, name).toBeDefined();
-      expect(sdkH, name).toEqual(directH);
+      const [otlpH, directH] = await Promise.all([withOtlp, direct].map(async ({ telemetry }) => (await families(telemetry)).find((f) => f.name === name)?.metric[0]?.histogram ?? {}));
+      expect(otlpH?.positive_span, name).toBeDefined();
+      expect(otlpH, name).toEqual(directH);
     }
   });
 

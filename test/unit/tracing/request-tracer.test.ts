@@ -61,7 +61,7 @@ describe('tracing off', () => {
     const otlp = await startOtlp(undefined, new ManualClock(), UPSTREAM, createLogger('silent'));
     expect(otlp).toBe(OTLP_OFF);
     expect(otlp.tracer).toBe(NULL_TRACER);
-    expect(otlp.metricReaders).toEqual([]);
+    expect(otlp.metricPush).toBeUndefined();
     const headers = ['traceparent', '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01', 'x-a', '1'];
     const before = [...headers];
     expect(NULL_TRACER.start('POST', '/v1/chat/completions', 0, { traceparent: headers[1] }, headers)).toBe(NULL_SPAN);
