@@ -374,9 +374,17 @@ export class UsageChunkStripper {
     return forwarded;
   }
 
-  /** The body ended: whatever is left of an unfinished event goes out unchanged. */
+  /**
+   * The body ended: whatever is left of an unfinished event goes out unchanged. A CR the scan left
+   * undecided at the very end (it might have been half of a CRLF) ends its line now; when that line
+   * is blank the held event is complete, and is removed if it is the usage-only one, as a client's
+   * parser would have dispatched it.
+   */
   end(): Buffer {
-    const rest = Buffer.from(this.held.view());
+    const held = this.held.view();
+    const last = held.length - 1;
+    const completed = last > 0 && held[last] === CR && this.scanned === last && this.lineStart === last;
+    const rest = completed && isUsageOnlyEvent(held.subarray(0, last)) ? Buffer.alloc(0) : Buffer.from(held);
     this.held.clear();
     this.scanned = 0;
     this.lineStart = 0;

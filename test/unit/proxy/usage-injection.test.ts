@@ -92,6 +92,20 @@ describe('usage-only chunk stripping', () => {
     expect(strip([Buffer.from(`${content('a')}\n\ndata: {"choices":[],"usage":{}}`)])).toBe(`${content('a')}\n\ndata: {"choices":[],"usage":{}}`);
   });
 
+  it('removes the usage-only event when the body ends right after its blank line, a bare CR included (a line end the scan could not decide until the body ended)', () => {
+    for (const [eol, blank] of [['\r', '\r'], ['\n', '\r'], ['\r\n', '\r'], ['\n', '\n'], ['\r\n', '\r\n']]) {
+      const input = Buffer.from(`${content('a')}${eol}${eol}${usageOnly}${eol}${blank}`);
+      const expected = `${content('a')}${eol}${eol}`;
+      const label = JSON.stringify([eol, blank]);
+      expect(strip([input]), label).toBe(expected);
+      expect(strip(Array.from(input, (byte) => Buffer.from([byte]))), `${label} byte by byte`).toBe(expected);
+    }
+    // A CR that ends a line which is not blank leaves the event unfinished: flushed unchanged.
+    expect(strip([Buffer.from(`${usageOnly}\r`)])).toBe(`${usageOnly}\r`);
+    // A content event ending the same way stays.
+    expect(strip([Buffer.from(`${content('a')}\r\r`)])).toBe(`${content('a')}\r\r`);
+  });
+
   it('passes an event longer than 64 KiB through as it comes, holding none of it, and still removes the usage event after it, at every split around its ends', () => {
     for (const eol of ['\n', '\r\n', '\r']) {
       const e = (s: string) => `${s}${eol}${eol}`;
