@@ -224,6 +224,11 @@ export class HistogramSeries {
     return this.count > 0;
   }
 
+  /**
+   * NaN is dropped. A negative value is counted (in the first bucket; the SDK's histogram instrument
+   * would drop it with a warning): the Recorder records none, durations and counts being bounded
+   * and checked before they get here, and a robustness test sends -Infinity through on purpose.
+   */
   record(value: number): void {
     if (Number.isNaN(value)) return;
     this.count++;
@@ -292,6 +297,8 @@ export class SumSeriesSet {
 
   /** As `Counter.add()` / `UpDownCounter.add()` take it; a series exists from its first add, zero included (as in the SDK). */
   add(value: number, attributes: Attributes): void {
+    // The SDK drops a negative value given to a counter (with a warning), before any series is made; so does this.
+    if (this.monotonic && value < 0) return;
     let series = this.byIdentity.get(attributes);
     if (series === undefined) {
       const key = attributesKey(attributes);
@@ -302,9 +309,8 @@ export class SumSeriesSet {
       }
       this.byIdentity.set(attributes, series);
     }
-    // The SDK drops a negative value given to a counter (with a warning); so does this.
-    if (this.monotonic && value < 0) return;
     series.value += value;
+    series.sinceExport += value;
     series.adds++;
   }
 
@@ -342,6 +348,12 @@ export class SumSeries {
   value = 0;
   /** add() calls taken: a delta export reports a series added to in its interval, zero included, as the SDK does. */
   adds = 0;
+  /**
+   * What was added since the last delta export (pushed-metrics.ts resets it): summed apart, as the
+   * SDK sums an interval, not as a difference of running totals (3.7e7 then 0.123456789 gave
+   * 0.12345679104 that way).
+   */
+  sinceExport = 0;
 
   constructor(attributes: Attributes) {
     this.attributes = attributes;

@@ -117,7 +117,7 @@ function familyOf(metric: MetricData, nativeOf: NativeLookup, histograms: Histog
 
 function histogramOf(value: metrics.Histogram, native: NativeBuckets | undefined, mode: HistogramExposition): Record<string, unknown> {
   const histogram: Record<string, unknown> = { sample_count: value.count, sample_sum: value.sum ?? 0 };
-  // Without native buckets (the SDK's instruments, with OTLP on) the classic ones are all there is.
+  // Without native buckets (histograms: classic) the classic ones are all there is.
   if (mode !== 'native' || native === undefined) histogram.bucket = classicBuckets(value);
   if (mode !== 'classic' && native !== undefined) Object.assign(histogram, nativeFields(native));
   return histogram;

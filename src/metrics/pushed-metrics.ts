@@ -23,15 +23,21 @@ type MetricData = metrics.MetricData;
  * 1,024 calls of it per event.
  *
  * A delta export holds what was recorded since the previous export of this producer, as the SDK's
- * delta aggregation does: a series without any sample or add() in the interval is left out, and a
- * point starts at the previous export (a series' first, at the series' start).
+ * delta aggregation does: a series without any sample or add() in the interval is left out. A
+ * point starts where the series' previous point ended (its first, when the series was made), so a
+ * series' points are contiguous; the SDK starts a series' first point after a quiet interval at its
+ * first sample instead (both are valid OTLP: no two points of a series overlap).
+ *
+ * Exponential histograms are the SDK's own accumulation, kept one per series for its life
+ * (cumulative) or per interval (delta). The SDK's cumulative export merges each interval's
+ * accumulation into the last and so can lower the scale for good after an interval of zeros only
+ * (its scale getter reads 0 for an accumulation holding only zeros); one accumulation does not.
  */
 export class PushedMetrics implements metrics.MetricProducer {
   private readonly direct: DirectMetrics;
   private readonly temporalityOf: (type: InstrumentType) => AggregationTemporality;
-  /** Delta sums: what each series had reached at the previous export. */
-  private readonly exportedSums = new WeakMap<SumSeries, { value: number; adds: number }>();
-  private lastExport: HrTime | undefined;
+  /** Delta sums: each series' add() count and end time at its last exported point. */
+  private readonly exportedSums = new WeakMap<SumSeries, { adds: number; endTime: HrTime }>();
 
   constructor(direct: DirectMetrics, temporalityOf: (type: InstrumentType) => AggregationTemporality) {
     this.direct = direct;
@@ -53,7 +59,6 @@ export class PushedMetrics implements metrics.MetricProducer {
       const data = this.temporalityOf(type) === metrics.AggregationTemporality.DELTA ? this.deltaSumData(set, endTime) : set.metricData(endTime);
       if (data.dataPoints.length > 0) out.push(data);
     }
-    this.lastExport = endTime;
     return { resourceMetrics: { resource: emptyResource(), scopeMetrics: [{ scope: DIRECT_SCOPE, metrics: out }] }, errors: [] };
   }
 
@@ -85,13 +90,9 @@ export class PushedMetrics implements metrics.MetricProducer {
     for (const series of set.allSeries()) {
       const exported = this.exportedSums.get(series);
       if (exported !== undefined && exported.adds === series.adds) continue;
-      dataPoints.push({
-        attributes: series.attributes,
-        startTime: exported === undefined || this.lastExport === undefined ? series.startTime : this.lastExport,
-        endTime,
-        value: series.value - (exported?.value ?? 0),
-      });
-      this.exportedSums.set(series, { value: series.value, adds: series.adds });
+      dataPoints.push({ attributes: series.attributes, startTime: exported?.endTime ?? series.startTime, endTime, value: series.sinceExport });
+      series.sinceExport = 0;
+      this.exportedSums.set(series, { adds: series.adds, endTime });
     }
     return { descriptor: set.descriptor, aggregationTemporality: metrics.AggregationTemporality.DELTA, dataPointType: metrics.DataPointType.SUM, isMonotonic: set.isMonotonic, dataPoints };
   }

@@ -43,6 +43,8 @@ export interface ReceivedDataPoint {
   readonly value: number;
   /** Which OTLP data kind carried it. */
   readonly kind: 'sum' | 'gauge' | 'histogram' | 'exponentialHistogram';
+  /** AGGREGATION_TEMPORALITY_DELTA (1) or _CUMULATIVE (2), as sent; undefined for a gauge. */
+  readonly temporality: number | undefined;
   /** Exponential histograms: the scale and the positive buckets (offset, counts), as sent. */
   readonly exponential?: { readonly scale: number; readonly offset: number; readonly bucketCounts: number[]; readonly zeroCount: number };
   readonly resource: Record<string, unknown>;
@@ -117,7 +119,7 @@ export async function startOtlpReceiver() {
             return (r.scopeMetrics ?? []).flatMap((sm) =>
               (sm.metrics ?? []).flatMap((m) => {
                 const kind = (['sum', 'gauge', 'histogram', 'exponentialHistogram'] as const).find((k) => m[k] !== undefined);
-                const data = (kind === undefined ? undefined : m[kind]) as { dataPoints?: Array<Record<string, unknown>> } | undefined;
+                const data = (kind === undefined ? undefined : m[kind]) as { dataPoints?: Array<Record<string, unknown>>; aggregationTemporality?: number } | undefined;
                 return (data?.dataPoints ?? []).map((p) => {
                   const positive = p.positive as { offset?: number; bucketCounts?: Array<string | number> } | undefined;
                   return {
@@ -125,6 +127,7 @@ export async function startOtlpReceiver() {
                     attributes: attributeMap(p.attributes as KeyValue[] | undefined),
                     value: Number(p.asInt ?? p.asDouble ?? p.count ?? Number.NaN),
                     kind: kind ?? 'sum',
+                    temporality: data?.aggregationTemporality,
                     ...(kind === 'exponentialHistogram'
                       ? { exponential: { scale: Number(p.scale ?? 0), offset: Number(positive?.offset ?? 0), bucketCounts: (positive?.bucketCounts ?? []).map(Number), zeroCount: Number(p.zeroCount ?? 0) } }
                       : {}),

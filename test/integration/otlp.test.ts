@@ -264,6 +264,25 @@ describe('OpenTelemetry export over OTLP/HTTP', () => {
     expect(points.find((p) => p.metric === 'tokentap.requests')?.kind).toBe('sum');
   });
 
+  it('pushes delta counters and histograms when OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE=delta, and the last requests in the final export at SIGTERM', async () => {
+    // An interval longer than the test: only the final export at shutdown carries the requests.
+    const { receiver, serve } = await startStack({ OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_METRIC_EXPORT_INTERVAL: '600000', OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE: 'delta' });
+    for (let i = 0; i < 2; i++) await chat(serve.proxy);
+    serve.child.kill('SIGTERM');
+    expect((await serve.exit).code).toBe(0);
+    const points = receiver.dataPoints();
+    const DELTA = 1;
+    const CUMULATIVE = 2;
+    const requests = points.filter((p) => p.metric === 'tokentap.requests');
+    expect(requests.map((p) => [p.value, p.temporality])).toEqual([[2, DELTA]]);
+    // Each stream: two content tokens 15 ms apart, one inter-token gap.
+    const itl = points.find((p) => p.metric === 'tokentap.inter_token_latency');
+    expect([itl?.kind, itl?.value, itl?.temporality]).toEqual(['exponentialHistogram', 2, DELTA]);
+    expect(points.find((p) => p.metric === 'tokentap.tokens' && p.attributes['gen_ai.token.type'] === 'output')?.value).toBe(4);
+    // An up-down counter stays cumulative under the delta preference, as the exporter defines it.
+    expect(points.find((p) => p.metric === 'tokentap.requests.in_flight')?.temporality).toBe(CUMULATIVE);
+  });
+
   it('pushes the classic explicit-bucket histograms with metrics.otlp_histograms: explicit', async () => {
     const { mkdtemp, writeFile, rm } = await import('node:fs/promises');
     const { join } = await import('node:path');

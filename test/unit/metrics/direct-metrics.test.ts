@@ -269,3 +269,23 @@ describe('request metrics outside the SDK', () => {
     expect(slo?.metrics.find((m) => m.labels['slo'] === 'ttft' && m.labels['result'] === 'bad')?.value).toBe('1');
   });
 });
+
+describe('a value the SDK counter drops', () => {
+  it('leave a counter as the SDK does: a negative add makes no series', async () => {
+    const { telemetry, recorder, reference } = setup();
+    const attributes = recorder.requestAttributes('chat', 'a');
+    const itl = recorder.interTokenSeries(attributes);
+    itl.record(20, 1);
+    itl.end();
+    recorder.tapProblem(attributes, 'malformed_event');
+    (directMetricsOf(telemetry.meter)!.sums.find((set) => set.descriptor.name === 'tokentap.accelerator.time'))!.add(-1, recorder.requestAttributes('chat', 'b'));
+    const direct = directMetricsOf(telemetry.meter)!;
+    const names = new Set([...direct.histograms, ...direct.sums].map((set) => set.descriptor.name));
+    const ours = comparable(await telemetry.collect(), names);
+    expect(ours).toEqual(comparable(await reference.collect(), names));
+    const chunk = ours.find((m) => m.name === 'tokentap.inter_chunk_latency');
+    expect(chunk?.points.map((p) => (p.value as metrics.Histogram).count)).toEqual([1]);
+    expect(ours.find((m) => m.name === 'tokentap.tap.errors')?.points).toHaveLength(1);
+    expect(ours.find((m) => m.name === 'tokentap.accelerator.time')).toBeUndefined();
+  });
+});

@@ -134,3 +134,66 @@ describe('a chunk of many tokens pushed over OTLP', () => {
     expect(value.min).toBe(2 / 10_000_000);
   });
 });
+
+describe('delta points over OTLP', () => {
+  const key = (metric: string, attributes: object) => `${metric} ${JSON.stringify(Object.entries(attributes).sort())}`;
+
+  for (const histograms of ['explicit', 'exponential'] as const) {
+    it(`follow one another without gap or overlap per series, across quiet intervals (${histograms} histograms)`, async () => {
+      const { recorder, pushReader } = setup('delta', histograms);
+      const lastEnd = new Map<string, metrics.DataPoint<unknown>['endTime']>();
+      let checked = 0;
+      for (const _ of intervals(recorder)) {
+        for (const metric of (await pushReader.collect()).resourceMetrics.scopeMetrics.flatMap((s) => s.metrics)) {
+          if (metric.aggregationTemporality !== metrics.AggregationTemporality.DELTA) continue;
+          for (const point of metric.dataPoints as metrics.DataPoint<unknown>[]) {
+            const k = key(metric.descriptor.name, point.attributes);
+            const previous = lastEnd.get(k);
+            if (previous !== undefined) {
+              expect(point.startTime, k).toEqual(previous);
+              checked++;
+            }
+            expect(point.startTime[0] * 1e9 + point.startTime[1]).toBeLessThanOrEqual(point.endTime[0] * 1e9 + point.endTime[1]);
+            lastEnd.set(k, point.endTime);
+          }
+        }
+      }
+      // The fixture's series reported again after a first point: requests, tap errors, SLO events, ITL, TTFT...
+      expect(checked).toBeGreaterThan(5);
+    });
+  }
+
+  it('sum an interval apart from the running total: 0.123456789 after 3.7e7 is exported as 0.123456789', async () => {
+    const { recorder, pushReader } = setup('delta', 'exponential');
+    const attributes = recorder.requestAttributes('chat', 'm');
+    recorder.acceleratorTime(attributes, 3.7e7, 0);
+    await pushReader.collect();
+    recorder.acceleratorTime(attributes, 0.123456789, 0);
+    const collected = (await pushReader.collect()).resourceMetrics.scopeMetrics.flatMap((s) => s.metrics);
+    const seconds = collected.find((m) => m.descriptor.name === 'tokentap.accelerator.time');
+    const prefill = seconds?.dataPoints.find((p) => p.attributes['phase'] === 'prefill');
+    expect(prefill?.value).toBe(0.123456789);
+  });
+});
+
+describe('a cumulative exponential histogram pushed over OTLP', () => {
+  it('keeps its scale through an interval of zeros only (one accumulation for the series\' life)', async () => {
+    const { recorder, pushReader } = setup('cumulative', 'exponential');
+    const itl = recorder.interTokenSeries(recorder.requestAttributes('chat', 'm'));
+    const point = async () => {
+      const collected = (await pushReader.collect()).resourceMetrics.scopeMetrics.flatMap((s) => s.metrics);
+      return collected.find((m) => m.descriptor.name === 'tokentap.inter_chunk_latency')?.dataPoints[0]?.value as metrics.ExponentialHistogram;
+    };
+    itl.record(20, 2);
+    itl.record(21, 2);
+    const before = await point();
+    itl.record(0, 2);
+    await point();
+    itl.record(20.5, 2);
+    const after = await point();
+    expect(after.count).toBe(4);
+    expect(after.zeroCount).toBe(1);
+    expect(after.scale).toBe(before.scale);
+    expect(before.scale).toBeGreaterThan(5);
+  });
+});
