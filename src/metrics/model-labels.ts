@@ -5,7 +5,7 @@
  * Once the upstream has said which models it serves (src/discovery/model-discovery.ts calls
  * `serve`), a request keeps its model as the label only when the upstream serves it; any other name
  * is `other`. Until then, and with discovery off, the first `maxModels` distinct names are kept and
- * every later one is `other` (names holding control characters are `other` in every case): that fallback is what a burst of made-up names right after start can
+ * every later one is `other` (names holding control characters or unpaired surrogates are `other` in every case): that fallback is what a burst of made-up names right after start can
  * fill (32 names made the real model show as `other` until restart), and the served list replaces it.
  *
  * A label value, once given, has series in the exporter for the life of the process (neither the
@@ -33,10 +33,20 @@ const OLLAMA_DEFAULT_TAG = ':latest';
  */
 const CONTROL_CHARACTER = /[\u0000-\u001f\u007f-\u009f]/;
 
+/**
+ * Whether a name can be a label value as it is: no control character, and well-formed UTF-16. A
+ * JSON body can spell an unpaired surrogate (`"x\ud800y"`); the text exposition would print it as
+ * U+FFFD (two such names one series) and protobufjs would write it as bytes that are not UTF-8,
+ * which Prometheus refuses as a whole scrape (`invalid label value`): the target down for good.
+ */
+function labelable(model: string): boolean {
+  return !CONTROL_CHARACTER.test(model) && model.isWellFormed();
+}
+
 /** What `serve` kept of a listing, for the discovery log: the names, and how many listed names could not get a label. */
 export interface ServedList {
   readonly kept: readonly string[];
-  /** Listed names skipped: empty, longer than 128 characters, holding a control character, or beyond `maxModels`. */
+  /** Listed names skipped: empty, longer than 128 characters, holding a control character or an unpaired surrogate, or beyond `maxModels`. */
   readonly skipped: number;
   /** Kept names that have no label yet while every one of the `maxModels` label values is taken: they are labelled `other`. */
   readonly withoutRoom: number;
@@ -69,7 +79,7 @@ export class ModelLabels {
     const kept: string[] = [];
     for (const model of models) {
       if (kept.length >= this.maxModels) break;
-      if (model === '' || model.length > MAX_MODEL_NAME_LENGTH || CONTROL_CHARACTER.test(model) || served.has(model)) continue;
+      if (model === '' || model.length > MAX_MODEL_NAME_LENGTH || !labelable(model) || served.has(model)) continue;
       kept.push(model);
       served.add(model);
       if (model.endsWith(OLLAMA_DEFAULT_TAG)) served.add(model.slice(0, -OLLAMA_DEFAULT_TAG.length));
@@ -109,7 +119,7 @@ export class ModelLabels {
 
   label(model: string | undefined): string {
     if (model === undefined || model === '') return UNKNOWN_MODEL;
-    if (CONTROL_CHARACTER.test(model)) return OTHER_MODEL;
+    if (!labelable(model)) return OTHER_MODEL;
     if (this.served !== undefined) return this.served.has(model) ? this.admit(model) : OTHER_MODEL;
     if (this.firstSeen.has(model)) return model;
     if (this.firstSeen.size >= this.maxModels || model.length > MAX_MODEL_NAME_LENGTH) return OTHER_MODEL;

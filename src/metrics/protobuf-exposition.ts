@@ -69,8 +69,13 @@ function promName(name: string): string {
   return sanitized[0] !== undefined && sanitized[0] >= '0' && sanitized[0] <= '9' ? `_${sanitized}` : sanitized;
 }
 
+/**
+ * Label pairs; a value that is not well-formed UTF-16 (an unpaired surrogate) has U+FFFD in its
+ * place, as the text exposition prints it: protobufjs would write its bytes as they are, which is
+ * not UTF-8, and Prometheus refuses the whole scrape. ModelLabels keeps such names out already.
+ */
 function labelsOf(attributes: Attributes): LabelPair[] {
-  return Object.entries(attributes).map(([name, value]) => ({ name: promName(name), value: String(value ?? '') }));
+  return Object.entries(attributes).map(([name, value]) => ({ name: promName(name), value: String(value ?? '').toWellFormed() }));
 }
 
 /** Families of the OTel collection (already renamed to Prometheus names, as for the text serializer). */

@@ -9,6 +9,7 @@ import { createLogger } from '../../src/log/logger.js';
 import { RequestLineWriter } from '../../src/log/request-line.js';
 import { redactUrl } from '../../src/log/redact-url.js';
 import { ModelLabels } from '../../src/metrics/model-labels.js';
+import { decodeDelimited } from '../../src/metrics/protobuf-exposition.js';
 import { Recorder } from '../../src/metrics/recorder.js';
 import { Telemetry } from '../../src/metrics/telemetry.js';
 import { createProxyServer, type ProxyServer } from '../../src/proxy/proxy-server.js';
@@ -134,6 +135,28 @@ describe('secrets in request targets', () => {
     expect(metrics).toMatch(/gen_ai_request_model="other"/);
     // eslint-disable-next-line no-control-regex
     for (const line of logs) expect(line).not.toMatch(/[\u0000-\u001f]/);
+  });
+
+  it('folds a model name holding an unpaired surrogate into the label other: both expositions stay valid UTF-8', async () => {
+    // JSON can spell a lone surrogate; as a label, protobufjs wrote it as bytes that are not UTF-8 and
+    // Prometheus (native histograms on) refused every scrape of the pod.
+    const asOther = () => logs.filter((l) => l.includes('"msg":"request"') && l.includes('"model":"other"'));
+    const before = asOther().length;
+    for (const name of ['x\ud800y', 'x\udc01y', '\udbff']) {
+      const body = JSON.stringify({ model: name, messages: [] });
+      await send(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+    }
+    await eventually('three more request lines for other', asOther, (l) => l.length >= before + 3);
+    const text = await telemetry.scrape();
+    expect(text).not.toContain('\ufffd');
+    expect(text.isWellFormed()).toBe(true);
+    const protobuf = Buffer.from(await telemetry.scrapeProtobuf());
+    // A surrogate written as UTF-8 bytes (what Prometheus refused): 0xED then 0xA0..0xBF.
+    for (let i = protobuf.indexOf(0xed); i !== -1; i = protobuf.indexOf(0xed, i + 1)) expect(protobuf[i + 1]! & 0xe0, `byte ${i}`).not.toBe(0xa0);
+    const families = decodeDelimited(protobuf) as unknown as Array<{ metric: Array<{ label: Array<{ value: string }> }> }>;
+    const values = families.flatMap((f) => f.metric.flatMap((m) => m.label.map((l) => l.value)));
+    expect(values).toContain('other');
+    expect(values.filter((v) => !v.isWellFormed() || v.includes('\ufffd'))).toEqual([]);
   });
 });
 

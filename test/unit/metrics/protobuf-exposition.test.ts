@@ -161,6 +161,20 @@ describe('protobuf exposition', () => {
   });
 });
 
+describe('label values in the protobuf exposition', () => {
+  it('are valid UTF-8 even for an attribute value with an unpaired surrogate (U+FFFD in its place, as the text exposition prints it)', async () => {
+    const { telemetry, recorder } = setup('both');
+    // ModelLabels keeps such names out of labels; this is the exposition's own guard behind it.
+    recorder.finished(recorder.requestAttributes('chat', 'x\ud800y'), summary(0.2));
+    const bytes = Buffer.from(await telemetry.scrapeProtobuf());
+    expect(bytes.includes(Buffer.from([0xed, 0xa0, 0x80]))).toBe(false);
+    const values = (await families(telemetry)).flatMap((f) => f.metric.flatMap((m) => (m as unknown as { label: Array<{ value: string }> }).label.map((l) => l.value)));
+    expect(values).toContain('x\ufffdy');
+    // The text exposition's string keeps the surrogate; written as UTF-8 (the HTTP answer) it is U+FFFD too.
+    expect(Buffer.from(await telemetry.scrape()).toString('utf8')).toContain('gen_ai_request_model="x\ufffdy"');
+  });
+});
+
 describe('/metrics content negotiation', () => {
   it('serves protobuf to Prometheus with native histograms on and text to Prometheus without', async () => {
     const { telemetry, recorder } = setup('both');
