@@ -121,6 +121,7 @@ export async function startSidecar(
       inFlight,
     }),
     profiles: profiles === undefined ? undefined : { store: profiles, limitCounters },
+    limitCounters,
   });
 
   await listen(proxy, settings.listen.host, settings.listen.port, 'listen');

@@ -4,6 +4,7 @@ import type { DrainState } from '../lifecycle/drain-state.js';
 import type { LimitCounters } from '../metrics/limit-counters.js';
 import type { Telemetry } from '../metrics/telemetry.js';
 import { PROTOBUF_CONTENT_TYPE } from '../metrics/protobuf-exposition.js';
+import { ADMIN_SERVER_OPTIONS, guardAdminRequests, sharedWhileComputing } from './admin-limits.js';
 import { wantsProtobuf } from './exposition-format.js';
 import type { ProfileStore } from '../profile/profile-store.js';
 import { registerProfileRoutes } from './profile-routes.js';
@@ -23,6 +24,8 @@ export interface AdminOptions {
    * /profile does not exist.
    */
   readonly profiles?: { readonly store: ProfileStore; readonly limitCounters: LimitCounters };
+  /** Where the admin listener's own limits count their trips (admin-limits.ts). */
+  readonly limitCounters?: LimitCounters;
 }
 
 /** How long /readyz waits for the upstream's health answer; kubelet's default probe timeout is 1 s. */
@@ -37,21 +40,25 @@ export const READINESS_CACHE_MS = 1_000;
 
 /**
  * The admin listener: /metrics, /healthz, /readyz. A separate port from the proxy's, so nothing on
- * the user-traffic port ever reaches these.
+ * the user-traffic port ever reaches these; bounded by admin-limits.ts.
  */
 export function createAdminServer(options: AdminOptions): FastifyInstance {
-  const app = Fastify({ logger: false });
+  const app = Fastify({ logger: false, ...ADMIN_SERVER_OPTIONS });
+  guardAdminRequests(app, options.limitCounters);
   const probe = cachedProbe(new URL(options.upstreamHealthPath, options.upstream));
+  const telemetry = options.telemetry;
+  const scrapeText = sharedWhileComputing(() => telemetry.scrape());
+  const scrapeProtobuf = sharedWhileComputing(() => telemetry.scrapeProtobuf());
 
   app.get('/metrics', async (request, reply) => {
     // The same families either way; protobuf also carries native histograms (exposition-format.ts).
     // The body depends on Accept, so a cache must key on it (RFC 9110 section 12.5.5).
     reply.header('vary', 'Accept');
     if (wantsProtobuf(request.headers.accept)) {
-      const body = await options.telemetry.scrapeProtobuf();
+      const body = await scrapeProtobuf();
       return reply.header('content-type', PROTOBUF_CONTENT_TYPE).send(Buffer.from(body.buffer, body.byteOffset, body.byteLength));
     }
-    const text = await options.telemetry.scrape();
+    const text = await scrapeText();
     return reply.header('content-type', 'text/plain; version=0.0.4; charset=utf-8').send(text);
   });
 

@@ -1,0 +1,103 @@
+import http from 'node:http';
+import type { Socket } from 'node:net';
+import type { FastifyInstance, FastifyServerFactory } from 'fastify';
+import type { LimitCounters } from '../metrics/limit-counters.js';
+
+/**
+ * The admin listener's own limits (docs/limits.md, "The admin listener"). It shares the event loop
+ * and the file descriptors with the relay, and whoever can reach its port is not to be trusted
+ * more than a proxy client: a hostile review measured, before these limits, 1,100 silent admin
+ * connections taking every descriptor (the proxy's clients and /healthz reset), 450 unanswered
+ * request bodies holding 450 MiB, and 24 connections pipelining 1,500 `GET /metrics` each
+ * stalling every relayed stream for 24 s, then the heap out of memory.
+ *
+ * Prometheus, kubelet and a browser need none of what is refused: a scrape or a probe is a GET
+ * without a body, one at a time per connection, and a handful of connections at once.
+ */
+export const ADMIN_LIMITS = Object.freeze({
+  /** Connections open at once; more are closed as they come (Node's `server.maxConnections`). */
+  maxConnections: 64,
+  /** The whole request, head and (refused) body, within this; else 408 and the connection closed. */
+  requestTimeoutMs: 10_000,
+  /** Requests read on one connection and not yet answered (HTTP/1.1 pipelining): past it the connection is closed. */
+  maxPendingPerConnection: 4,
+});
+
+/**
+ * The Fastify options that carry ADMIN_LIMITS. The server is Node's own, made here: its request and
+ * head timeouts are checked every second rather than Node's default 30 (a head trickled in would
+ * otherwise hold its connection up to 40 s), and its keep-alive idle timeout is Node's 5 s (a
+ * scraper reconnects per scrape at worst) rather than Fastify's 72 s.
+ */
+export const ADMIN_SERVER_OPTIONS = Object.freeze({
+  serverFactory: ((handler) =>
+    http.createServer(
+      { requestTimeout: ADMIN_LIMITS.requestTimeoutMs, headersTimeout: ADMIN_LIMITS.requestTimeoutMs, connectionsCheckingInterval: 1_000 },
+      handler,
+    )) as FastifyServerFactory,
+  // A body is refused before it is read (guardAdminRequests); none is ever parsed. Fastify takes
+  // no 0 here; 1 byte is what a parser would ever read.
+  bodyLimit: 1,
+});
+
+/**
+ * Applies what the server options cannot: the connection cap, the refusal of methods other than
+ * GET and HEAD and of request bodies, and the pipelining cap. Each trip is counted in
+ * tokentap_limit_exceeded_total (`admin_connections`, `admin_request_refused`, `admin_pipelined_requests`).
+ */
+export function guardAdminRequests(app: FastifyInstance, counters: LimitCounters | undefined): void {
+  const server = app.server;
+  server.maxConnections = ADMIN_LIMITS.maxConnections;
+  // Node closes a connection past maxConnections as it is accepted, and says so with 'drop'.
+  server.on('drop', () => counters?.tripped('admin_connections'));
+
+  const pending = new WeakMap<Socket, number>();
+  app.addHook('onRequest', async (request, reply) => {
+    const socket = request.raw.socket;
+    const count = (pending.get(socket) ?? 0) + 1;
+    pending.set(socket, count);
+    if (count > ADMIN_LIMITS.maxPendingPerConnection) {
+      if (count === ADMIN_LIMITS.maxPendingPerConnection + 1) counters?.tripped('admin_pipelined_requests');
+      // The answers already owed are dropped with the connection: a client that pipelines this deep
+      // is not a scraper.
+      socket.destroy();
+      return reply.hijack();
+    }
+    const headers = request.headers;
+    const hasBody = headers['transfer-encoding'] !== undefined || (headers['content-length'] !== undefined && headers['content-length'] !== '0');
+    if ((request.method !== 'GET' && request.method !== 'HEAD') || hasBody) {
+      counters?.tripped('admin_request_refused');
+      // The body is never read: the connection closes after this answer.
+      return reply
+        .code(hasBody ? 413 : 405)
+        .header('connection', 'close')
+        .header('allow', 'GET, HEAD')
+        .send({ error: hasBody ? 'the admin port takes no request body' : `${request.method} is not served here: GET or HEAD` });
+    }
+    return undefined;
+  });
+  app.addHook('onResponse', async (request) => {
+    const socket = request.raw.socket;
+    const count = pending.get(socket);
+    if (count !== undefined) pending.set(socket, count - 1);
+  });
+}
+
+/**
+ * `answer`, shared by every caller that asks while it is being computed: a burst of scrapes or
+ * status-page loads (an HA pair of Prometheus, a pipelining client) costs one computation and holds
+ * one copy of the answer. Nothing is served after it completes: the next call computes afresh.
+ */
+export function sharedWhileComputing<T>(answer: () => Promise<T>): () => Promise<T> {
+  let running: Promise<T> | undefined;
+  return () => {
+    if (running !== undefined) return running;
+    const started = answer();
+    running = started;
+    const clear = (): void => {
+      if (running === started) running = undefined;
+    };
+    started.then(clear, clear);
+    return started;
+  };
+}

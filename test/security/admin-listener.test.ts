@@ -1,0 +1,137 @@
+import net from 'node:net';
+import type { AddressInfo } from 'node:net';
+import type { FastifyInstance } from 'fastify';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { ADMIN_LIMITS } from '../../src/admin/admin-limits.js';
+import { createAdminServer } from '../../src/admin/admin-server.js';
+import { LimitCounters } from '../../src/metrics/limit-counters.js';
+import { Telemetry } from '../../src/metrics/telemetry.js';
+
+/**
+ * The admin listener as a hostile client meets it (admin-limits.ts; found by a hostile review:
+ * silent connections took every descriptor, request bodies were held, pipelined scrapes ran the
+ * heap out of memory). Each case sends raw bytes on loopback and reads what comes back.
+ */
+
+const stops: Array<() => Promise<unknown>> = [];
+afterEach(async () => {
+  vi.restoreAllMocks();
+  for (const stop of stops.splice(0)) await stop();
+});
+
+async function start(): Promise<{ app: FastifyInstance; port: number; telemetry: Telemetry; counters: LimitCounters }> {
+  const telemetry = new Telemetry();
+  const counters = new LimitCounters();
+  const app = createAdminServer({ telemetry, upstream: new URL('http://127.0.0.1:9/'), upstreamHealthPath: '/health', limitCounters: counters });
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  stops.push(async () => {
+    await app.close();
+    await telemetry.shutdown();
+  });
+  return { app, port: (app.server.address() as AddressInfo).port, telemetry, counters };
+}
+
+/** Sends `payload` on a fresh connection; resolves with what came back once the server closes it, or after `waitMs` (then closes it). */
+function exchangeRaw(port: number, payload: string, waitMs = 1_000): Promise<{ text: string; closedByServer: boolean; atMs: number }> {
+  const startedMs = performance.now();
+  return new Promise((resolve) => {
+    const socket = net.connect(port, '127.0.0.1');
+    let text = '';
+    let done = false;
+    const finish = (closedByServer: boolean): void => {
+      if (done) return;
+      done = true;
+      resolve({ text, closedByServer, atMs: performance.now() - startedMs });
+      socket.destroy();
+    };
+    socket.on('data', (data) => (text += data.toString('latin1')));
+    socket.on('close', () => finish(true));
+    socket.on('error', () => undefined);
+    socket.write(payload);
+    setTimeout(() => finish(false), waitMs);
+  });
+}
+
+const GET_HEALTHZ = 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n';
+
+describe('the admin listener', () => {
+  it('refuses a request body unread, 413, and closes the connection: a POST promising 100 kB, a GET with a body', async () => {
+    const { port, counters } = await start();
+    const post = await exchangeRaw(port, 'POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{"a":');
+    expect(post.text.split('\r\n')[0]).toBe('HTTP/1.1 413 Payload Too Large');
+    expect(post.closedByServer).toBe(true);
+    const chunked = await exchangeRaw(port, 'GET /metrics HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhel');
+    expect(chunked.text.split('\r\n')[0]).toBe('HTTP/1.1 413 Payload Too Large');
+    expect(chunked.closedByServer).toBe(true);
+    const put = await exchangeRaw(port, 'DELETE /metrics HTTP/1.1\r\nHost: x\r\n\r\n');
+    expect(put.text.split('\r\n')[0]).toBe('HTTP/1.1 405 Method Not Allowed');
+    expect(put.text).toMatch(/\r\nallow: GET, HEAD\r\n/i);
+    expect(counters.count('admin_request_refused')).toBe(3);
+  });
+
+  it(`answers ${ADMIN_LIMITS.maxPendingPerConnection} pipelined requests and closes a connection that pipelines more, counted once`, async () => {
+    const { port, counters } = await start();
+    const within = await exchangeRaw(port, GET_HEALTHZ.repeat(ADMIN_LIMITS.maxPendingPerConnection));
+    expect(within.text.match(/HTTP\/1\.1 200 OK/g)).toHaveLength(ADMIN_LIMITS.maxPendingPerConnection);
+    expect(within.closedByServer).toBe(false);
+    const flood = await exchangeRaw(port, 'GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n'.repeat(1_500));
+    expect(flood.closedByServer).toBe(true);
+    expect(counters.count('admin_pipelined_requests')).toBe(1);
+  });
+
+  it('computes one scrape for requests that come while it is being computed, and a fresh one after', async () => {
+    const { port, telemetry } = await start();
+    // A scrape that takes 300 ms (a large exposition): every request in that time shares it.
+    let made = 0;
+    const scrape = vi.spyOn(telemetry, 'scrape').mockImplementation(async () => {
+      const n = made++;
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      return `scrape ${n}\n`;
+    });
+    const answers = await Promise.all(Array.from({ length: 20 }, () => fetch(`http://127.0.0.1:${port}/metrics`).then((r) => r.text())));
+    expect(new Set(answers)).toEqual(new Set(['scrape 0\n']));
+    expect(scrape).toHaveBeenCalledTimes(1);
+    expect(await fetch(`http://127.0.0.1:${port}/metrics`).then((r) => r.text())).toBe('scrape 1\n');
+  });
+
+  it(`takes at most ${ADMIN_LIMITS.maxConnections} connections at once, closes the ones past it as they come, and serves again once they go`, async () => {
+    const { port, counters } = await start();
+    const held: net.Socket[] = [];
+    try {
+      for (let i = 0; i < ADMIN_LIMITS.maxConnections; i++) {
+        const socket = net.connect(port, '127.0.0.1');
+        socket.on('error', () => undefined);
+        await new Promise((resolve) => socket.once('connect', resolve));
+        held.push(socket);
+      }
+      // Give the server time to accept them all before the one past the cap.
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      const past = await exchangeRaw(port, GET_HEALTHZ);
+      expect(past.text).toBe('');
+      expect(past.closedByServer).toBe(true);
+      expect(counters.count('admin_connections')).toBeGreaterThanOrEqual(1);
+    } finally {
+      for (const socket of held) socket.destroy();
+    }
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect((await exchangeRaw(port, GET_HEALTHZ)).text.split('\r\n')[0]).toBe('HTTP/1.1 200 OK');
+  });
+
+  it(`closes a connection whose head is still coming after ${ADMIN_LIMITS.requestTimeoutMs / 1000} s with 408`, async () => {
+    const { port } = await start();
+    const socket = net.connect(port, '127.0.0.1');
+    socket.on('error', () => undefined);
+    let text = '';
+    socket.on('data', (data) => (text += data.toString('latin1')));
+    const startedMs = performance.now();
+    socket.write('GET /metrics HTTP/1.1\r\nHost: x\r\n');
+    const trickle = setInterval(() => socket.write('X-A: b\r\n'), 500);
+    await new Promise((resolve) => socket.once('close', resolve));
+    clearInterval(trickle);
+    const closedAfterMs = performance.now() - startedMs;
+    expect(text.split('\r\n')[0]).toBe('HTTP/1.1 408 Request Timeout');
+    expect(closedAfterMs).toBeGreaterThanOrEqual(ADMIN_LIMITS.requestTimeoutMs - 100);
+    // Checked every second: well before Node's default 30 s check would notice.
+    expect(closedAfterMs).toBeLessThan(ADMIN_LIMITS.requestTimeoutMs + 15_000);
+  }, 40_000);
+});
