@@ -33,7 +33,7 @@ const REQUEST_TIMEOUT_MS = 10_000;
 
 /**
  * `tokentap profile`: GET /profile[/<workload>]?format=...&window=... from the admin listener,
- * written to stdout as the sidecar sent it. A refusal (no such workload, nothing in the window) is
+ * written to stdout as the sidecar sent it (control characters, which no tokentap answer holds, as "?"). A refusal (no such workload, nothing in the window) is
  * the sidecar's own message on stderr, exit 1.
  */
 export async function runProfile(argv: readonly string[], io: CliIO): Promise<number> {
@@ -41,7 +41,8 @@ export async function runProfile(argv: readonly string[], io: CliIO): Promise<nu
   const url = profileUrl(flags);
   let response: Response;
   try {
-    response = await fetch(url, { signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS) });
+    // An admin listener never redirects: another origin's answer is not printed as this one's.
+    response = await fetch(url, { redirect: 'manual', signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS) });
   } catch (error) {
     const cause = (error as { cause?: { code?: string } }).cause?.code ?? (error as Error).message;
     io.stderr.write(`tokentap profile: cannot reach the admin listener at ${url.origin} (${cause}); is the sidecar running, and is --admin its admin_listen address?\n`);
@@ -58,7 +59,10 @@ export async function runProfile(argv: readonly string[], io: CliIO): Promise<nu
     io.stderr.write(terminalText(`tokentap profile: ${url.pathname}: HTTP ${response.status}: ${refusalMessage(body)}\n`));
     return 1;
   }
-  io.stdout.write(body.endsWith('\n') ? body : `${body}\n`);
+  // A tokentap answer (JSON, JSON Lines, command-line text) holds no control character but line
+  // feeds, so this changes none; a hostile listener's escape sequences do not reach the terminal.
+  const printed = terminalText(body);
+  io.stdout.write(printed.endsWith('\n') ? printed : `${printed}\n`);
   const omitted = response.headers.get(OMITTED_ROWS_HEADER);
   if (omitted !== null) io.stderr.write(`tokentap profile: warning: ${terminalText(omitted)} requests left out of the trace, which holds at most 2,000,000 hash ids; ask a shorter --window\n`);
   return 0;

@@ -5,7 +5,7 @@ import type { StatusReport } from '../admin/status-report.js';
 import { TokentapError } from '../errors.js';
 import { readBounded } from './bounded-answer.js';
 import type { CliIO } from './main.js';
-import { terminalText } from './terminal-text.js';
+import { fieldText, terminalText } from './terminal-text.js';
 
 export const REPORT_USAGE = `Usage: tokentap report [--admin URL]
 
@@ -45,8 +45,16 @@ export async function runReport(argv: readonly string[], io: CliIO): Promise<num
     return 1;
   }
   // Every field passes printable(); the whole text is cleaned again for what a hostile answer puts
-  // where a number belongs (the answer is checked for its schema version only).
-  io.stdout.write(terminalText(formatReport(url.origin, report)));
+  // where a number belongs (the answer is checked for its schema version only, and a field of the
+  // wrong shape is reported as such rather than as the TypeError it raises).
+  let text: string;
+  try {
+    text = formatReport(url.origin, report);
+  } catch (error) {
+    io.stderr.write(terminalText(`tokentap report: ${url.href}: the answer is not a tokentap status report (${(error as Error).message})\n`));
+    return 1;
+  }
+  io.stdout.write(terminalText(text));
   return 0;
 }
 
@@ -71,12 +79,13 @@ function parseReportFlags(argv: readonly string[]): string {
 async function fetchReport(url: URL): Promise<StatusReport> {
   let response: Response;
   try {
-    response = await fetch(url, { headers: { accept: 'application/json' }, signal: AbortSignal.timeout(TIMEOUT_MS) });
+    // An admin listener never redirects; followed, a redirect would print another origin's answer under this one's name.
+    response = await fetch(url, { headers: { accept: 'application/json' }, redirect: 'manual', signal: AbortSignal.timeout(TIMEOUT_MS) });
   } catch (error) {
     const cause = (error as { cause?: { code?: string } }).cause?.code;
     throw new Error(`no answer (${cause ?? (error as Error).message}): is the sidecar running, and its admin listener reachable here (kubectl port-forward)?`);
   }
-  if (response.status !== 200) throw new Error(`HTTP ${response.status}: not a tokentap admin listener (it answers /status.json with 200)`);
+  if (response.status !== 200) throw new Error(`HTTP ${response.status}: not a tokentap admin listener (it answers /status.json with 200${response.status >= 300 && response.status < 400 ? ' and never redirects' : ''})`);
   let body: string;
   try {
     body = await readBounded(response, MAX_BODY_BYTES);
@@ -94,9 +103,9 @@ async function fetchReport(url: URL): Promise<StatusReport> {
   return report as StatusReport;
 }
 
-/** C0 and C1 controls (ESC, CR, BEL...) as "?": text from the network never steers the terminal. */
+/** C0 and C1 controls (ESC, CR, LF, BEL...) and bidi controls as "?": text from the network never steers the terminal or starts a line. */
 function printable(value: unknown): string {
-  return String(value).replace(/[\u0000-\u001f\u007f-\u009f]/g, '?');
+  return fieldText(value);
 }
 
 function rate(n: number): string {
@@ -110,7 +119,7 @@ function percent(r: number): string {
 function capacityText(f: CapacityFigures): string | null {
   if (f.capacity_in_flight === null) return null;
   const knee = f.knee_band === null ? 'no band broke yet' : `knee at band ${printable(f.knee_band)}`;
-  return `${f.at_least ? 'at least ' : ''}${f.capacity_in_flight} in flight (band ${printable(f.capacity_band)}; ${knee})`;
+  return `${f.at_least ? 'at least ' : ''}${printable(f.capacity_in_flight)} in flight (band ${printable(f.capacity_band)}; ${knee})`;
 }
 
 /** `label  value`, or `label  (why it is absent)`. */
@@ -125,7 +134,7 @@ function figureLines(f: CapacityFigures, peakInFlight: number | undefined): stri
   const noCapacity = f.capacity_in_flight === null ? NO_CAPACITY : undefined;
   return [
     line('capacity at SLO', capacityText(f), f.absent.capacity_in_flight),
-    line('sustainable', f.sustainable_rps === null ? null : `${rate(f.sustainable_rps)} (Little's law: ${f.capacity_in_flight} / ${(f.mean_e2e_s as number).toFixed(2)} s mean e2e)`, noCapacity ?? f.absent.sustainable_rps),
+    line('sustainable', f.sustainable_rps === null ? null : `${rate(f.sustainable_rps)} (Little's law: ${printable(f.capacity_in_flight)} / ${(f.mean_e2e_s as number).toFixed(2)} s mean e2e)`, noCapacity ?? f.absent.sustainable_rps),
     peakInFlight === undefined ? '' : line('peak in flight', `${peakInFlight} since start`, undefined),
     line('peak rate', f.peak_rps === null ? null : `${rate(f.peak_rps)} (highest 5-minute rate, last hour)`, f.absent.peak_rps),
     line('headroom', f.headroom === null ? null : `${percent(f.headroom)}${f.at_least ? ' or more' : ''}`, noCapacity ?? f.absent.headroom),
@@ -171,7 +180,7 @@ function costSection(c: CostStatus): string {
 Cost of this pod's requests, last ${minutes}, every workload
 `;
   text += line('busy share', c.busy_ratio === null ? null : `${percent(c.busy_ratio)} of the time with a request in flight`, c.absent.busy_ratio);
-  const price = c.price_per_hour === null || c.accelerators === null ? null : `${money(c.price_per_hour, currency)} an accelerator-hour x ${c.accelerators}`;
+  const price = c.price_per_hour === null || c.accelerators === null ? null : `${money(c.price_per_hour, currency)} an accelerator-hour x ${printable(c.accelerators)}`;
   text += line('price', price, c.configured ? 'the accelerator count is not known yet: DCGM has not answered' : 'no cost: configured');
   text += costLines(c.pod, currency);
   for (const w of c.workloads) text += `
@@ -183,17 +192,17 @@ ${costLines(w, currency)}`;
 export function formatReport(origin: string, report: StatusReport): string {
   const c: CapacityStatus = report.capacity;
   let text = `tokentap report: ${printable(origin)} (tokentap ${printable(report.version)}, up ${Math.floor(report.uptime_s)} s)\n\n`;
-  text += `Capacity at SLO of this pod, every workload (bands count from ${c.min_samples_per_band} requests)\n`;
+  text += `Capacity at SLO of this pod, every workload (bands count from ${printable(c.min_samples_per_band)} requests)\n`;
   text += figureLines(c.mix, c.peak_in_flight);
   text += line(
     'pods needed, planned peak',
-    c.pods_needed_planned === null || c.planned_peak_rps === null ? null : `${c.pods_needed_planned} for ${rate(c.planned_peak_rps)}`,
+    c.pods_needed_planned === null || c.planned_peak_rps === null ? null : `${printable(c.pods_needed_planned)} for ${rate(c.planned_peak_rps)}`,
     c.planned_peak_rps !== null && c.mix.capacity_in_flight === null ? NO_CAPACITY : c.mix.absent.pods_needed_planned,
   );
   for (const w of c.workloads) {
     text += `\nWorkload ${printable(w.name)}\n`;
     text += figureLines(w, undefined);
-    const bands = w.bands.map((b) => `${printable(b.band)}: ${b.requests} ${b.verdict === 'too_few' ? 'too few' : b.verdict}`).join(', ');
+    const bands = w.bands.map((b) => `${printable(b.band)}: ${printable(b.requests)} ${b.verdict === 'too_few' ? 'too few' : b.verdict}`).join(', ');
     text += line('bands', bands === '' ? null : bands, 'no request with a first token yet');
   }
   if (c.workloads.length === 0) text += '\nNo workload has a TTFT or ITL SLO: capacity at SLO needs one to judge the bands by.\n';

@@ -152,3 +152,55 @@ describe('profile compare against an admin listener that drips its answer', () =
     expect(performance.now() - started).toBeLessThan(4000);
   });
 });
+
+describe('tokentap report and profile against a hostile admin listener, after review', () => {
+  it('report: a line feed where a number belongs starts no line of its own, and bidi controls and line separators are "?"', async () => {
+    const hostile = {
+      schema_version: 1,
+      version: 'v\u202e1',
+      uptime_s: 5,
+      capacity: {
+        min_samples_per_band: 20,
+        planned_peak_rps: null,
+        peak_in_flight: 3,
+        pods_needed_planned: null,
+        mix: { ...FIGURES, capacity_in_flight: '4\nFAKE LINE: capacity at SLO 999 in flight' },
+        workloads: [{ name: 'chat\u2028x', ...FIGURES, capacity_in_flight: null, bands: [] }],
+      },
+    };
+    const result = await run(['report', '--admin', await answering(200, JSON.stringify(hostile))]);
+    expect(result.stdout.split('\n').filter((l) => l.startsWith('FAKE LINE'))).toEqual([]);
+    expect(result.stdout).not.toMatch(/[\u202a-\u202e\u2028\u2029]/);
+    expect(result.stdout).toContain('4?FAKE LINE');
+  });
+
+  it('report: a status.json of the wrong shape is "not a tokentap status report", exit 1, not a TypeError', async () => {
+    const result = await run(['report', '--admin', await answering(200, JSON.stringify({ schema_version: 1, capacity: {} }))]);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toMatch(/the answer is not a tokentap status report \(/);
+  });
+
+  it('report and profile: a redirect is not followed, and says the listener is not tokentap', async () => {
+    let followed = 0;
+    server = http.createServer((req, res) => {
+      if (req.url?.startsWith('/elsewhere')) followed++;
+      res.writeHead(302, { location: '/elsewhere/status.json' }).end();
+    });
+    await new Promise<void>((resolve) => server?.listen(0, '127.0.0.1', resolve));
+    const admin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const report = await run(['report', '--admin', admin]);
+    expect(report.code).toBe(1);
+    expect(report.stderr).toMatch(/HTTP 302: not a tokentap admin listener .*never redirects/);
+    const profile = await run(['profile', '--admin', admin]);
+    expect(profile.code).toBe(1);
+    expect(profile.stderr).toMatch(/HTTP 302/);
+    expect(followed).toBe(0);
+  });
+
+  it('profile: escape sequences in the answer body do not reach stdout', async () => {
+    const result = await run(['profile', '--admin', await answering(200, '{"x":"\u001b]0;PWNED\u0007\u001b[2J\u009b31m\u007f"}')]);
+    expect(result.code).toBe(0);
+    expect(result.stdout).not.toMatch(CONTROLS);
+    expect(result.stdout).toContain('PWNED');
+  });
+});
