@@ -2,9 +2,10 @@ import { metrics } from '@opentelemetry/sdk-node';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { loadSettings } from '../../../src/config/load.js';
 import { directMetricsOf, HistogramSeries } from '../../../src/metrics/direct-metrics.js';
-import { Recorder, type RequestSummary } from '../../../src/metrics/recorder.js';
+import { Recorder } from '../../../src/metrics/recorder.js';
 import { Telemetry } from '../../../src/metrics/telemetry.js';
 import { parsePrometheusText } from '../../helpers/prometheus-text.js';
+import { requestSummary } from '../../helpers/request-summary.js';
 import { comparable, SdkReference, TestReader } from '../../helpers/sdk-reference.js';
 
 const telemetries: Telemetry[] = [];
@@ -208,28 +209,15 @@ function ourFamilies(text: string) {
 
 describe('request metrics outside the SDK', () => {
   it('are exactly what the SDK instruments make of the same requests', async () => {
-    const summary = (over: Partial<RequestSummary>): RequestSummary => ({
-      outcome: 'completed',
-      statusClass: '2xx',
-      ttfbMs: 12,
-      ttftMs: 150,
-      tpotMs: 20,
-      e2eMs: 1400,
-      inputTokens: 30,
-      outputTokens: 64,
-      tokenSource: 'usage',
-      tokenCountMismatch: false,
-      ...over,
-    });
     const { telemetry, recorder, reference } = setup();
     const chat = recorder.requestAttributes('chat', 'a');
     const rag = recorder.requestAttributes('rag', 'b');
     for (const [attributes, s] of [
-      [chat, summary({})],
-      [chat, summary({ ttftMs: 250, e2eMs: 3100, tokenCountMismatch: true })],
-      [chat, summary({ outcome: 'client_cancelled', statusClass: '2xx', tpotMs: Number.NaN, inputTokens: Number.NaN, outputTokens: 3, tokenSource: 'counted' })],
-      [rag, summary({ outcome: 'upstream_error', statusClass: '5xx', ttfbMs: 2, ttftMs: Number.NaN, tpotMs: Number.NaN, e2eMs: 2, inputTokens: Number.NaN, outputTokens: 0, tokenSource: 'counted' })],
-      [rag, summary({ outcome: 'timeout', statusClass: 'none', ttfbMs: Number.NaN, ttftMs: Number.NaN, tpotMs: Number.NaN, e2eMs: 300_000, inputTokens: Number.NaN, outputTokens: 0, tokenSource: 'counted' })],
+      [chat, requestSummary({})],
+      [chat, requestSummary({ ttftMs: 250, e2eMs: 3100, tokenCountMismatch: true })],
+      [chat, requestSummary({ outcome: 'client_cancelled', statusClass: '2xx', tpotMs: Number.NaN, inputTokens: Number.NaN, outputTokens: 3, tokenSource: 'counted' })],
+      [rag, requestSummary({ outcome: 'upstream_error', statusClass: '5xx', ttfbMs: 2, ttftMs: Number.NaN, tpotMs: Number.NaN, e2eMs: 2, inputTokens: Number.NaN, outputTokens: 0, tokenSource: 'counted' })],
+      [rag, requestSummary({ outcome: 'timeout', statusClass: 'none', ttfbMs: Number.NaN, ttftMs: Number.NaN, tpotMs: Number.NaN, e2eMs: 300_000, inputTokens: Number.NaN, outputTokens: 0, tokenSource: 'counted' })],
     ] as const) {
       recorder.started(attributes);
       recorder.interTokenSeries(attributes).record(20, 1);

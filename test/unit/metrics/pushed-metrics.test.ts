@@ -2,9 +2,10 @@ import { metrics } from '@opentelemetry/sdk-node';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { loadSettings } from '../../../src/config/load.js';
 import { directMetricsOf } from '../../../src/metrics/direct-metrics.js';
-import { Recorder, type RequestSummary } from '../../../src/metrics/recorder.js';
+import { Recorder } from '../../../src/metrics/recorder.js';
 import { Telemetry } from '../../../src/metrics/telemetry.js';
 import type { OtlpHistogramAggregation } from '../../../src/tracing/otlp-pipeline.js';
+import { requestSummary } from '../../helpers/request-summary.js';
 import { comparable, SdkReference, TestReader, testOtlpPush, type TemporalityPreference } from '../../helpers/sdk-reference.js';
 
 const telemetries: Telemetry[] = [];
@@ -36,19 +37,6 @@ function setup(preference: TemporalityPreference, histograms: OtlpHistogramAggre
   return { recorder, pushReader: pushed(), reference, names };
 }
 
-const summary = (over: Partial<RequestSummary>): RequestSummary => ({
-  outcome: 'completed',
-  statusClass: '2xx',
-  ttfbMs: 12,
-  ttftMs: 150,
-  tpotMs: 20,
-  e2eMs: 1400,
-  inputTokens: 30,
-  outputTokens: 64,
-  tokenSource: 'usage',
-  tokenCountMismatch: false,
-  ...over,
-});
 
 /** Three intervals of requests: one series only in the first, one added to with zero, a request in flight across them, multi-token chunks. */
 function* intervals(recorder: Recorder): Generator<void> {
@@ -57,10 +45,10 @@ function* intervals(recorder: Recorder): Generator<void> {
   recorder.started(chat);
   const itl = recorder.interTokenSeries(chat, '1-8');
   for (const [gapMs, tokens] of [[20, 1], [5, 1], [60, 3], [0, 1], [0.7, 1], [35, 7]] as const) itl.record(gapMs, tokens);
-  recorder.finished(chat, summary({}));
+  recorder.finished(chat, requestSummary({}));
   recorder.started(rag);
   recorder.interTokenSeries(rag).record(120, 1);
-  recorder.finished(rag, summary({ outcome: 'upstream_error', statusClass: '5xx', ttftMs: Number.NaN, tpotMs: Number.NaN, e2eMs: 2, inputTokens: Number.NaN, outputTokens: 0, tokenSource: 'counted' }));
+  recorder.finished(rag, requestSummary({ outcome: 'upstream_error', statusClass: '5xx', ttftMs: Number.NaN, tpotMs: Number.NaN, e2eMs: 2, inputTokens: Number.NaN, outputTokens: 0, tokenSource: 'counted' }));
   recorder.tapProblem(chat, 'malformed_event');
   recorder.sloEvents(chat, 'itl', 12, 1);
   yield;
@@ -73,7 +61,7 @@ function* intervals(recorder: Recorder): Generator<void> {
   yield;
   itl2.record(1e-6, 1);
   itl2.end();
-  recorder.finished(chat, summary({ ttftMs: 250, e2eMs: 3100, tokenCountMismatch: true }));
+  recorder.finished(chat, requestSummary({ ttftMs: 250, e2eMs: 3100, tokenCountMismatch: true }));
   yield;
   // Nothing in this interval.
   yield;
