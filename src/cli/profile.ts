@@ -33,8 +33,9 @@ const REQUEST_TIMEOUT_MS = 10_000;
 
 /**
  * `tokentap profile`: GET /profile[/<workload>]?format=...&window=... from the admin listener,
- * written to stdout as the sidecar sent it (control characters, which no tokentap answer holds, as "?"). A refusal (no such workload, nothing in the window) is
- * the sidecar's own message on stderr, exit 1.
+ * written to stdout as the sidecar sent it (control characters, which no tokentap answer holds, as
+ * "?"). A refusal (no such workload, nothing in the window) is the sidecar's own message on
+ * stderr, exit 1.
  */
 export async function runProfile(argv: readonly string[], io: CliIO): Promise<number> {
   const flags = parseProfileFlags(argv);
