@@ -86,13 +86,27 @@ export function guardAdminRequests(app: FastifyInstance, counters: LimitCounters
 /**
  * `answer`, shared by every caller that asks while it is being computed: a burst of scrapes or
  * status-page loads (an HA pair of Prometheus, a pipelining client) costs one computation and holds
- * one copy of the answer. Nothing is served after it completes: the next call computes afresh.
+ * one copy of the answer. Nothing is served after it completes: the next call computes afresh, but
+ * starts no sooner than `spacing(cost)` after the last computation ended (callers in between wait
+ * and share it).
  */
-export function sharedWhileComputing<T>(answer: () => Promise<T>): () => Promise<T> {
+export function sharedWhileComputing<T>(answer: () => Promise<T>, spacing: (costMs: number) => number = () => 0): () => Promise<T> {
   let running: Promise<T> | undefined;
+  let nextAtMs = -Infinity;
+  const compute = async (): Promise<T> => {
+    const waitMs = nextAtMs - performance.now();
+    if (waitMs > 0) await new Promise((resolve) => setTimeout(resolve, waitMs));
+    const startedMs = performance.now();
+    try {
+      return await answer();
+    } finally {
+      const endedMs = performance.now();
+      nextAtMs = endedMs + spacing(endedMs - startedMs);
+    }
+  };
   return () => {
     if (running !== undefined) return running;
-    const started = answer();
+    const started = compute();
     running = started;
     const clear = (): void => {
       if (running === started) running = undefined;
@@ -101,3 +115,17 @@ export function sharedWhileComputing<T>(answer: () => Promise<T>): () => Promise
     return started;
   };
 }
+
+/**
+ * The pause after a /metrics answer before the next is computed: four times what it took, at most
+ * MAX_SCRAPE_SPACING_MS. One client scraping in a loop then takes at most a fifth of the event loop
+ * the relay runs on (the review measured, before, a 10.9 MB exposition of 0.5 s a scrape taking
+ * the relay's p50 from 1.5 to 497 ms), and every answer is still fresh: a default exposition (a
+ * few ms) waits a few more, a Prometheus scraping every 15 s never. The cap keeps an HA pair of
+ * Prometheus scraping a large exposition at once within a scrape timeout.
+ */
+export function scrapeSpacingMs(costMs: number): number {
+  return Math.min(costMs * 4, MAX_SCRAPE_SPACING_MS);
+}
+
+const MAX_SCRAPE_SPACING_MS = 2_000;

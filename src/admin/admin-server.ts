@@ -4,7 +4,7 @@ import type { DrainState } from '../lifecycle/drain-state.js';
 import type { LimitCounters } from '../metrics/limit-counters.js';
 import type { Telemetry } from '../metrics/telemetry.js';
 import { PROTOBUF_CONTENT_TYPE } from '../metrics/protobuf-exposition.js';
-import { ADMIN_SERVER_OPTIONS, guardAdminRequests, sharedWhileComputing } from './admin-limits.js';
+import { ADMIN_SERVER_OPTIONS, guardAdminRequests, scrapeSpacingMs, sharedWhileComputing } from './admin-limits.js';
 import { wantsProtobuf } from './exposition-format.js';
 import type { ProfileStore } from '../profile/profile-store.js';
 import { registerProfileRoutes } from './profile-routes.js';
@@ -47,8 +47,8 @@ export function createAdminServer(options: AdminOptions): FastifyInstance {
   guardAdminRequests(app, options.limitCounters);
   const probe = cachedProbe(new URL(options.upstreamHealthPath, options.upstream));
   const telemetry = options.telemetry;
-  const scrapeText = sharedWhileComputing(() => telemetry.scrape());
-  const scrapeProtobuf = sharedWhileComputing(() => telemetry.scrapeProtobuf());
+  const scrapeText = sharedWhileComputing(() => telemetry.scrape(), scrapeSpacingMs);
+  const scrapeProtobuf = sharedWhileComputing(() => telemetry.scrapeProtobuf(), scrapeSpacingMs);
 
   app.get('/metrics', async (request, reply) => {
     // The same families either way; protobuf also carries native histograms (exposition-format.ts).

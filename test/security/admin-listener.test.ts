@@ -79,19 +79,35 @@ describe('the admin listener', () => {
     expect(counters.count('admin_pipelined_requests')).toBe(1);
   });
 
-  it('computes one scrape for requests that come while it is being computed, and a fresh one after', async () => {
-    const { port, telemetry } = await start();
-    // A scrape that takes 300 ms (a large exposition): every request in that time shares it.
+  /** telemetry.scrape() replaced by one that takes `ms` and answers `scrape N`. */
+  function slowScrape(telemetry: Telemetry, ms: number) {
     let made = 0;
-    const scrape = vi.spyOn(telemetry, 'scrape').mockImplementation(async () => {
+    return vi.spyOn(telemetry, 'scrape').mockImplementation(async () => {
       const n = made++;
-      await new Promise((resolve) => setTimeout(resolve, 300));
+      await new Promise((resolve) => setTimeout(resolve, ms));
       return `scrape ${n}\n`;
     });
-    const answers = await Promise.all(Array.from({ length: 20 }, () => fetch(`http://127.0.0.1:${port}/metrics`).then((r) => r.text())));
+  }
+  const get = (port: number) => fetch(`http://127.0.0.1:${port}/metrics`).then((r) => r.text());
+
+  it('computes one scrape for requests that come while it is being computed', async () => {
+    const { port, telemetry } = await start();
+    // A scrape that takes 300 ms (a large exposition): every request in that time shares it.
+    const scrape = slowScrape(telemetry, 300);
+    const answers = await Promise.all(Array.from({ length: 20 }, () => get(port)));
     expect(new Set(answers)).toEqual(new Set(['scrape 0\n']));
     expect(scrape).toHaveBeenCalledTimes(1);
-    expect(await fetch(`http://127.0.0.1:${port}/metrics`).then((r) => r.text())).toBe('scrape 1\n');
+  });
+
+  it('starts the next scrape no sooner than four times what the last one took after it, and answers it fresh', async () => {
+    const { port, telemetry } = await start();
+    const scrape = slowScrape(telemetry, 100);
+    expect(await get(port)).toBe('scrape 0\n');
+    const doneMs = performance.now();
+    // A client asking again at once: the next scrape waits out 4 x 100 ms, then is computed anew.
+    expect(await get(port)).toBe('scrape 1\n');
+    expect(performance.now() - doneMs).toBeGreaterThanOrEqual(4 * 100 + 100 - 20);
+    expect(scrape).toHaveBeenCalledTimes(2);
   });
 
   it(`takes at most ${ADMIN_LIMITS.maxConnections} connections at once, closes the ones past it as they come, and serves again once they go`, async () => {
