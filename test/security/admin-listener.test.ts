@@ -150,4 +150,22 @@ describe('the admin listener', () => {
     // Checked every second: well before Node's default 30 s check would notice.
     expect(closedAfterMs).toBeLessThan(ADMIN_LIMITS.requestTimeoutMs + 15_000);
   }, 40_000);
+
+  it(`closes, at shutdown, a connection whose head is still coming, ${ADMIN_LIMITS.closeGraceMs / 1000} s after close() begins (Node checks no timeout once closing)`, async () => {
+    const telemetry = new Telemetry();
+    const app = createAdminServer({ telemetry, upstream: new URL('http://127.0.0.1:9/'), upstreamHealthPath: '/health' });
+    await app.listen({ host: '127.0.0.1', port: 0 });
+    const socket = net.connect((app.server.address() as AddressInfo).port, '127.0.0.1');
+    socket.on('error', () => undefined);
+    await new Promise((resolve) => socket.once('connect', resolve));
+    socket.write('GET /metrics HTTP/1.1\r\nHost: x\r\n');
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const startedMs = performance.now();
+    const closed = await Promise.race([app.close().then(() => 'closed'), new Promise((resolve) => setTimeout(() => resolve('still open'), 15_000))]);
+    const tookMs = performance.now() - startedMs;
+    socket.destroy();
+    await telemetry.shutdown();
+    expect(closed).toBe('closed');
+    expect(tookMs).toBeGreaterThanOrEqual(ADMIN_LIMITS.closeGraceMs - 100);
+  }, 30_000);
 });
