@@ -44,6 +44,11 @@ export const READINESS_CACHE_MS = 1_000;
  */
 export function createAdminServer(options: AdminOptions): FastifyInstance {
   const app = Fastify({ logger: false, ...ADMIN_SERVER_OPTIONS });
+  // Every answer, refusals and 404s included (this hook runs first): a browser must not read JSON
+  // or exposition text carrying names from traffic or configuration as a page of its own.
+  app.addHook('onRequest', async (_request, reply) => {
+    reply.header('x-content-type-options', 'nosniff');
+  });
   guardAdminRequests(app, options.limitCounters);
   const probe = cachedProbe(new URL(options.upstreamHealthPath, options.upstream));
   const telemetry = options.telemetry;

@@ -19,7 +19,6 @@ export function registerStatusRoutes(app: FastifyInstance, source: StatusSource)
         .header('cache-control', 'no-store')
         // Nothing but this document's own inline style and script, and fetches to its own origin.
         .header('content-security-policy', "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
-        .header('x-content-type-options', 'nosniff')
         .send(await page()),
     );
   }

@@ -69,6 +69,20 @@ describe('the admin listener', () => {
     expect(counters.count('admin_request_refused')).toBe(3);
   });
 
+  it('marks every answer nosniff, a 404 and the refusals included: no browser reads a JSON or text answer carrying names from traffic as a page', async () => {
+    const { port } = await start();
+    for (const path of ['/metrics', '/healthz', '/readyz', '/no-such-route']) {
+      const response = await fetch(`http://127.0.0.1:${port}${path}`);
+      await response.arrayBuffer();
+      expect(response.headers.get('x-content-type-options'), path).toBe('nosniff');
+    }
+    for (const refused of ['DELETE /metrics HTTP/1.1\r\nHost: x\r\n\r\n', 'GET /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello']) {
+      const { text } = await exchangeRaw(port, refused);
+      expect(text, refused).toMatch(/^HTTP\/1\.1 4(05|13) /);
+      expect(text, refused).toMatch(/\r\nx-content-type-options: nosniff\r\n/i);
+    }
+  });
+
   it(`answers ${ADMIN_LIMITS.maxPendingPerConnection} pipelined requests and closes a connection that pipelines more, counted once`, async () => {
     const { port, counters } = await start();
     const within = await exchangeRaw(port, GET_HEALTHZ.repeat(ADMIN_LIMITS.maxPendingPerConnection));
