@@ -32,7 +32,7 @@ export async function fetchLiveWorkload(admin: URL, workload: string, window: st
   const workloads = isObject(status) && Array.isArray(status['workloads']) ? status['workloads'].filter(isObject) : undefined;
   if (workloads === undefined) throw new Error(`${statusUrl.href}: not tokentap's status.json (no "workloads" list)`);
   const entry = workloads.find((w) => w['name'] === workload);
-  if (entry === undefined) throw new Error(`${statusUrl.href}: no workload "${workload}"; the sidecar has ${workloads.map((w) => JSON.stringify(w['name'])).join(', ')}`);
+  if (entry === undefined) throw new Error(`${statusUrl.href}: no workload "${workload}"; the sidecar has ${namesOf(workloads)}`);
   const latency = isObject(entry['latency']) ? entry['latency'] : {};
   const windows = isObject(status) && isObject(status['windows']) ? status['windows'] : {};
   return {
@@ -40,6 +40,20 @@ export async function fetchLiveWorkload(admin: URL, workload: string, window: st
     latency: { ttft: pairOf(latency['ttft']), itl: pairOf(latency['itl']) },
     latencyWindowS: typeof windows['slo_s'] === 'number' ? windows['slo_s'] : 0,
   };
+}
+
+/** A sidecar has a handful of workloads (configuration names them); a longer answer is not shown whole. */
+const NAMES_SHOWN = 20;
+const NAME_CHARACTERS_SHOWN = 64;
+
+/** The workloads' names for an error line: at most NAMES_SHOWN, each cut to NAME_CHARACTERS_SHOWN. */
+function namesOf(workloads: readonly Record<string, unknown>[]): string {
+  const shown = workloads.slice(0, NAMES_SHOWN).map((w) => {
+    const name = JSON.stringify(w['name']) ?? 'no name';
+    return name.length > NAME_CHARACTERS_SHOWN ? `${name.slice(0, NAME_CHARACTERS_SHOWN)}...` : name;
+  });
+  const more = workloads.length - shown.length;
+  return more > 0 ? `${shown.join(', ')} and ${more} more` : shown.join(', ');
 }
 
 function pairOf(value: unknown): LiveLatency['ttft'] {

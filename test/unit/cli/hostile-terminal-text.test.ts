@@ -118,6 +118,27 @@ describe('tokentap profile compare with a hostile result file or admin listener'
     expect(compared.stdout).toContain('GuideLLM benchmark 0 of 1 (sync?]0;owned??2J)');
   });
 
+  it('names at most 20 of the workloads a hostile status.json lists, each cut to 64 characters, where it printed all of them on one 2.2 MB line', async () => {
+    const hostile = await fakeAdmin();
+    try {
+      hostile.profiles.set('chat', workloadProfile({ inputTokens: distribution(3600, 820, 700, 610, 3000), outputTokens: distribution(3600, 190, 140, 150, 650) }));
+      const workloads = Array.from({ length: 20_000 }, (_, i) => ({ name: `w${i}-${'\u001b'.repeat(20)}` }));
+      hostile.raw.set('/status.json', JSON.stringify({ schema_version: 1, workloads }));
+      const result = join(dir, 'few-names.json');
+      await writeFile(result, JSON.stringify({ benchmarks: [{ metrics: { time_to_first_token_ms: { successful: { count: 3, median: 10, percentiles: { p99: 20 } } } } }] }));
+      const compared = await run(['profile', 'compare', '--admin', hostile.url, '--workload', 'chat', '--result', result]);
+      expect(compared.code).not.toBe(0);
+      expect(compared.stderr).not.toMatch(CONTROLS);
+      expect(compared.stderr).toContain('no workload "chat"; the sidecar has "w0-');
+      expect(compared.stderr).toContain(' and 19980 more');
+      expect(compared.stderr).toMatch(/"w0-[^,]{60}\.\.\., "w1-/);
+      expect(compared.stderr).not.toContain('"w20-');
+      expect(compared.stderr.length).toBeLessThan(4_000);
+    } finally {
+      await hostile.close();
+    }
+  });
+
   it("prints an error naming a result file's 8-bit CSI unit without it", async () => {
     const result = join(dir, 'unit.jsonl');
     await writeFile(result, `${JSON.stringify({ metadata: { request_start_ns: 1 }, metrics: { time_to_first_token: { value: 1, unit: 'ms\u009b2J\u007f' } } })}\n`);
