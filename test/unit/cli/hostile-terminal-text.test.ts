@@ -195,6 +195,45 @@ describe('tokentap report and profile against a hostile admin listener, after re
     expect(result.stdout).toContain('4?FAKE LINE');
   });
 
+  it('report: the cost section prints no line or control of a hostile answer: its accelerator count, currency, absence reasons and workload names', async () => {
+    const basis = { cost: 1, per_request: 0.01, per_million_input_tokens: 2, per_million_output_tokens: 3, per_good_request: 0.02 };
+    const figures = (absent: Record<string, string>) => ({
+      requests: 1,
+      input_tokens: 1,
+      output_tokens: 1,
+      accelerator_seconds: 1,
+      usage: basis,
+      allocation: { ...basis, per_request: null },
+      requests_with_cached_input_ratio: null,
+      mean_cached_input_ratio: 0.5,
+      absent,
+    });
+    const hostile = {
+      schema_version: 1,
+      version: '1',
+      uptime_s: 5,
+      capacity: { min_samples_per_band: 20, planned_peak_rps: null, peak_in_flight: 3, pods_needed_planned: null, mix: { ...FIGURES, capacity_in_flight: null }, workloads: [] },
+      cost: {
+        configured: true,
+        currency: 'USD\u001b[2J',
+        price_per_hour: 2.5,
+        accelerators: '1\nFAKE LINE: price 0 USD',
+        window_s: 300,
+        busy_ratio: null,
+        absent: { busy_ratio: 'idle\u202e' },
+        pod: figures({ 'allocation.per_request': 'none\nFAKE LINE: cost per request 0 USD', requests_with_cached_input_ratio: '\u009b2J' }),
+        workloads: [{ name: 'chat\u001b]0;owned\u0007', ...figures({}) }],
+      },
+    };
+    const result = await run(['report', '--admin', await answering(200, JSON.stringify(hostile))]);
+    expect(result.code).toBe(0);
+    expect(result.stdout).not.toMatch(CONTROLS);
+    expect(result.stdout.split('\n').filter((l) => l.startsWith('FAKE LINE'))).toEqual([]);
+    expect(result.stdout).not.toMatch(/[\u202a-\u202e\u2028\u2029]/);
+    expect(result.stdout).toContain('2.50 USD?[2J an accelerator-hour x 1?FAKE LINE');
+    expect(result.stdout).toContain('Cost of workload chat?]0;owned?');
+  });
+
   it('report: a status.json of the wrong shape is "not a tokentap status report", exit 1, not a TypeError', async () => {
     const result = await run(['report', '--admin', await answering(200, JSON.stringify({ schema_version: 1, capacity: {} }))]);
     expect(result.code).toBe(1);
