@@ -41,16 +41,31 @@ export class SloAttainment {
         continue;
       }
       const objective = (workload.slo as NonNullable<Workload['slo']>).objective;
-      const below = worst.ratio < objective ? ` < ${percent(objective)}` : '';
-      parts.push(`${workload.name} ${worst.kind} ${percent(worst.ratio)}${below}`);
+      const decimals = decimalsOf(objective);
+      const below = worst.ratio < objective ? ` < ${(objective * 100).toFixed(decimals)}%` : '';
+      parts.push(`${workload.name} ${worst.kind} ${attained(worst.ratio, decimals)}${below}`);
     }
     this.previous = current;
     return `SLO good (worst per workload): ${parts.join(' | ')}`;
   }
 }
 
-function percent(ratio: number): string {
-  return `${(ratio * 100).toFixed(ratio === 1 ? 0 : 1)}%`;
+/** Decimals that print the objective exactly as a percentage (99.0, 99.95), one at least, four at most. */
+function decimalsOf(objective: number): number {
+  let decimals = 1;
+  while (decimals < 4 && Math.abs(Number((objective * 100).toFixed(decimals)) - objective * 100) > 1e-9) decimals++;
+  return decimals;
+}
+
+/**
+ * The share of good events, rounded down: a share below the objective never prints as the
+ * objective ("98.96% < 99.0%" is 98.9%, not 99.0%), and only all-good prints 100%.
+ */
+function attained(ratio: number, decimals: number): string {
+  if (ratio === 1) return '100%';
+  const scale = 10 ** decimals;
+  // The small term keeps a share that is exact in decimal (0.29) from flooring a step low.
+  return `${(Math.floor(ratio * 100 * scale + 1e-6) / scale).toFixed(decimals)}%`;
 }
 
 function cumulativeEvents(resourceMetrics: metrics.ResourceMetrics): Map<string, number> {

@@ -40,6 +40,20 @@ describe('SLO attainment line (demo)', () => {
     expect(await attainment.line()).toBe('SLO good (worst per workload): chat itl 90.0% < 99.0% | rag no events');
   });
 
+  it('rounds a share below the objective down, so it never prints as the objective (the demo printed "chat itl 99.0% < 99.0%")', async () => {
+    const settings = loadSettings({ flags: { config: 'c.yaml' }, env: {}, readFile: () => CONFIG.replace('objective: 0.9,', 'objective: 0.9995,') });
+    const telemetry = new Telemetry();
+    telemetries.push(telemetry);
+    const recorder = new Recorder(telemetry.meter, settings.buckets);
+    const attainment = new SloAttainment(telemetry, settings.workloads);
+    recorder.sloEvents(recorder.requestAttributes('chat', 'm'), 'itl', 9896, 104);
+    recorder.sloEvents(recorder.requestAttributes('rag', 'm'), 'e2e', 19998, 12);
+    expect(await attainment.line()).toBe('SLO good (worst per workload): chat itl 98.9% < 99.0% | rag e2e 99.94% < 99.95%');
+    recorder.sloEvents(recorder.requestAttributes('chat', 'm'), 'ttft', 9999, 1);
+    recorder.sloEvents(recorder.requestAttributes('rag', 'm'), 'e2e', 71, 29);
+    expect(await attainment.line()).toBe('SLO good (worst per workload): chat ttft 99.9% | rag e2e 71.00% < 99.95%');
+  });
+
   it('has no line when no workload has an SLO', async () => {
     const telemetry = new Telemetry();
     telemetries.push(telemetry);
