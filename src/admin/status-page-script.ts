@@ -55,6 +55,33 @@ export const STATUS_PAGE_SCRIPT = String.raw`
     if (r === 1) return '100 %';
     return (r * 100).toFixed(1) + ' %';
   }
+  /** Decimals that show an objective as configured (99.0 %, 99.95 %): one at least, four at most. */
+  function objectiveDecimals(o) {
+    var decimals = 1;
+    while (decimals < 4 && Math.abs(Number((o * 100).toFixed(decimals)) - o * 100) > 1e-9) decimals++;
+    return decimals;
+  }
+  function objectivePercent(o) {
+    return (o * 100).toFixed(objectiveDecimals(o)) + ' %';
+  }
+  /**
+   * A share of good events or of budget left, rounded down to the objective's decimals: one below
+   * the objective never reads as it (98.96 % of a 99 % objective is 98.9 %), and only all good
+   * reads 100 %.
+   */
+  function goodPercent(r, objective) {
+    if (r === null || r === undefined) return '\u2013';
+    if (r === 1) return '100 %';
+    var decimals = objective === null || objective === undefined ? 1 : objectiveDecimals(objective);
+    var scale = Math.pow(10, decimals);
+    // The small term keeps a share exact in decimal (0.29) from flooring a step low.
+    return (Math.floor(r * 100 * scale + 1e-6) / scale).toFixed(decimals) + ' %';
+  }
+  /** A share of errors: a few in many thousands still reads as more than none. */
+  function errorPercent(r) {
+    if (r !== null && r !== undefined && r > 0 && r < 0.0005) return '< 0.1 %';
+    return percent(r);
+  }
   function rate(n) {
     return (n < 10 ? n.toFixed(2) : n < 100 ? n.toFixed(1) : n.toFixed(0)) + '/s';
   }
@@ -64,7 +91,7 @@ export const STATUS_PAGE_SCRIPT = String.raw`
   }
   /** Budget left; below zero the budget is spent, and how far beyond is what the burn rate says. */
   function budget(r) {
-    return r !== null && r < 0 ? 'overspent' : percent(r);
+    return r !== null && r < 0 ? 'overspent' : goodPercent(r, null);
   }
   function span(s) {
     s = Math.floor(s);
@@ -215,10 +242,10 @@ export const STATUS_PAGE_SCRIPT = String.raw`
       var cells = [
         cell(OVERVIEW_COLUMNS[0], [badge(w.state)]),
         cell(OVERVIEW_COLUMNS[1], [num(rate(requests), requests, 'requests-per-s')]),
-        cell(OVERVIEW_COLUMNS[2], [num(percent(w.error_ratio), w.error_ratio, 'error-ratio')]),
+        cell(OVERVIEW_COLUMNS[2], [num(errorPercent(w.error_ratio), w.error_ratio, 'error-ratio')]),
         cell(OVERVIEW_COLUMNS[3], againstBudget(w.latency.ttft.p99_s, threshold, 'ttft-p99')),
         cell(OVERVIEW_COLUMNS[4], [w.goodput_ratio === null ? el('span', { 'class': 'muted', 'data-field': 'goodput-ratio', 'data-value': 'null' }, [w.objective === null ? 'no SLO' : '\u2013'])
-          : num(percent(w.goodput_ratio), w.goodput_ratio, 'goodput-ratio')]),
+          : num(goodPercent(w.goodput_ratio, w.objective), w.goodput_ratio, 'goodput-ratio')]),
         cell(OVERVIEW_COLUMNS[5], [num(burn(b), b, 'worst-burn')]),
         cell(OVERVIEW_COLUMNS[6], [sparkline(trendOf(w, 'ttft_p99_s'), w.latency.ttft.p99_s, threshold, 'p99 TTFT of ' + w.name, duration)]),
         cell(OVERVIEW_COLUMNS[7], [num(String(w.in_flight), w.in_flight, 'in-flight')]),
@@ -284,7 +311,7 @@ export const STATUS_PAGE_SCRIPT = String.raw`
     parts.root.setAttribute('data-state', w.state);
     parts.root.className = 'card state-card-' + w.state;
     parts.badge.replaceChildren(badge(w.state));
-    parts.objective.textContent = w.objective === null ? 'measured, no SLO' : 'objective ' + percent(w.objective) + ' good';
+    parts.objective.textContent = w.objective === null ? 'measured, no SLO' : 'objective ' + objectivePercent(w.objective) + ' good';
     var outcomes = [];
     Object.keys(w.requests_total).forEach(function (outcome) {
       if (w.requests_total[outcome] === 0 && w.requests_per_s[outcome] === 0) return;
@@ -300,8 +327,8 @@ export const STATUS_PAGE_SCRIPT = String.raw`
       stat('In flight', [num(String(w.in_flight), w.in_flight, 'in-flight')]),
       stat('Goodput, 5 min', w.goodput_ratio === null
         ? [el('span', { 'class': 'muted', 'data-field': 'goodput', 'data-value': 'null' }, [w.objective === null ? 'no SLO' : 'no requests yet'])]
-        : [num(percent(w.goodput_ratio), w.goodput_ratio, 'goodput'), el('span', { 'class': 'muted' }, [' met every SLO \u00B7 ', num(rate(w.goodput_per_s), w.goodput_per_s, 'goodput-per-s')])]),
-      stat('Errors, 5 min', [num(percent(w.error_ratio), w.error_ratio, 'error-ratio')]));
+        : [num(goodPercent(w.goodput_ratio, w.objective), w.goodput_ratio, 'goodput'), el('span', { 'class': 'muted' }, [' met every SLO \u00B7 ', num(rate(w.goodput_per_s), w.goodput_per_s, 'goodput-per-s')])]),
+      stat('Errors, 5 min', [num(errorPercent(w.error_ratio), w.error_ratio, 'error-ratio')]));
 
     var sloRows = [];
     w.slos.forEach(function (slo) {
@@ -310,8 +337,8 @@ export const STATUS_PAGE_SCRIPT = String.raw`
         el('th', { scope: 'row' }, [el('span', { 'class': 'slo-name' }, [SLO_NAME[slo.slo]]), ' ', badge(slo.state)]),
         cell(SLO_HEADS[1], [el('span', { 'class': 'line' }, againstBudget(lat.p99_s, slo.threshold_s, 'p99')),
           el('span', { 'class': 'line muted' }, ['p50 ', num(duration(lat.p50_s), lat.p50_s, 'p50')])]),
-        cell(SLO_HEADS[2], [el('span', { 'class': 'line' }, [num(percent(slo.window.attainment), slo.window.attainment, 'attainment-window')]),
-          el('span', { 'class': 'line muted' }, ['life ', num(percent(slo.lifetime.attainment), slo.lifetime.attainment, 'attainment-lifetime')])]),
+        cell(SLO_HEADS[2], [el('span', { 'class': 'line' }, [num(goodPercent(slo.window.attainment, w.objective), slo.window.attainment, 'attainment-window')]),
+          el('span', { 'class': 'line muted' }, ['life ', num(goodPercent(slo.lifetime.attainment, w.objective), slo.lifetime.attainment, 'attainment-lifetime')])]),
         cell(SLO_HEADS[3], [el('span', { 'class': 'line' }, [num(budget(slo.window.error_budget_remaining), slo.window.error_budget_remaining, 'budget-window')]),
           el('span', { 'class': 'line muted' }, ['life ', num(budget(slo.lifetime.error_budget_remaining), slo.lifetime.error_budget_remaining, 'budget-lifetime')])]),
         cell(SLO_HEADS[4], [num(burn(slo.window.burn_rate), slo.window.burn_rate, 'burn-window')]),
@@ -340,7 +367,7 @@ export const STATUS_PAGE_SCRIPT = String.raw`
       el('div', { 'class': 'trend-line' }, [el('span', { 'class': 'trend-name' }, ['Worst burn']),
         sparkline(trendOf(w, 'worst_burn_rate'), b, w.objective === null ? null : 1, 'Worst burn rate of ' + w.name, burn), ' ', num(burn(b), b)]),
       el('div', { 'class': 'trend-line' }, [el('span', { 'class': 'trend-name' }, ['Errors']),
-        sparkline(trendOf(w, 'error_ratio'), w.error_ratio, null, 'Error ratio of ' + w.name, percent), ' ', num(percent(w.error_ratio), w.error_ratio)]));
+        sparkline(trendOf(w, 'error_ratio'), w.error_ratio, null, 'Error ratio of ' + w.name, errorPercent), ' ', num(errorPercent(w.error_ratio), w.error_ratio)]));
   }
 
   /** Bars per bucket (equal widths: the buckets are roughly logarithmic), the SLO threshold as a dashed line. */
@@ -355,7 +382,7 @@ export const STATUS_PAGE_SCRIPT = String.raw`
     chart.caption.textContent = name + (key === 'itl' ? ' per token' : '') + ', last 5 min' + (lat.threshold_s === null ? '' : ' \u2014 budget ' + duration(lat.threshold_s));
     var label = name + ' histogram of ' + workload + ': ' + lat.samples + ' samples in the last 5 minutes';
     if (lat.samples > 0) label += ', p50 ' + duration(lat.p50_s) + ', p99 ' + duration(lat.p99_s);
-    if (thresholdIndex >= 0 && lat.samples > 0) label += ', ' + percent(1 - over / lat.samples) + ' within the ' + duration(lat.threshold_s) + ' budget';
+    if (thresholdIndex >= 0 && lat.samples > 0) label += ', ' + goodPercent(1 - over / lat.samples, null) + ' within the ' + duration(lat.threshold_s) + ' budget';
     var W = 320, H = 142, top = 22, bottom = 106, left = 4, right = 316;
     var svg = svgEl('svg', { viewBox: '0 0 ' + W + ' ' + H, role: 'img', 'aria-label': label, 'data-samples': lat.samples });
     if (lat.samples === 0) {
