@@ -17,7 +17,7 @@ export interface BasisCost {
   readonly cost: number | null;
   /** Cost / finished generation requests (every outcome). */
   readonly per_request: number | null;
-  /** The prefill part of the cost x 10^6 / input tokens. */
+  /** The prefill part of the cost, of the requests that reported their input tokens, x 10^6 / input tokens. */
   readonly per_million_input_tokens: number | null;
   /** The decode part of the cost x 10^6 / output tokens. */
   readonly per_million_output_tokens: number | null;
@@ -82,6 +82,8 @@ interface Increase {
   readonly outputTokens: number;
   readonly prefillS: number;
   readonly decodeS: number;
+  /** The prefill of the requests that reported their input tokens: what `inputTokens` were paid with. */
+  readonly reportedInputS: number;
   readonly cachedRatioSum: number;
   readonly cachedRatioCount: number;
   readonly withCachedInput: number;
@@ -103,6 +105,7 @@ function increaseOf(now: WorkloadCounts, base: WorkloadCounts, hasSlo: boolean):
     outputTokens: now.outputTokens - base.outputTokens,
     prefillS: now.prefillAcceleratorS - base.prefillAcceleratorS,
     decodeS: now.decodeAcceleratorS - base.decodeAcceleratorS,
+    reportedInputS: now.reportedInputAcceleratorS - base.reportedInputAcceleratorS,
     cachedRatioSum: now.cachedRatioSum - base.cachedRatioSum,
     cachedRatioCount: now.cachedRatioCount - base.cachedRatioCount,
     withCachedInput: now.withCachedInput - base.withCachedInput,
@@ -119,12 +122,15 @@ function addIncreases(all: readonly Increase[]): Increase {
     outputTokens: total('outputTokens'),
     prefillS: total('prefillS'),
     decodeS: total('decodeS'),
+    reportedInputS: total('reportedInputS'),
     cachedRatioSum: total('cachedRatioSum'),
     cachedRatioCount: total('cachedRatioCount'),
     withCachedInput: total('withCachedInput'),
     hasSlo: all.some((i) => i.hasSlo),
   };
 }
+
+const NO_INPUT_REPORTS = 'no request in the window reported its input tokens: ask the server for usage, e.g. inject_usage: true';
 
 /** The pod's price and time over the window, or why there is no price. */
 type Pricing = { readonly perAcceleratorS: number; readonly wallAcceleratorS: number; readonly podAcceleratorS: number } | { readonly reason: string };
@@ -142,7 +148,9 @@ function basisCost(basis: CostBasis, cost: number | null, costReason: string | u
   const phasePart = (seconds: number): number | null => (cost === null || acceleratorS <= 0 ? null : (cost * seconds) / acceleratorS);
   const noAcceleratorTime = 'no accelerator-seconds in the window to split the cost into prefill and decode';
   if (cost === null) absent[`${basis}.cost`] = costReason as string;
-  const perInput = cost !== null && acceleratorS <= 0 ? ((absent[`${basis}.per_million_input_tokens`] = noAcceleratorTime), null) : ratio('per_million_input_tokens', phasePart(inc.prefillS), inc.inputTokens, 'no input tokens in the window', 1e6);
+  // Input tokens pay for the prefill of the requests that reported them: a request without a usage
+  // report has prefill time but no input count, and its time over the others' tokens would inflate it.
+  const perInput = cost !== null && acceleratorS <= 0 ? ((absent[`${basis}.per_million_input_tokens`] = noAcceleratorTime), null) : ratio('per_million_input_tokens', phasePart(inc.reportedInputS), inc.inputTokens, NO_INPUT_REPORTS, 1e6);
   const perOutput = cost !== null && acceleratorS <= 0 ? ((absent[`${basis}.per_million_output_tokens`] = noAcceleratorTime), null) : ratio('per_million_output_tokens', phasePart(inc.decodeS), inc.outputTokens, 'no output tokens in the window', 1e6);
   return {
     cost,

@@ -30,6 +30,8 @@ export interface WorkloadCounts {
   /** `tokentap_accelerator_seconds_total` by phase (only with `cost:`). */
   prefillAcceleratorS: number;
   decodeAcceleratorS: number;
+  /** `tokentap_reported_input_accelerator_seconds_total`: the prefill of the requests that reported their input tokens. */
+  reportedInputAcceleratorS: number;
   /** `tokentap_request_cached_input_ratio`: its sum and count (requests that reported their cached input). */
   cachedRatioSum: number;
   cachedRatioCount: number;
@@ -84,7 +86,7 @@ export interface StatusCounts {
 export function emptyWorkloadCounts(): WorkloadCounts {
   const slo = {} as Record<SloKind, { good: number; bad: number }>;
   for (const kind of SLO_KINDS) slo[kind] = { good: 0, bad: 0 };
-  return { requests: new Map(), generations: new Map(), goodput: 0, inFlight: 0, inputTokens: 0, outputTokens: 0, slo, histograms: { ttft: [], itl: [], e2e: [] }, e2eSumS: 0, bands: new Map(), prefillAcceleratorS: 0, decodeAcceleratorS: 0, cachedRatioSum: 0, cachedRatioCount: 0, withCachedInput: 0 };
+  return { requests: new Map(), generations: new Map(), goodput: 0, inFlight: 0, inputTokens: 0, outputTokens: 0, slo, histograms: { ttft: [], itl: [], e2e: [] }, e2eSumS: 0, bands: new Map(), prefillAcceleratorS: 0, decodeAcceleratorS: 0, reportedInputAcceleratorS: 0, cachedRatioSum: 0, cachedRatioCount: 0, withCachedInput: 0 };
 }
 
 const HISTOGRAM_BY_NAME = new Map<string, StatusHistogram>(Object.entries(STATUS_HISTOGRAMS).map(([key, name]) => [name, key as StatusHistogram]));
@@ -195,6 +197,9 @@ export function countsOf(resourceMetrics: metrics.ResourceMetrics): StatusCounts
           case METRICS.acceleratorSeconds.otelName:
             if (a[ATTR.phase] === 'decode') workload(a).decodeAcceleratorS += value;
             else workload(a).prefillAcceleratorS += value;
+            break;
+          case METRICS.inputTokensAcceleratorSeconds.otelName:
+            workload(a).reportedInputAcceleratorS += value;
             break;
           case METRICS.requestsWithCachedInput.otelName:
             workload(a).withCachedInput += value;

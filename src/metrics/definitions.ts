@@ -339,6 +339,21 @@ export const METRICS = {
     description: "Accelerator-seconds attributed to requests: each request's equal share of the pod's busy time among the requests in flight, times the accelerator count, by phase (prefill up to the first token, decode after it).",
     extraLabels: [ATTR.phase],
   },
+  /**
+   * The prefill part of tokentap_accelerator_seconds_total of the requests whose server reported
+   * their input tokens (zero added for the others): what the input tokens of tokentap_tokens_total
+   * were paid with. A request streamed without a usage report has prefill time but no input count;
+   * dividing every request's prefill by the reported tokens overstated the cost per input token
+   * (two equal requests, one without usage: twice the figure).
+   */
+  inputTokensAcceleratorSeconds: {
+    kind: 'counter',
+    otelName: 'tokentap.accelerator.time.reported_input',
+    promName: 'tokentap_reported_input_accelerator_seconds_total',
+    unit: 's',
+    description: 'Prefill accelerator-seconds of the requests whose server reported their input tokens: the cost basis of the input tokens counted in tokentap_tokens_total.',
+    extraLabels: [],
+  },
   /** The same accelerator-seconds, one sample per request (both phases): times the price / 3600, its cost. */
   requestAcceleratorSeconds: {
     kind: 'histogram',

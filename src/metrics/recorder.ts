@@ -65,6 +65,7 @@ export class Recorder {
   private readonly upstreamNotReused: SumSeriesSet;
   private readonly goodputCounter: SumSeriesSet;
   private readonly acceleratorSecondsCounter: SumSeriesSet;
+  private readonly reportedInputAcceleratorSecondsCounter: SumSeriesSet;
   private readonly requestsWithCachedInput: SumSeriesSet;
   private readonly adapterColdStarts: SumSeriesSet;
   /** The inter-token histograms, whose series each request resolves once (interTokenSeries). */
@@ -110,6 +111,7 @@ export class Recorder {
     this.goodputCounter = counter(METRICS.goodput);
     this.itlSlowRequestCounter = counter(METRICS.itlSlowRequests);
     this.acceleratorSecondsCounter = counter(METRICS.acceleratorSeconds);
+    this.reportedInputAcceleratorSecondsCounter = counter(METRICS.inputTokensAcceleratorSeconds);
     this.requestsWithCachedInput = counter(METRICS.requestsWithCachedInput);
     this.adapterColdStarts = counter(METRICS.adapterColdStarts);
   }
@@ -195,11 +197,14 @@ export class Recorder {
   /**
    * One finished generation's accelerator-seconds (metrics/processor-sharing.ts), by phase. Both
    * phases are added, zero included, so a workload's decode series exists from its first request.
+   * `inputReported`: whether its server reported its input tokens; its prefill then counts in the
+   * cost basis of the input tokens too (zero added otherwise, so the series exists).
    */
-  acceleratorTime(attributes: Attributes, prefillS: number, decodeS: number): void {
+  acceleratorTime(attributes: Attributes, prefillS: number, decodeS: number, inputReported: boolean): void {
     const v = this.variants;
     this.acceleratorSecondsCounter.add(prefillS, v.of(attributes, ATTR.phase, 'prefill'));
     this.acceleratorSecondsCounter.add(decodeS, v.of(attributes, ATTR.phase, 'decode'));
+    this.reportedInputAcceleratorSecondsCounter.add(inputReported ? prefillS : 0, attributes);
     this.histograms.requestAcceleratorSeconds.record(prefillS + decodeS, attributes);
   }
 

@@ -391,7 +391,7 @@ export class RequestMonitor implements InterTokenSink, TapContext {
     const firstTokenMs = Number.isNaN(this.sharedAtFirstTokenMs) ? sharedAtEndMs : this.sharedAtFirstTokenMs;
     const prefillS = ((firstTokenMs - this.sharedAtStartMs) / MS_PER_S) * accelerators;
     const decodeS = ((sharedAtEndMs - firstTokenMs) / MS_PER_S) * accelerators;
-    this.deps.recorder.acceleratorTime(attributes, prefillS, decodeS);
+    this.deps.recorder.acceleratorTime(attributes, prefillS, decodeS, !Number.isNaN(this.timeline.reportedInputTokens));
     return prefillS + decodeS;
   }
 

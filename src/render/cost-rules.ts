@@ -34,9 +34,9 @@ export const COST_RECORD = {
   cost: 'tokentap:cost:rate5m',
   /** `{namespace, workload, currency, cost_basis}`: cost per finished generation request. */
   costPerRequest: 'tokentap:cost_per_request:rate5m',
-  /** `{namespace, workload, currency, cost_basis}`: the whole cost per million tokens, input and output together. */
+  /** `{namespace, workload, currency, cost_basis}`: the cost per million tokens, input and output together (the prefill of requests without an input count left out, as below). */
   costPerMillionTokens: 'tokentap:cost_per_million_tokens:rate5m',
-  /** `{namespace, workload, currency, cost_basis}`: the prefill part of the cost per million input (prompt) tokens. */
+  /** `{namespace, workload, currency, cost_basis}`: the prefill part of the cost, of the requests that reported their input tokens, per million input (prompt) tokens. */
   costPerMillionInputTokens: 'tokentap:cost_per_million_input_tokens:rate5m',
   /** `{namespace, workload, currency, cost_basis}`: the decode part of the cost per million output (generated) tokens. */
   costPerMillionOutputTokens: 'tokentap:cost_per_million_output_tokens:rate5m',
@@ -79,17 +79,22 @@ export function costRecordingRules(settings: Settings, options: RenderOptions): 
   });
   const tokens = (type?: 'input' | 'output') => `sum by (${labelList(...WORKLOAD_KEY)}) (${rate(METRICS.tokens.promName, type === undefined ? '' : `${LABEL.tokenType}="${type}"`)})`;
   // Input tokens pay for the prefill share of the workload's accelerator-seconds, output tokens for
-  // the decode share, as the llm-d proposal splits input and output costs by compute time.
-  const phaseShare = (phase: 'prefill' | 'decode') =>
-    ` * on (${labelList(...WORKLOAD_KEY)}) group_left ()\n(sum by (${labelList(...WORKLOAD_KEY)}) (${rate(METRICS.acceleratorSeconds.promName, `${promLabel(ATTR.phase)}="${phase}"`)}) / (sum by (${labelList(...WORKLOAD_KEY)}) (${rate(METRICS.acceleratorSeconds.promName)}) > 0))`;
+  // the decode share, as the llm-d proposal splits input and output costs by compute time. Only the
+  // prefill of the requests that reported their input tokens pays for them: a stream without a usage
+  // report has prefill time but no input count, and its time over the others' tokens inflated the
+  // figure (two equal requests, one without usage: twice the cost per input token).
+  const byWorkload = (expr: string) => `sum by (${labelList(...WORKLOAD_KEY)}) (${expr})`;
+  const share = (part: string) => ` * on (${labelList(...WORKLOAD_KEY)}) group_left ()\n((${part}) / (${byWorkload(rate(METRICS.acceleratorSeconds.promName))} > 0))`;
+  const reportedInput = byWorkload(rate(METRICS.inputTokensAcceleratorSeconds.promName));
+  const decode = byWorkload(rate(METRICS.acceleratorSeconds.promName, `${promLabel(ATTR.phase)}="decode"`));
   return [
     { record: COST_RECORD.acceleratorSeconds, expr: `sum by (${labelList(...WORKLOAD_KEY)}) (${rate(METRICS.acceleratorSeconds.promName)})` },
     withBasis('usage', usage),
     withBasis('allocation', allocation),
     per(COST_RECORD.costPerRequest, `sum by (${labelList(...WORKLOAD_KEY)}) (${rate(METRICS.requests.promName, GENERATIONS_ONLY)})`),
-    per(COST_RECORD.costPerMillionTokens, tokens(), ' * 1e6'),
-    per(COST_RECORD.costPerMillionInputTokens, tokens('input'), ` * 1e6${phaseShare('prefill')}`),
-    per(COST_RECORD.costPerMillionOutputTokens, tokens('output'), ` * 1e6${phaseShare('decode')}`),
+    per(COST_RECORD.costPerMillionTokens, tokens(), ` * 1e6${share(`${reportedInput} + ${decode}`)}`),
+    per(COST_RECORD.costPerMillionInputTokens, tokens('input'), ` * 1e6${share(reportedInput)}`),
+    per(COST_RECORD.costPerMillionOutputTokens, tokens('output'), ` * 1e6${share(decode)}`),
     per(COST_RECORD.costPerGoodRequest, `sum by (${labelList(...WORKLOAD_KEY)}) (${rate(METRICS.goodput.promName)})`),
     ...([0.5, 0.99] as const).map((q) => ({
       record: COST_RECORD.requestAcceleratorSeconds(q),

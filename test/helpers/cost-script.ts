@@ -30,7 +30,7 @@ const SCRIPT = {
   B: { workload: 'chat', startMs: 100, firstTokenMs: 320, endMs: 580, cached: 0 },
   C: { workload: 'batch', startMs: 260, firstTokenMs: 480, endMs: 680, cached: 100 },
 } as const;
-type Name = keyof typeof SCRIPT;
+export type Name = keyof typeof SCRIPT;
 
 export const WORKLOADS = `
 workloads:
@@ -47,8 +47,12 @@ export async function stopScripted(): Promise<void> {
   await Promise.all(stops.splice(0).map((stop) => stop()));
 }
 
-/** Runs the script through a request monitor and answers what /status.json would at 1000 ms. */
-export async function scriptedReport(config: string): Promise<StatusReport> {
+/**
+ * Runs the script through a request monitor and answers what /status.json would at 1000 ms.
+ * `withoutUsage`: requests that end without a usage report (a stream without
+ * `stream_options.include_usage`): their input tokens are unknown, their output tokens counted.
+ */
+export async function scriptedReport(config: string, withoutUsage: readonly Name[] = []): Promise<StatusReport> {
   const clock = new ManualClock(0);
   const telemetry = new Telemetry();
   const settings = loadSettings({ flags: { config: 't.yaml' }, env: {}, readFile: () => config });
@@ -76,7 +80,8 @@ export async function scriptedReport(config: string): Promise<StatusReport> {
     } else {
       const monitor = monitors.get(name) as RequestMonitor;
       const usage = { prompt_tokens: 100, completion_tokens: 4, total_tokens: 104, prompt_tokens_details: { cached_tokens: SCRIPT[name].cached } };
-      for (const frame of sse(chatChunk({ content: 'b' }, {}, 'stop'), chatChunk({}, { choices: [], usage }), '[DONE]')) monitor.body(frame as Buffer);
+      const frames = withoutUsage.includes(name) ? sse(chatChunk({ content: 'b' }, {}, 'stop'), '[DONE]') : sse(chatChunk({ content: 'b' }, {}, 'stop'), chatChunk({}, { choices: [], usage }), '[DONE]');
+      for (const frame of frames) monitor.body(frame as Buffer);
       monitor.bodyEnd();
       monitor.delivered();
     }

@@ -36,6 +36,28 @@ describe('cost on /status.json', () => {
     expect(cost.pod.allocation.per_million_input_tokens).toBeCloseTo((((0.002 * 0.68) / 1.36) * 1e6) / 300, 9);
   });
 
+  it('prices input tokens with the prefill of the requests that reported them only (review reproduction: two equal requests, one streamed without include_usage, read 209 EUR per 1M input tokens against 105 for either alone)', async () => {
+    // B ends without a usage report: chat's input tokens are A's 100 alone, so only A's prefill
+    // (150 ms x 2 accelerators = 0.3 s, 0.0003 EUR) pays for them; B's counted 2 output tokens
+    // still take B's decode.
+    const { cost } = await scriptedReport(WITH_COST, ['B']);
+    const chat = cost.workloads.find((w) => w.name === 'chat')!;
+    expect(chat).toMatchObject({ requests: 2, input_tokens: 100, output_tokens: 6 });
+    expect(chat.usage.per_million_input_tokens).toBeCloseTo((0.0003 * 1e6) / 100, 9);
+    expect(chat.usage.per_million_output_tokens).toBeCloseTo((0.00038 * 1e6) / 6, 9);
+    expect(chat.allocation.per_million_input_tokens).toBeCloseTo(((((0.002 * 0.88) / 1.36) * 0.3) / 0.88) * 1e6 / 100, 9);
+    // The pod: A's and C's prefill (0.3 + 0.18 s) over their 200 input tokens.
+    expect(cost.pod.usage.per_million_input_tokens).toBeCloseTo((0.00048 * 1e6) / 200, 9);
+  });
+
+  it('says why there is no cost per input token when no request of the window reported its input tokens', async () => {
+    const { cost } = await scriptedReport(WITH_COST, ['A', 'B']);
+    const chat = cost.workloads.find((w) => w.name === 'chat')!;
+    expect(chat.input_tokens).toBe(0);
+    expect(chat.usage.per_million_input_tokens).toBeNull();
+    expect(chat.absent['usage.per_million_input_tokens']).toBe('no request in the window reported its input tokens: ask the server for usage, e.g. inject_usage: true');
+  });
+
   it('gives the share of requests with cached input and the mean cached ratio per workload and for the pod', async () => {
     const { cost } = await scriptedReport(WITH_COST);
     const chat = cost.workloads.find((w) => w.name === 'chat')!;

@@ -154,9 +154,9 @@ describe('delta points over OTLP', () => {
   it('sum an interval apart from the running total: 0.123456789 after 3.7e7 is exported as 0.123456789', async () => {
     const { recorder, pushReader } = setup('delta', 'exponential');
     const attributes = recorder.requestAttributes('chat', 'm');
-    recorder.acceleratorTime(attributes, 3.7e7, 0);
+    recorder.acceleratorTime(attributes, 3.7e7, 0, true);
     await pushReader.collect();
-    recorder.acceleratorTime(attributes, 0.123456789, 0);
+    recorder.acceleratorTime(attributes, 0.123456789, 0, true);
     const collected = (await pushReader.collect()).resourceMetrics.scopeMetrics.flatMap((s) => s.metrics);
     const seconds = collected.find((m) => m.descriptor.name === 'tokentap.accelerator.time');
     const prefill = seconds?.dataPoints.find((p) => p.attributes['phase'] === 'prefill');
