@@ -209,9 +209,13 @@ export const STATUS_PAGE_SCRIPT = String.raw`
       report.gpus.forEach(function (gpu, i) {
         var name = 'GPU ' + gpu.gpu + (gpu.gpu_instance === null ? '' : ' MIG ' + gpu.gpu_instance + (gpu.gpu_profile ? ' (' + gpu.gpu_profile + ')' : ''));
         var used = gpu.memory_used_bytes, all = gpu.memory_total_bytes;
-        var text = name + ': ' + gib(used) + ' of ' + gib(all) + (used !== null && all ? ' (' + percent(used / all) + ')' : '') +
+        var text = ': ' + gib(used) + ' of ' + gib(all) + (used !== null && all ? ' (' + percent(used / all) + ')' : '') +
           (gpu.utilization_ratio === null ? '' : ', busy ' + percent(gpu.utilization_ratio));
-        gpus.append((i > 0 ? ' \u00B7 ' : ''), num(text, used, 'gpu-memory-used'));
+        // The labels are the DCGM exporter's text: isolated, so a bidi control in one (U+202E) cannot
+        // reverse the figures after it.
+        var figure = num('', used, 'gpu-memory-used');
+        figure.replaceChildren(el('bdi', {}, [name]), text);
+        gpus.append((i > 0 ? ' \u00B7 ' : ''), figure);
       });
     }
   }

@@ -99,7 +99,8 @@ svg { width: 100%; max-width: 30rem; height: auto; display: block; }
 details { margin-top: 0.25rem; font-size: 0.9rem; }
 summary { cursor: pointer; color: var(--accent); }
 .buckets td { padding: 0.1rem 0.5rem; }
-#gpus { margin: 0 0 1rem; }
+#gpus { margin: 0 0 1rem; overflow-wrap: anywhere; }
+#gpus [data-value] { white-space: normal; }
 footer { padding: 1rem 1.25rem; border-top: 1px solid var(--line); color: var(--muted); font-size: 0.9rem; }
 .sr-only { position: absolute; width: 1px; height: 1px; overflow: hidden; clip: rect(0 0 0 0); white-space: nowrap; }
 @container overview (max-width: 66rem) {${STACKED}}

@@ -1,7 +1,7 @@
 /// <reference lib="dom" />
 /// <reference lib="dom.iterable" />
 import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -11,6 +11,7 @@ import type { StatusReport, WorkloadStatus } from '../../src/admin/status-report
 import type { CostFigures } from '../../src/admin/status-cost.js';
 import { DEMO_TRAFFIC_NOTICE, startDemoTraffic, type DemoTraffic } from '../../src/cli/demo-traffic.js';
 import { startSimulator, type RunningSimulator } from '../../src/simulator/index.js';
+import { startDcgmExporter } from '../helpers/dcgm-exporter.js';
 import { histogram, scrape, sumValues, type MetricFamily } from '../helpers/prometheus-text.js';
 import { startServeProcess } from '../helpers/serve-process.js';
 import { eventually } from '../helpers/sidecar.js';
@@ -78,7 +79,7 @@ async function statusJson(adminUrl: string): Promise<StatusReport> {
 }
 
 /** Opens the page and waits for its first update from /status.json; returns that report, as the page received it. */
-async function openPage(viewport: { width: number; height: number }): Promise<{ page: Page; problems: string[] }> {
+async function openPage(viewport: { width: number; height: number }, adminUrl = running.sidecar.adminUrl): Promise<{ page: Page; problems: string[] }> {
   const context = await running.browser.newContext({ viewport, deviceScaleFactor: 1 });
   const page = await context.newPage();
   const problems: string[] = [];
@@ -89,9 +90,9 @@ async function openPage(viewport: { width: number; height: number }): Promise<{ 
   });
   // Any request leaving the admin listener would be an external asset.
   page.on('request', (request) => {
-    if (!request.url().startsWith(running.sidecar.adminUrl) && !request.url().startsWith('data:')) problems.push(`external request: ${request.url()}`);
+    if (!request.url().startsWith(adminUrl) && !request.url().startsWith('data:')) problems.push(`external request: ${request.url()}`);
   });
-  const response = await page.goto(`${running.sidecar.adminUrl}/`);
+  const response = await page.goto(`${adminUrl}/`);
   expect(response?.status()).toBe(200);
   return { page, problems };
 }
@@ -550,6 +551,101 @@ describe('the status page of the demo (npm start)', () => {
       await context.close();
     } finally {
       child.kill('SIGKILL');
+    }
+  });
+});
+
+/**
+ * What the page shows of the outside world beyond the configuration: the GPU labels of the node's
+ * DCGM exporter (`gpu`, `GPU_I_PROFILE`: up to 128 characters, control characters refused). A
+ * broken or hostile exporter (review reproduction) put U+202E RIGHT-TO-LEFT OVERRIDE and 60 "x" in a
+ * MIG profile: the override ran to the end of the GPU line, which then read
+ * "(% 4.07) BiG 6.96 fo BiG 0.94 :(bg17.g3) 2 GIM 0 UPG" (every figure of both GPUs reversed), and
+ * the unbroken name pushed the phone's page to 828 px wide. With the longest workload name the
+ * configuration allows (63 characters), at the brief's desktop and phone sizes.
+ */
+describe('the status page with hostile GPU labels from DCGM and the longest workload name, in Chromium', () => {
+  const LONG_WORKLOAD = `w${'-long'.repeat(12)}-name`.slice(0, 63);
+  const RLO = '\u202e';
+  const HOSTILE_PROFILE = `${RLO}${'x'.repeat(60)}`;
+  const mib = (name: string, profile: string, instance: string, value: number) =>
+    `${name}{gpu="0",UUID="GPU-5e6f7a8b",modelName="NVIDIA H200",GPU_I_PROFILE="${profile}",GPU_I_ID="${instance}",namespace="llm",pod="pod-under-test"} ${value}`;
+  const exposition = ['DCGM_FI_DEV_FB_USED', 'DCGM_FI_DEV_FB_FREE', 'DCGM_FI_DEV_FB_RESERVED']
+    .flatMap((name) => [`# TYPE ${name} gauge`, mib(name, HOSTILE_PROFILE, '1', 50_200), mib(name, '3g.71gb', '2', name === 'DCGM_FI_DEV_FB_USED' ? 50_200 : 10_240)])
+    .join('\n');
+  let hostile: { admin: string; kill(): void; close(): Promise<void> };
+
+  beforeAll(async () => {
+    const exporter = await startDcgmExporter({ kind: 'text', body: `${exposition}\n` });
+    const dir = mkdtempSync(join(tmpdir(), 'tokentap-hostile-page-'));
+    const config = join(dir, 'tokentap.yaml');
+    writeFileSync(
+      config,
+      [
+        `dcgm: { url: "${exporter.url}", interval: 1s, timeout: 1s }`,
+        'cost: { accelerator_price_per_hour: 3.6, accelerators: dcgm, currency: EUR }',
+        'workloads:',
+        `  - name: ${LONG_WORKLOAD}`,
+        '    match: { path: /v1/chat/completions }',
+        '    slo: { objective: 0.99, ttft: 300ms, itl: 100ms }',
+        '  - name: default',
+        '',
+      ].join('\n'),
+    );
+    const serve = await startServeProcess(running.simulator.url, ['--config', config], { POD_NAME: 'pod-under-test', POD_NAMESPACE: 'llm' });
+    hostile = { admin: serve.admin, kill: serve.kill, close: () => exporter.close() };
+    for (let i = 0; i < 3; i++) {
+      const response = await fetch(`${serve.proxy}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-sim-output-tokens': '4' },
+        body: JSON.stringify({ model: 'sim-model', stream: true, stream_options: { include_usage: true }, messages: [{ role: 'user', content: 'hi' }] }),
+      });
+      await response.text();
+    }
+    await eventually('both GPU instances on /status.json', () => statusJson(serve.admin), (r) => r.gpus?.length === 2, 20_000);
+  }, 40_000);
+
+  afterAll(async () => {
+    hostile?.kill();
+    await hostile?.close();
+  });
+
+  it('keeps every GPU figure in reading order and the page within the screen at 1280 x 800 and 390 x 844', async () => {
+    for (const viewport of [{ width: 1280, height: 800 }, { width: 390, height: 844 }]) {
+      const { page, problems } = await openPage(viewport, hostile.admin);
+      await nextUpdate(page);
+      const gpus = page.locator('#gpus');
+      expect(await gpus.isVisible()).toBe(true);
+      // The page's own words and figures between the names: every character right of the one before
+      // it on its line (a bidi override from a name would set them right to left).
+      const reversed = await page.evaluate(() => {
+        const out: string[] = [];
+        const walker = document.createTreeWalker(document.getElementById('gpus')!, NodeFilter.SHOW_TEXT);
+        for (let node = walker.nextNode(); node !== null; node = walker.nextNode()) {
+          if (node.parentElement?.closest('bdi') !== null) continue;
+          const text = node.textContent ?? '';
+          const range = document.createRange();
+          let previous: DOMRect | undefined;
+          for (let i = 0; i < text.length; i++) {
+            range.setStart(node, i);
+            range.setEnd(node, i + 1);
+            const r = range.getBoundingClientRect();
+            if (r.width === 0) continue;
+            if (previous !== undefined && Math.abs(r.top - previous.top) < 2 && r.left < previous.left - 0.5) out.push(`"${text.slice(Math.max(0, i - 10), i + 10)}"`);
+            previous = r;
+          }
+        }
+        return out;
+      });
+      expect(reversed, `at ${viewport.width} px`).toEqual([]);
+      // The hostile name is still shown, as the exporter sent it, apart from the figures.
+      expect(await page.locator('#gpus bdi').allTextContents()).toEqual(['GPU 0 MIG 1 (' + HOSTILE_PROFILE + ')', 'GPU 0 MIG 2 (3g.71gb)']);
+      expect(await gpus.textContent()).toMatch(/GPU 0 MIG 2 \(3g\.71gb\): \d+\.\d GiB of \d+\.\d GiB \(\d+\.\d %\)/);
+      expect(await page.evaluate(() => document.documentElement.scrollWidth), `page width at ${viewport.width} px`).toBeLessThanOrEqual(viewport.width);
+      expect(await layoutProblems(page), `at ${viewport.width} px`).toEqual([]);
+      expect(await page.locator(`#capacity-body tr[data-workload="${LONG_WORKLOAD}"] th`).textContent()).toBe(LONG_WORKLOAD);
+      expect(problems).toEqual([]);
+      await page.context().close();
     }
   });
 });
