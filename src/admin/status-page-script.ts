@@ -82,8 +82,9 @@ export const STATUS_PAGE_SCRIPT = String.raw`
     if (r !== null && r !== undefined && r > 0 && r < 0.0005) return '< 0.1 %';
     return percent(r);
   }
+  /** Requests a second: two significant digits below 0.01 (a pod of 15-minute streams sustains 0.0011/s), else two decimals at most. */
   function rate(n) {
-    return (n < 10 ? n.toFixed(2) : n < 100 ? n.toFixed(1) : n.toFixed(0)) + '/s';
+    return (n > 0 && n < 0.01 ? n.toPrecision(2) : n < 10 ? n.toFixed(2) : n < 100 ? n.toFixed(1) : n.toFixed(0)) + '/s';
   }
   function burn(b) {
     if (b === null) return '\u2013';

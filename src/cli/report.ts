@@ -108,8 +108,9 @@ function printable(value: unknown): string {
   return fieldText(value);
 }
 
+/** As the status page writes a rate: two significant digits below 0.01 (a pod of 15-minute streams sustains 0.0011 a second), else two decimals at most. */
 function rate(n: number): string {
-  return `${n < 10 ? n.toFixed(2) : n < 100 ? n.toFixed(1) : n.toFixed(0)} requests/s`;
+  return `${n > 0 && n < 0.01 ? n.toPrecision(2) : n < 10 ? n.toFixed(2) : n < 100 ? n.toFixed(1) : n.toFixed(0)} requests/s`;
 }
 
 function percent(r: number): string {

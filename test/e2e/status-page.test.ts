@@ -648,4 +648,20 @@ describe('the status page with hostile GPU labels from DCGM and the longest work
       await page.context().close();
     }
   });
+
+  it('shows the request rates of very long streams with their digits, not as 0.00/s (review reproduction: 900 s streams, one in flight, sustain 0.0011 requests/s against a peak of 0.003, 3 pods, and the page read "0.00/s" for both)', async () => {
+    const { page } = await openPage({ width: 390, height: 844 }, hostile.admin);
+    // The real report, with the capacity of a pod serving 900-second streams one at a time.
+    await page.route('**/status.json', async (route) => {
+      const report = (await (await route.fetch()).json()) as StatusReport;
+      Object.assign(report.capacity.mix, { capacity_in_flight: 1, capacity_band: '1', at_least: false, knee_band: '2', mean_e2e_s: 900, sustainable_rps: 1 / 900, peak_rps: 0.003, headroom: 0, pods_needed_observed: 3 });
+      await route.fulfill({ json: report });
+    });
+    await nextUpdate(page);
+    const shown = async (field: string) => page.locator(`#capacity-figures [data-field="${field}"]`).textContent();
+    expect(await shown('capacity-sustainable-rps')).toBe('0.0011/s (Little\u2019s law, mean e2e 900 s)');
+    expect(await shown('capacity-peak-rps')).toBe('0.0030/s');
+    expect(await shown('capacity-pods-observed')).toBe('3 pods for this pod\u2019s traffic');
+    await page.context().close();
+  });
 });

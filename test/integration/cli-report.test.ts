@@ -85,6 +85,16 @@ describe('tokentap report', () => {
     expect(result.out).toContain('  peak rate                     none: no 5-minute rate yet\n');
   });
 
+  it('prints the request rates of very long streams with their digits, not as 0.00 (review reproduction: 900 s streams sustain 0.0011 requests/s against a peak of 0.003, 3 pods, and both read "0.00 requests/s")', async () => {
+    const longStreams = { ...FIGURES, capacity_in_flight: 1, capacity_band: '1', knee_band: '2', mean_e2e_s: 900, sustainable_rps: 1 / 900, peak_rps: 0.003, headroom: 0, pods_needed_observed: 3, absent: { pods_needed_planned: 'no planned peak' } };
+    const answer = { schema_version: 1, version: '0.1.0', uptime_s: 3600, capacity: { min_samples_per_band: 100, planned_peak_rps: null, peak_in_flight: 1, pods_needed_planned: null, mix: longStreams, workloads: [] } };
+    const result = await report('--admin', await answering(JSON.stringify(answer)));
+    expect(result.code).toBe(0);
+    expect(result.out).toContain("  sustainable                   0.0011 requests/s (Little's law: 1 / 900.00 s mean e2e)\n");
+    expect(result.out).toContain('  peak rate                     0.0030 requests/s (highest 5-minute rate, last hour)\n');
+    expect(result.out).toContain("  pods needed, observed peak    3 for this pod's traffic\n");
+  });
+
   it('prints no control character from the answer: escape sequences in a name or a reason reach the terminal as "?"', async () => {
     const hostile = {
       schema_version: 1,
