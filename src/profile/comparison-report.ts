@@ -69,8 +69,9 @@ function duration(s: number | undefined): string {
   return `${s.toFixed(2)} s`;
 }
 
+/** Two significant digits below 0.01 a second (as the status page writes a rate), else two decimals at most. */
 function rate(n: number | undefined): string {
-  return n === undefined ? DASH : `${n < 10 ? n.toFixed(2) : n.toFixed(1)}/s`;
+  return n === undefined ? DASH : `${n > 0 && n < 0.01 ? n.toPrecision(2) : n < 10 ? n.toFixed(2) : n.toFixed(1)}/s`;
 }
 
 function cv(n: number | undefined): string {

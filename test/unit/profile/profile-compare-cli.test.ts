@@ -12,6 +12,7 @@ import { distribution, workloadProfile } from './workload-profiles.js';
 const FIXTURES = join(import.meta.dirname, '..', '..', 'fixtures', 'benchmarks');
 const GUIDELLM_JSON = join(FIXTURES, 'guidellm', 'benchmarks_stripped.json');
 const AIPERF_AGGREGATE = join(FIXTURES, 'aiperf', 'profile_export_aiperf.json');
+const AIPERF_RECORDS = join(FIXTURES, 'aiperf', 'profile_export.jsonl');
 
 function io() {
   const stdout = new PassThrough();
@@ -70,6 +71,16 @@ describe('tokentap profile compare', () => {
     expect(console.out()).toContain('Comparable: the benchmark\'s traffic is within tolerance of production\'s on every dimension both sides report.');
     expect(code).toBe(0);
     expect(admin.asked).toContain('/profile/rag?format=json&window=1h');
+  });
+
+  it('shows a rate below 0.01 a second with its digits, not as 0.00/s (review reproduction: the real AIPerf records start 65,953 s apart and read "0.00/s")', async () => {
+    admin.profiles.set('slow', workloadProfile({ workload: 'slow', arrivals: { ratePerSecond: 0.004, interArrivalCv: 1, gammaShape: 1 } }));
+    const console = io();
+    await main(['profile', 'compare', '--admin', admin.url, '--workload', 'slow', '--result', AIPERF_RECORDS], console.streams);
+    expect(console.err()).toBe('');
+    // Two starts, 1759879161.119147826 - 1759813207.532900363 s apart: one gap.
+    const rate = 1 / (1759879161.119147826 - 1759813207.532900363);
+    expect(console.out()).toMatch(new RegExp(`request rate +0\\.0040/s +${rate.toPrecision(2).replace('.', '\\.')}/s\n`));
   });
 
   it('exits 2 naming the route when the sidecar has no profile for the workload (HTTP 404)', async () => {
