@@ -16,7 +16,7 @@ export type BandVerdict = 'held' | 'broken' | 'too_few';
 export interface BandStatus {
   readonly band: string;
   readonly upper_bound: number;
-  /** Requests with a first token that started in this band. */
+  /** Requests that started in this band with a first token, and those without one that the TTFT SLO counts bad. */
   readonly requests: number;
   /** Share of the band's first tokens within the TTFT threshold; null without a TTFT SLO or samples. */
   readonly ttft_good_ratio: number | null;
@@ -75,11 +75,14 @@ export interface CapacityInputs {
   readonly trend: ReadonlyMap<string, readonly TimedTrendPoint[]>;
 }
 
-/** Samples within `thresholdS` / all samples, from non-cumulative bucket counts over `boundaries` (thresholds are boundaries). */
-function goodRatio(boundaries: readonly number[], counts: readonly number[], thresholdS: number | undefined): number | null {
-  if (thresholdS === undefined || counts.length === 0) return null;
+/**
+ * Samples within `thresholdS` / all samples, from non-cumulative bucket counts over `boundaries`
+ * (thresholds are boundaries); `failed` more judged bad without a sample (TTFT: no first token).
+ */
+function goodRatio(boundaries: readonly number[], counts: readonly number[], thresholdS: number | undefined, failed = 0): number | null {
+  if (thresholdS === undefined) return null;
   let good = 0;
-  let all = 0;
+  let all = failed;
   counts.forEach((n, i) => {
     all += n;
     if (i < boundaries.length && (boundaries[i] as number) <= thresholdS) good += n;
@@ -92,8 +95,10 @@ function bandStatuses(workload: Workload, counts: WorkloadCounts, buckets: Reado
   return IN_FLIGHT_BANDS.flatMap((band): BandStatus[] => {
     const histograms = counts.bands.get(band);
     if (histograms === undefined) return [];
-    const requests = histograms.ttft.reduce((a, b) => a + b, 0);
-    const ttft = goodRatio(buckets.ttftByConcurrency, histograms.ttft, slo?.thresholdsS.ttft);
+    const requests = histograms.ttft.reduce((a, b) => a + b, 0) + histograms.failed;
+    // A band whose only requests got no first token and none the SLO counts bad (answers not streamed) judges nothing.
+    if (requests === 0 && histograms.itl.length === 0) return [];
+    const ttft = goodRatio(buckets.ttftByConcurrency, histograms.ttft, slo?.thresholdsS.ttft, histograms.failed);
     const itl = goodRatio(buckets.itlByConcurrency, histograms.itl, slo?.thresholdsS.itl);
     const objective = slo?.objective ?? 1;
     const held = (ttft === null || ttft >= objective) && (itl === null || itl >= objective);

@@ -52,10 +52,12 @@ export interface PodCounts {
 export interface BandCounts {
   readonly ttft: number[];
   readonly itl: number[];
+  /** `tokentap_time_to_first_token_failed_by_concurrency_total`: requests without a first token the TTFT SLO counts bad. */
+  failed: number;
 }
 
 /** The by-concurrency histograms, by the OTel instrument that holds them. */
-const BAND_HISTOGRAMS = new Map<string, keyof BandCounts>([
+const BAND_HISTOGRAMS = new Map<string, 'ttft' | 'itl'>([
   [METRICS.ttftByConcurrency.otelName, 'ttft'],
   [METRICS.itlByConcurrency.otelName, 'itl'],
 ]);
@@ -108,6 +110,16 @@ export function countsOf(resourceMetrics: metrics.ResourceMetrics): StatusCounts
     }
     return counts;
   };
+  const bandOf = (attributes: Record<string, unknown>): BandCounts => {
+    const bands = workload(attributes).bands;
+    const band = String(attributes[ATTR.inFlight]);
+    let counts = bands.get(band);
+    if (counts === undefined) {
+      counts = { ttft: [], itl: [], failed: 0 };
+      bands.set(band, counts);
+    }
+    return counts;
+  };
   const gpu = (attributes: Record<string, unknown>): GpuCounts => {
     const instance = attributes[GPU_ATTR.gpuInstance] as string | undefined;
     const key = `${String(attributes[GPU_ATTR.uuid])}\0${instance ?? ''}`;
@@ -131,17 +143,12 @@ export function countsOf(resourceMetrics: metrics.ResourceMetrics): StatusCounts
     for (const metric of scope.metrics) {
       const name = metric.descriptor.name;
       if (metric.dataPointType === metrics.DataPointType.HISTOGRAM && BAND_HISTOGRAMS.has(name)) {
-        const key = BAND_HISTOGRAMS.get(name) as keyof BandCounts;
-        for (const point of metric.dataPoints) {
-          const bands = workload(point.attributes).bands;
-          const band = String(point.attributes[ATTR.inFlight]);
-          let counts = bands.get(band);
-          if (counts === undefined) {
-            counts = { ttft: [], itl: [] };
-            bands.set(band, counts);
-          }
-          addInto(counts[key], point.value.buckets.counts);
-        }
+        const key = BAND_HISTOGRAMS.get(name) as 'ttft' | 'itl';
+        for (const point of metric.dataPoints) addInto(bandOf(point.attributes)[key], point.value.buckets.counts);
+        continue;
+      }
+      if (name === METRICS.ttftFailedByConcurrency.otelName) {
+        for (const point of metric.dataPoints) bandOf(point.attributes).failed += point.value as number;
         continue;
       }
       if (metric.dataPointType === metrics.DataPointType.HISTOGRAM && name === METRICS.cachedInputRatio.otelName) {

@@ -277,6 +277,21 @@ export const METRICS = {
     defaultBuckets: TTFT_BUCKETS,
   },
   /**
+   * Capacity at SLO: the generation requests of a workload with a TTFT SLO that got no first token
+   * and count bad for that SLO (slo/slo-events.ts: the server failed or refused, 429 included, or the
+   * client left after the threshold), by `in_flight` as above; 0 added for its other requests, so
+   * every band's series exists. A band is judged on them too: a server that sheds load with fast
+   * refusals has no slow first token to break a band with.
+   */
+  ttftFailedByConcurrency: {
+    kind: 'counter',
+    otelName: 'tokentap.time_to_first_token.failed.by_concurrency',
+    promName: 'tokentap_time_to_first_token_failed_by_concurrency_total',
+    unit: '{request}',
+    description: 'Requests with no first token that count bad for the TTFT SLO (failed, refused, or left after the threshold), by the band of requests in flight in the sidecar when the request started.',
+    extraLabels: [ATTR.inFlight],
+  },
+  /**
    * LoRA adapter cold starts (metrics/adapter-cold-starts.ts): a request to a served adapter (a
    * model whose listing entry names a parent, vLLM) that came after no request to that adapter for
    * `model_discovery.adapter_idle_after`, counted when the request starts. The engine has likely

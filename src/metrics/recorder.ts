@@ -65,6 +65,7 @@ export class Recorder {
   private readonly upstreamNotReused: SumSeriesSet;
   private readonly goodputCounter: SumSeriesSet;
   private readonly acceleratorSecondsCounter: SumSeriesSet;
+  private readonly ttftFailedByConcurrencyCounter: SumSeriesSet;
   private readonly reportedInputAcceleratorSecondsCounter: SumSeriesSet;
   private readonly requestsWithCachedInput: SumSeriesSet;
   private readonly adapterColdStarts: SumSeriesSet;
@@ -111,6 +112,7 @@ export class Recorder {
     this.goodputCounter = counter(METRICS.goodput);
     this.itlSlowRequestCounter = counter(METRICS.itlSlowRequests);
     this.acceleratorSecondsCounter = counter(METRICS.acceleratorSeconds);
+    this.ttftFailedByConcurrencyCounter = counter(METRICS.ttftFailedByConcurrency);
     this.reportedInputAcceleratorSecondsCounter = counter(METRICS.inputTokensAcceleratorSeconds);
     this.requestsWithCachedInput = counter(METRICS.requestsWithCachedInput);
     this.adapterColdStarts = counter(METRICS.adapterColdStarts);
@@ -155,6 +157,11 @@ export class Recorder {
   /** The request's SLO TTFT by the `in_flight` band at its start; nothing when it had no first token. */
   ttftByConcurrency(attributes: Attributes, band: string, ttftMs: number): void {
     recordIfKnown(this.histograms.ttftByConcurrency, ttftMs, this.variants.of(attributes, ATTR.inFlight, band));
+  }
+
+  /** Whether the request got no first token and counts bad for the TTFT SLO, by its `in_flight` band (0 or 1, so the series exists). */
+  ttftFailedByConcurrency(attributes: Attributes, band: string, failed: boolean): void {
+    this.ttftFailedByConcurrencyCounter.add(failed ? 1 : 0, this.variants.of(attributes, ATTR.inFlight, band));
   }
 
   finished(attributes: Attributes, summary: RequestSummary): void {

@@ -14,7 +14,7 @@ import type { ModelLabels } from '../metrics/model-labels.js';
 import type { PodTime } from '../metrics/pod-time.js';
 import type { InterTokenSeries, Outcome, Recorder, RequestSummary } from '../metrics/recorder.js';
 import { metEverySlo } from '../slo/goodput.js';
-import { interTokenIsBad, isClientErrorStatus, recordSloEvents } from '../slo/slo-events.js';
+import { interTokenIsBad, isClientErrorStatus, recordSloEvents, ttftResult } from '../slo/slo-events.js';
 import type { WorkloadMatcher } from '../slo/workload-matcher.js';
 import { DEFAULT_TAP_SELECTOR, type TapSelector } from '../taps/select.js';
 import type { Tap, TapContext, TapProblemReason } from '../taps/tap.js';
@@ -456,6 +456,12 @@ export class RequestMonitor implements InterTokenSink, TapContext {
         e2eMs: summary.e2eMs,
       };
       recordSloEvents(this.deps.recorder, attributes, workload, facts, this.itlTokens, this.itlBadTokens);
+      // Capacity at SLO judges a band's TTFT as the SLO does: a request refused or failed without a
+      // first token is bad there too, or a server shedding load with fast 429s never breaks a band.
+      const ttftS = workload.slo.thresholdsS.ttft;
+      if (this.inFlightBand !== undefined && ttftS !== undefined) {
+        this.deps.recorder.ttftFailedByConcurrency(attributes, this.inFlightBand, Number.isNaN(facts.ttftMs) && ttftResult(ttftS, facts) === 'bad');
+      }
       goodput = metEverySlo(workload.slo, facts, this.itlTokens, this.itlBadTokens);
       this.deps.recorder.goodput(attributes, goodput);
     }

@@ -13,8 +13,8 @@ import { scaledMs, type RecordingRule, type RenderOptions } from './rule-types.j
  * each band without mixing concurrencies, and the result is the capacity of one pod of the fleet.
  *
  * Per workload `{namespace, workload}`:
- *  - a band counts once it holds `capacity.min_samples_per_band` requests with a first token over
- *    `capacity.window`; a counted band is held when every TTFT and ITL SLO of the workload is met
+ *  - a band counts once it holds `capacity.min_samples_per_band` requests with a first token, or
+ *    without one that the TTFT SLO counts bad (refused, failed), over `capacity.window`; a counted band is held when every TTFT and ITL SLO of the workload is met
  *    there at the objective (good share >= objective; the thresholds are bucket bounds, so exact);
  *  - the knee is the lowest counted band that is not held; capacity is the upper bound of the
  *    highest held band below the knee, or of the highest held band when there is no knee, and is
@@ -29,7 +29,7 @@ import { scaledMs, type RecordingRule, type RenderOptions } from './rule-types.j
 export const CAPACITY_RECORD = {
   /** `{in_flight}`: the band's upper bound, a constant (see bandBoundRules). */
   bandUpperBound: 'tokentap:in_flight_band:upper_bound',
-  /** `{namespace, workload, in_flight}`: requests with a first token in the band over the window, all pods. */
+  /** `{namespace, workload, in_flight}`: requests in the band over the window, all pods: with a first token, or without one that the TTFT SLO counts bad. */
   bandRequests: 'tokentap:capacity_band_requests:increase',
   /** `{namespace, workload, in_flight, slo}`: the share of the band's events within the SLO threshold. */
   bandGoodRatio: 'tokentap:capacity_band_good:ratio',
@@ -118,24 +118,39 @@ function leMatcher(thresholdS: number): string {
 interface HistogramReads {
   count(histogram: string, matchers: string, by: string, window: string): string;
   within(histogram: string, matchers: string, thresholdS: number, by: string, window: string): string;
+  /** How many samples are within the threshold (a count, where `within` is a share). */
+  withinCount(histogram: string, matchers: string, thresholdS: number, by: string, window: string): string;
   sum(histogram: string, by: string, window: string): string;
 }
 
 const CLASSIC: HistogramReads = {
   count: (h, m, by, w) => `sum by (${by}) (increase(${h}_count${m}[${w}]))`,
-  within: (h, m, t, by, w) => `sum by (${by}) (increase(${h}_bucket{${m.slice(1, -1)}, ${leMatcher(t)}}[${w}]))\n/\n(${CLASSIC.count(h, m, by, w)} > 0)`,
+  within: (h, m, t, by, w) => `${CLASSIC.withinCount(h, m, t, by, w)}\n/\n(${CLASSIC.count(h, m, by, w)} > 0)`,
+  withinCount: (h, m, t, by, w) => `sum by (${by}) (increase(${h}_bucket{${m.slice(1, -1)}, ${leMatcher(t)}}[${w}]))`,
   sum: (h, by, w) => `sum by (${by}) (increase(${h}_sum[${w}]))`,
 };
 
 const NATIVE: HistogramReads = {
   count: (h, m, by, w) => `histogram_count(sum by (${by}) (increase(${h}${m}[${w}])))`,
   within: (h, m, t, by, w) => `histogram_fraction(0, ${promNumber(t)}, sum by (${by}) (increase(${h}${m}[${w}])))\nand on (${by})\n(${NATIVE.count(h, m, by, w)} > 0)`,
+  withinCount: (h, m, t, by, w) => `histogram_fraction(0, ${promNumber(t)}, sum by (${by}) (increase(${h}${m}[${w}])))\n* on (${by})\n${NATIVE.count(h, m, by, w)}`,
   sum: (h, by, w) => `histogram_sum(sum by (${by}) (increase(${h}[${w}])))`,
 };
 
+/**
+ * The requests a band's TTFT is judged on, `matchers` selecting: those with a first token (the
+ * histogram's count) and those without one that the TTFT SLO counts bad (the counter), either side
+ * possibly absent (a band of refusals only has no histogram sample; an older sidecar no counter).
+ */
+function judgedTtft(reads: HistogramReads, matchers: string, by: string, window: string): { all: string; failed: string } {
+  const count = reads.count(METRICS.ttftByConcurrency.promName, matchers, by, window);
+  const failed = `sum by (${by}) (increase(${METRICS.ttftFailedByConcurrency.promName}${matchers}[${window}]))`;
+  return { all: `(\n  ${count}\n  + on (${by})\n  ${failed}\n  or\n  ${count}\n  or\n  ${failed}\n)`, failed };
+}
+
 function bandRules(settings: Settings, reads: HistogramReads, window: string): RecordingRule[] {
   const by = labelList(...BAND_KEY);
-  const rules: RecordingRule[] = [{ record: CAPACITY_RECORD.bandRequests, expr: reads.count(METRICS.ttftByConcurrency.promName, '', by, window) }];
+  const rules: RecordingRule[] = [{ record: CAPACITY_RECORD.bandRequests, expr: judgedTtft(reads, '', by, window).all }];
   const judged: string[] = [];
   for (const workload of settings.workloads) {
     const slo = workload.slo;
@@ -144,9 +159,12 @@ function bandRules(settings: Settings, reads: HistogramReads, window: string): R
       const thresholdS = slo.thresholdsS[kind];
       if (thresholdS === undefined) continue;
       const w = `${LABEL.workload}=${quote(workload.name)}`;
+      // TTFT: the first tokens within the threshold over every request judged, those refused or
+      // failed without a first token included, as the TTFT SLO counts them (slo/slo-events.ts).
+      const ttftJudged = judgedTtft(reads, `{${w}}`, by, window);
       rules.push({
         record: CAPACITY_RECORD.bandGoodRatio,
-        expr: reads.within(histogram, `{${w}}`, thresholdS, by, window),
+        expr: kind === 'ttft' ? `(\n${reads.withinCount(histogram, `{${w}}`, thresholdS, by, window)}\nor\n${ttftJudged.failed} * 0\n)\n/ on (${by})\n(${ttftJudged.all} > 0)` : reads.within(histogram, `{${w}}`, thresholdS, by, window),
         // The workload label too, though the expression keeps it: two rules of one name and the same labels are what promtool's lint calls duplicates.
         labels: { [LABEL.workload]: workload.name, [LABEL.slo]: kind },
       });

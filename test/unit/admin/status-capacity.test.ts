@@ -1,8 +1,19 @@
 import { describe, expect, it } from 'vitest';
-import { capacityStatus } from '../../../src/admin/status-capacity.js';
+import { capacityStatus, type CapacityStatus } from '../../../src/admin/status-capacity.js';
 import { emptyWorkloadCounts, type WorkloadCounts } from '../../../src/admin/status-counts.js';
-import type { TimedTrendPoint } from '../../../src/admin/status-report.js';
+import type { StatusReport, TimedTrendPoint } from '../../../src/admin/status-report.js';
+import { StatusSource } from '../../../src/admin/status-source.js';
+import { ManualClock } from '../../../src/clock/clock.js';
 import { loadSettings } from '../../../src/config/load.js';
+import { createLogger } from '../../../src/log/logger.js';
+import { RequestLineWriter } from '../../../src/log/request-line.js';
+import { InFlightTracker } from '../../../src/metrics/in-flight-band.js';
+import { ModelLabels } from '../../../src/metrics/model-labels.js';
+import { Recorder } from '../../../src/metrics/recorder.js';
+import { Telemetry } from '../../../src/metrics/telemetry.js';
+import { RequestMonitor } from '../../../src/proxy/request-monitor.js';
+import { WorkloadMatcher } from '../../../src/slo/workload-matcher.js';
+import { chatChunk, sse } from '../../helpers/tap-harness.js';
 
 const settings = loadSettings({
   flags: { config: 'test.yaml' },
@@ -36,12 +47,12 @@ const itlBounds = settings.buckets.itlByConcurrency;
 function chat(): WorkloadCounts {
   const counts = emptyWorkloadCounts();
   // TTFT within 200ms up to 16 in flight; past the knee at 24 (steps 8, 16 and 32), 30 of 120 late.
-  counts.bands.set('5-8', { ttft: buckets(ttftBounds, 0.2, 120, 0), itl: buckets(itlBounds, 0.05, 5000, 10) });
-  counts.bands.set('9-16', { ttft: buckets(ttftBounds, 0.2, 120, 1), itl: buckets(itlBounds, 0.05, 5000, 50) });
-  counts.bands.set('17-32', { ttft: buckets(ttftBounds, 0.2, 120, 30), itl: buckets(itlBounds, 0.05, 5000, 40) });
+  counts.bands.set('5-8', { ttft: buckets(ttftBounds, 0.2, 120, 0), itl: buckets(itlBounds, 0.05, 5000, 10), failed: 0 });
+  counts.bands.set('9-16', { ttft: buckets(ttftBounds, 0.2, 120, 1), itl: buckets(itlBounds, 0.05, 5000, 50), failed: 0 });
+  counts.bands.set('17-32', { ttft: buckets(ttftBounds, 0.2, 120, 30), itl: buckets(itlBounds, 0.05, 5000, 40), failed: 0 });
   // Above the knee, held but not capacity; and a band of too few requests.
-  counts.bands.set('33-64', { ttft: buckets(ttftBounds, 0.2, 150, 0), itl: [] });
-  counts.bands.set('65-128', { ttft: buckets(ttftBounds, 0.2, 99, 0), itl: [] });
+  counts.bands.set('33-64', { ttft: buckets(ttftBounds, 0.2, 150, 0), itl: [], failed: 0 });
+  counts.bands.set('65-128', { ttft: buckets(ttftBounds, 0.2, 99, 0), itl: [], failed: 0 });
   // 360 requests of 2 s on average.
   counts.histograms.e2e = [360];
   counts.e2eSumS = 720;
@@ -50,8 +61,8 @@ function chat(): WorkloadCounts {
 
 function batch(): WorkloadCounts {
   const counts = emptyWorkloadCounts();
-  counts.bands.set('9-16', { ttft: buckets(ttftBounds, 2, 200, 0), itl: [] });
-  counts.bands.set('17-32', { ttft: buckets(ttftBounds, 2, 200, 0), itl: [] });
+  counts.bands.set('9-16', { ttft: buckets(ttftBounds, 2, 200, 0), itl: [], failed: 0 });
+  counts.bands.set('17-32', { ttft: buckets(ttftBounds, 2, 200, 0), itl: [], failed: 0 });
   counts.histograms.e2e = [40];
   counts.e2eSumS = 400;
   return counts;
@@ -110,8 +121,8 @@ describe('capacity at SLO of this pod', () => {
   it('says why each figure is absent rather than leaving it blank', () => {
     const quiet = new Map([['chat', (() => {
       const counts = emptyWorkloadCounts();
-      counts.bands.set('1', { ttft: buckets(ttftBounds, 0.2, 40, 0), itl: [] });
-      counts.bands.set('2', { ttft: buckets(ttftBounds, 0.2, 60, 0), itl: [] });
+      counts.bands.set('1', { ttft: buckets(ttftBounds, 0.2, 40, 0), itl: [], failed: 0 });
+      counts.bands.set('2', { ttft: buckets(ttftBounds, 0.2, 60, 0), itl: [], failed: 0 });
       return counts;
     })()]]);
     const young = capacityStatus({ settings: { ...settings, capacity: { ...settings.capacity, plannedPeakRps: undefined } }, counts: (name) => quiet.get(name) ?? emptyWorkloadCounts(), peakInFlight: 2, trend: new Map() });
@@ -124,7 +135,7 @@ describe('capacity at SLO of this pod', () => {
   it('names a knee at one request in flight as latency, not capacity', () => {
     const slow = new Map([['chat', (() => {
       const counts = emptyWorkloadCounts();
-      counts.bands.set('1', { ttft: buckets(ttftBounds, 0.2, 200, 50), itl: [] });
+      counts.bands.set('1', { ttft: buckets(ttftBounds, 0.2, 200, 50), itl: [], failed: 0 });
       return counts;
     })()]]);
     const broken = capacityStatus({ settings, counts: (name) => slow.get(name) ?? emptyWorkloadCounts(), peakInFlight: 1, trend: new Map() });
@@ -138,7 +149,7 @@ describe('capacity at SLO of this pod', () => {
       ['batch', (() => {
         // Held up to 16, too few above: "at least 16", the same capacity as chat's measured 16.
         const counts = emptyWorkloadCounts();
-        counts.bands.set('9-16', { ttft: buckets(ttftBounds, 2, 200, 0), itl: [] });
+        counts.bands.set('9-16', { ttft: buckets(ttftBounds, 2, 200, 0), itl: [], failed: 0 });
         counts.histograms.e2e = [10];
         counts.e2eSumS = 10;
         return counts;
@@ -154,7 +165,7 @@ describe('capacity at SLO of this pod', () => {
     const demo = new Map([
       ['chat', (() => {
         const counts = emptyWorkloadCounts();
-        counts.bands.set('3-4', { ttft: buckets(ttftBounds, 0.2, 120, 0), itl: buckets(itlBounds, 0.05, 5000, 10) });
+        counts.bands.set('3-4', { ttft: buckets(ttftBounds, 0.2, 120, 0), itl: buckets(itlBounds, 0.05, 5000, 10), failed: 0 });
         counts.histograms.e2e = [120];
         counts.e2eSumS = 120;
         return counts;
@@ -162,8 +173,8 @@ describe('capacity at SLO of this pod', () => {
       ['batch', (() => {
         // 21 of 100 first tokens late against a 0.99 objective: band 3-4 broke, nothing counted below it.
         const counts = emptyWorkloadCounts();
-        counts.bands.set('2', { ttft: buckets(ttftBounds, 2, 3, 0), itl: [] });
-        counts.bands.set('3-4', { ttft: buckets(ttftBounds, 2, 100, 21), itl: [] });
+        counts.bands.set('2', { ttft: buckets(ttftBounds, 2, 3, 0), itl: [], failed: 0 });
+        counts.bands.set('3-4', { ttft: buckets(ttftBounds, 2, 100, 21), itl: [], failed: 0 });
         return counts;
       })()],
     ]);
@@ -178,11 +189,75 @@ describe('capacity at SLO of this pod', () => {
       ['chat', chat()],
       ['batch', (() => {
         const counts = emptyWorkloadCounts();
-        counts.bands.set('33-64', { ttft: buckets(ttftBounds, 2, 100, 21), itl: [] });
+        counts.bands.set('33-64', { ttft: buckets(ttftBounds, 2, 100, 21), itl: [], failed: 0 });
         return counts;
       })()],
     ]);
     const mix = capacityStatus({ settings, counts: (name) => above.get(name) ?? emptyWorkloadCounts(), peakInFlight: 4, trend: new Map() }).mix;
     expect(mix).toMatchObject({ capacity_in_flight: 16, at_least: false, knee_band: '17-32' });
+  });
+});
+
+/**
+ * Through the request monitor and the status page's own source, on a fake clock: what a server that
+ * sheds load does to the bands. Band 2 holds two requests whose first token came in 100 ms and two
+ * the server refused at once with 429 (overloaded). The TTFT SLO counts each refusal bad (a server
+ * that fails fast burns the budget: slo-events.ts), so the band met its 0.99 objective for 2 of 4
+ * requests: broken. Review reproduction: through serve, 40 fast 429s at 4 in flight burned the TTFT
+ * SLO at 71x while capacity said "at least" with no band broken, the refusals being in no band.
+ */
+describe('capacity at SLO of a server that refuses requests when loaded', () => {
+  async function scripted(): Promise<CapacityStatus> {
+    const clock = new ManualClock(0);
+    const telemetry = new Telemetry();
+    const config = ['workloads:', '  - name: chat', '    match: { path: /v1/chat/completions }', '    slo: { objective: 0.99, ttft: 1s }', 'capacity: { min_samples_per_band: 2 }'].join('\n');
+    const loaded = loadSettings({ flags: { config: 't.yaml' }, env: {}, readFile: () => config });
+    const logger = createLogger('error');
+    const inFlight = new InFlightTracker();
+    const deps = { clock, recorder: new Recorder(telemetry.meter, loaded.buckets), models: new ModelLabels(8), logger, requestLines: new RequestLineWriter(logger), workloads: new WorkloadMatcher(loaded.workloads), inFlight };
+    const source = new StatusSource({ telemetry, settings: loaded, clock, version: 't', probe: () => Promise.resolve({ ready: true, detail: 'ok' }), inFlight });
+    const start = () => {
+      const monitor = new RequestMonitor(deps, 'POST', '/v1/chat/completions', {});
+      monitor.requestBody('m');
+      return monitor;
+    };
+    const streamed = (monitor: RequestMonitor) => {
+      monitor.response(200, 'text/event-stream');
+      clock.advance(100);
+      for (const frame of sse(chatChunk({ content: 'a' }), chatChunk({ content: 'b' }, {}, 'stop'), '[DONE]')) monitor.body(frame as Buffer);
+      monitor.bodyEnd();
+      monitor.delivered();
+    };
+    const refused = (monitor: RequestMonitor) => {
+      monitor.response(429, 'application/json');
+      monitor.body(Buffer.from('{"error":{"message":"overloaded","code":429}}'));
+      monitor.bodyEnd();
+      monitor.delivered();
+    };
+    try {
+      // Band 1: two requests alone, each served in time.
+      for (let i = 0; i < 2; i++) streamed(start());
+      // Band 2: beside a request served in time, one served in time (twice) and one refused (twice).
+      for (const second of [streamed, streamed, refused, refused]) {
+        const first = start();
+        second(start());
+        streamed(first);
+      }
+      clock.advance(1000);
+      return (JSON.parse(JSON.stringify(await source.report())) as StatusReport).capacity;
+    } finally {
+      source.stop();
+      await telemetry.shutdown();
+    }
+  }
+
+  it('counts a request the server refused without a first token against the TTFT of its band, as the TTFT SLO counts it', async () => {
+    const capacity = await scripted();
+    const chat = capacity.workloads.find((w) => w.name === 'chat')!;
+    expect(chat.bands.map((b) => [b.band, b.requests, b.ttft_good_ratio, b.verdict])).toEqual([
+      ['1', 6, 1, 'held'],
+      ['2', 4, 0.5, 'broken'],
+    ]);
+    expect(chat).toMatchObject({ capacity_in_flight: 1, at_least: false, knee_band: '2' });
   });
 });
