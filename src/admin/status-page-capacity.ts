@@ -82,7 +82,8 @@ export const CAPACITY_SECTION_SCRIPT = String.raw`
         cell('Knee', w.knee_band === null ? el('span', { class: 'muted', 'data-field': 'capacity-knee', 'data-value': 'null' }, ['no band broke yet']) : el('span', { 'data-field': 'capacity-knee', 'data-value': w.knee_band }, ['band ' + w.knee_band])),
         cell('Sustainable', figure(w.sustainable_rps === null ? '' : rate(w.sustainable_rps), w.sustainable_rps, 'capacity-sustainable-rps', noCapacity || w.absent.sustainable_rps)),
         cell('Peak', figure(w.peak_rps === null ? '' : rate(w.peak_rps), w.peak_rps, 'capacity-peak-rps', w.absent.peak_rps)),
-        cell('Headroom', figure(w.headroom === null ? '' : percent(w.headroom), w.headroom, 'capacity-headroom', noCapacity || w.absent.headroom)),
+        // A capacity of "at least N" makes its headroom a lower bound too, as for the mix above.
+        cell('Headroom', figure(w.headroom === null ? '' : percent(w.headroom) + (w.at_least ? ' or more' : ''), w.headroom, 'capacity-headroom', noCapacity || w.absent.headroom)),
         cell('Pods needed at peak', figure(w.pods_needed_observed === null ? '' : String(w.pods_needed_observed), w.pods_needed_observed, 'capacity-pods-observed', noCapacity || w.absent.pods_needed_observed)),
       ]);
     });

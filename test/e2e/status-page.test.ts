@@ -664,4 +664,21 @@ describe('the status page with hostile GPU labels from DCGM and the longest work
     expect(await shown('capacity-pods-observed')).toBe('3 pods for this pod\u2019s traffic');
     await page.context().close();
   });
+
+  it('says "or more" of the headroom of a workload whose capacity is only "at least", as it does for the mix (review: the workload row read "50.0 %" beside "at least 8 in flight")', async () => {
+    const { page } = await openPage({ width: 1280, height: 800 }, hostile.admin);
+    const atLeast = { capacity_in_flight: 8, capacity_band: '5-8', at_least: true, knee_band: null, mean_e2e_s: 2, sustainable_rps: 4, peak_rps: 1, headroom: 0.5, pods_needed_observed: 1 };
+    await page.route('**/status.json', async (route) => {
+      const report = (await (await route.fetch()).json()) as StatusReport;
+      Object.assign(report.capacity.mix, atLeast);
+      Object.assign(report.capacity.workloads[0]!, atLeast);
+      await route.fulfill({ json: report });
+    });
+    await nextUpdate(page);
+    expect(await page.locator('#capacity-figures [data-field="capacity-headroom"]').textContent()).toBe('50.0 % or more');
+    const row = page.locator(`#capacity-body tr[data-workload="${LONG_WORKLOAD}"]`);
+    expect(await row.locator('[data-field="capacity-in-flight"]').textContent()).toBe('at least 8 in flight (band 5-8)');
+    expect(await row.locator('[data-field="capacity-headroom"]').textContent()).toBe('50.0 % or more');
+    await page.context().close();
+  });
 });
