@@ -137,6 +137,20 @@ describe('secrets in request targets', () => {
     for (const line of logs) expect(line).not.toMatch(/[\u0000-\u001f]/);
   });
 
+  it('folds a model name holding a bidirectional control or a line separator into the label other (review reproduction: "a\\u202egnp.evil" became a label and a log field that Grafana and a terminal show reversed, "alive.png")', async () => {
+    const names = ['a\u202egnp.evil', 'b\u2067x', 'c\u200fx', 'd\u2028x', 'e\u061cx'];
+    const asOther = () => logs.filter((l) => l.includes('"msg":"request"') && l.includes('"model":"other"'));
+    const before = asOther().length;
+    for (const name of names) {
+      const body = JSON.stringify({ model: name, messages: [] });
+      await send(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+    }
+    await eventually('five more request lines for other', asOther, (l) => l.length >= before + names.length);
+    const text = await telemetry.scrape();
+    expect(text).not.toMatch(/[\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/);
+    for (const line of logs) expect(line).not.toMatch(/[\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/);
+  });
+
   it('folds a model name holding an unpaired surrogate into the label other: both expositions stay valid UTF-8', async () => {
     // JSON can spell a lone surrogate; as a label, protobufjs wrote it as bytes that are not UTF-8 and
     // Prometheus (native histograms on) refused every scrape of the pod.
