@@ -53,10 +53,12 @@ export function labelSetKey(labels: GpuLabels): string {
 /**
  * A label value copied to tokentap's own series and the status page: at most 128 characters and
  * no C0 or C1 control character or DEL (the Prometheus text format escapes only backslash, double
- * quote and LF: ESC or CR would reach a terminal raw), as model names are (metrics/model-labels.ts).
+ * quote and LF: ESC or CR would reach a terminal raw), no bidirectional control (a right-to-left
+ * override shows the figures after it reversed) and no line separator, as model names are
+ * (metrics/model-labels.ts).
  */
 const MAX_LABEL_LENGTH = 128;
-const CONTROL_CHARACTER = /[\u0000-\u001f\u007f-\u009f]/;
+const CONTROL_CHARACTER = /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/;
 
 /** Labels of one exported GPU series: the device, and for MIG the instance. */
 export interface GpuLabels {

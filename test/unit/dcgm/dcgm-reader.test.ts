@@ -193,6 +193,15 @@ describe('DCGM reader against a hostile exporter', () => {
     expect(reader.memoryUsedBytes()).toBe(1000 * MIB);
   });
 
+  it('skips a GPU series whose labels hold a bidirectional control (bad_text): the status page and the gauges would show its figures reversed (review reproduction: GPU_I_PROFILE "\\u202e" and 60 "x")', async () => {
+    const labels = (i: number): string => (i === 0 ? 'gpu="0",UUID="GPU-good"' : `gpu="${i}",UUID="GPU-x${i}",GPU_I_ID="1",GPU_I_PROFILE="${['\u202e', '\u2066', '\u200f', '\u061c'][i - 1]}${'x'.repeat(60)}"`);
+    const { reader, errors, metrics } = await setUp({ kind: 'text', body: podGpus(5, labels) }, CHAT_POD);
+    await reader.scrapeOnce();
+    expect(errors.map(([reason]) => reason)).toEqual(['bad_text']);
+    expect(errors[0]?.[1]).toContain('4 GPU series of this pod skipped');
+    expect(gpuSeries(await metrics()).used.map((s) => s.labels.uuid)).toEqual(['GPU-good']);
+  });
+
   it('gives the gauges at most 1,024 GPU label sets over its life: an exporter renaming its GPUs every scrape never makes an unlabelled overflow series, and the error says to restart', async () => {
     const real = podGpus(2, (i) => `gpu="${i}",UUID="GPU-real-${i}"`);
     const { exporter, reader, errors, metrics } = await setUp({ kind: 'text', body: real }, CHAT_POD);
