@@ -1,3 +1,4 @@
+import { DISPLAY_CONTROL } from '../text/display-controls.js';
 import type { ExpositionSample } from './exposition-parser.js';
 
 /** The DCGM exporter fields tokentap reads (names as in dcp-metrics-included.csv / default-counters.csv). */
@@ -52,13 +53,9 @@ export function labelSetKey(labels: GpuLabels): string {
 
 /**
  * A label value copied to tokentap's own series and the status page: at most 128 characters and
- * no C0 or C1 control character or DEL (the Prometheus text format escapes only backslash, double
- * quote and LF: ESC or CR would reach a terminal raw), no bidirectional control (a right-to-left
- * override shows the figures after it reversed) and no line separator, as model names are
- * (metrics/model-labels.ts).
+ * no display control (text/display-controls.ts), as model names are (metrics/model-labels.ts).
  */
 const MAX_LABEL_LENGTH = 128;
-const CONTROL_CHARACTER = /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/;
 
 /** Labels of one exported GPU series: the device, and for MIG the instance. */
 export interface GpuLabels {
@@ -140,9 +137,9 @@ export function toGpuReadings(ownSamples: readonly ExpositionSample[]): GpuReadi
   return { gpus, sawSentinel, badLabels, devices: byDevice.size };
 }
 
-/** Absent, or a label value fit to copy (MAX_LABEL_LENGTH, CONTROL_CHARACTER). */
+/** Absent, or a label value fit to copy (MAX_LABEL_LENGTH, DISPLAY_CONTROL). */
 function printable(value: string | undefined): boolean {
-  return value === undefined || (value.length <= MAX_LABEL_LENGTH && !CONTROL_CHARACTER.test(value));
+  return value === undefined || (value.length <= MAX_LABEL_LENGTH && !DISPLAY_CONTROL.test(value));
 }
 
 function gpuLabelsOf(labels: Readonly<Record<string, string>>): GpuLabels | undefined {

@@ -1,3 +1,5 @@
+import { DISPLAY_CONTROL } from '../text/display-controls.js';
+
 /**
  * Bounds the `gen_ai.request.model` label: model names come from untrusted request bodies
  * (DESIGN.md section 3: request bodies must never create unbounded series).
@@ -25,25 +27,19 @@ export const MAX_MODEL_NAME_LENGTH = 128;
 
 /** Ollama resolves a name without a tag to `:latest` (`llama3` is `llama3:latest`), and lists only the tagged form. */
 const OLLAMA_DEFAULT_TAG = ':latest';
-/**
- * C0 and C1 controls and DEL, the bidirectional controls (U+061C, U+200E/F, U+202A-E, U+2066-9) and
- * the line and paragraph separators (U+2028/9). The Prometheus text format escapes only backslash,
- * double quote and LF in a label value, so ESC, NUL or CR from a request body would reach a
- * terminal or a parser raw, and JSON escapes none of the others: a right-to-left override shows
- * the rest of a Grafana legend or a log line reversed ("a\u202Egnp.evil" reads "alive.png"). Such a
- * name is folded into `other` rather than escaped (no real model name holds one, and an escaped
- * form would be a second series for the same bytes).
- */
-const CONTROL_CHARACTER = /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/;
 
 /**
- * Whether a name can be a label value as it is: no control character, and well-formed UTF-16. A
- * JSON body can spell an unpaired surrogate (`"x\ud800y"`); the text exposition would print it as
+ * Whether a name can be a label value as it is: no display control, and well-formed UTF-16. The
+ * Prometheus text format escapes only backslash, double quote and LF in a label value and JSON none
+ * of the bidirectional controls, so ESC or a right-to-left override from a request body would
+ * reach a terminal, a Grafana legend or a log line raw; such a name is folded into `other` rather
+ * than escaped (an escaped form would be a second series for the same bytes). A JSON body can
+ * spell an unpaired surrogate (`"x\ud800y"`); the text exposition would print it as
  * U+FFFD (two such names one series) and protobufjs would write it as bytes that are not UTF-8,
  * which Prometheus refuses as a whole scrape (`invalid label value`): the target down for good.
  */
 function labelable(model: string): boolean {
-  return !CONTROL_CHARACTER.test(model) && model.isWellFormed();
+  return !DISPLAY_CONTROL.test(model) && model.isWellFormed();
 }
 
 /** What `serve` kept of a listing, for the discovery log: the names, and how many listed names could not get a label. */

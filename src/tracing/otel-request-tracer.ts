@@ -12,6 +12,7 @@ import type { Clock } from '../clock/clock.js';
 import { genAiOperation } from './genai-operation.js';
 import type { RequestSummary } from '../metrics/recorder.js';
 import { MAX_MODEL_NAME_LENGTH } from '../metrics/model-labels.js';
+import { DISPLAY_CONTROLS } from '../text/display-controls.js';
 import type { RequestSpan, RequestTracer } from './request-span.js';
 
 /**
@@ -156,9 +157,10 @@ function removeTraceHeaders(flat: string[]): void {
 /**
  * The model as the client named it, fit for a span: a span is not a series, so it is not folded
  * into `other`, but the client wrote it (up to the 1 MiB body), and a span goes to a backend whose
- * UI shows it raw. Control characters become `?` and past MAX_MODEL_NAME_LENGTH it is cut, marked `…`.
+ * UI shows it raw. Display controls (bidirectional ones included) become `?` and past
+ * MAX_MODEL_NAME_LENGTH it is cut, marked `…`.
  */
 function spanModelName(requested: string): string {
-  const printable = requested.replace(/[\u0000-\u001f\u007f-\u009f]/g, '?');
+  const printable = requested.replace(DISPLAY_CONTROLS, '?');
   return printable.length > MAX_MODEL_NAME_LENGTH ? `${printable.slice(0, MAX_MODEL_NAME_LENGTH)}…` : printable;
 }

@@ -151,6 +151,13 @@ describe('OpenTelemetry request span', () => {
     expect(finished!.attributes['gen_ai.request.model']).toBe(expected);
   });
 
+  it('names a model holding bidirectional controls or a line separator with them as "?" (a right-to-left override showed "a\u202egnp.evil" as "alive.png" in a trace UI)', () => {
+    const { exporter, tracer } = otelTracer(new ManualClock(5000));
+    tracer.start('POST', '/v1/chat/completions', 6000, {}, []).end(summary(), 200, 'chat', 'a\u202egnp.evil\u2066x\u2028y\u061cz', undefined);
+    const [finished] = exporter.getFinishedSpans();
+    expect(finished!.attributes['gen_ai.request.model']).toBe('a?gnp.evil?x?y?z');
+  });
+
   it('continues a valid client traceparent, replaces it upstream, and starts a new trace for a malformed one', () => {
     const { exporter, tracer } = otelTracer(new ManualClock());
     const client = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
