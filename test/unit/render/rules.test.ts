@@ -3,6 +3,8 @@ import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { loadSettings } from '../../../src/config/load.js';
 import { problemsOf } from '../../helpers/problems.js';
+import { mergeTokentapRoutes, type AlertmanagerConfigFile } from '../../helpers/alertmanager-merge.js';
+import { fencedBlocks, readDoc } from '../../helpers/docs.js';
 import { BUILD_INFO, GPU_METRICS, METRICS } from '../../../src/metrics/definitions.js';
 import { AlertmanagerConfig } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1alpha1/AlertmanagerConfig';
 import { renderAlertmanagerConfigCrd } from '../../../src/render/alertmanager-config-crd.js';
@@ -251,19 +253,36 @@ describe('rendered rules', () => {
 describe('the Alertmanager routes', () => {
   const routes = () =>
     renderAlertmanagerRoutes(load(CONFIG).alerts) as {
-      route: { routes: Array<{ matchers: string[]; group_by: string[]; routes: Array<{ receiver: string; matchers: string[] }> }> };
+      route: { routes: Array<{ matchers: string[]; group_by: string[]; routes: Array<{ receiver: string; matchers: string[]; group_by?: string[] }> }> };
       inhibit_rules: Array<{ source_matchers: string[]; target_matchers: string[]; equal: string[] }>;
     };
 
-  it('take only tokentap alerts, grouped per namespace, workload and SLO, and route them by the configured severity names', () => {
+  it('take only tokentap alerts, grouped per namespace, workload and SLO, pages per namespace alone, and route them by the configured severity names', () => {
     const [route] = routes().route.routes;
     expect(route?.matchers).toEqual(['alertname=~"Tokentap.+"']);
     expect(route?.group_by).toEqual(['alertname', 'namespace', 'workload', 'slo']);
-    expect(route?.routes.map((r) => [r.receiver, r.matchers])).toEqual([
-      ['tokentap-watchdog', ['alertname="TokentapWatchdog"']],
-      ['tokentap-page', ['severity="critical"']],
-      ['tokentap-ticket', ['severity="warning"']],
+    expect(route?.routes.map((r) => [r.receiver, r.matchers, r.group_by])).toEqual([
+      ['tokentap-watchdog', ['alertname="TokentapWatchdog"'], undefined],
+      ['tokentap-page', ['severity="critical"'], ['namespace']],
+      ['tokentap-ticket', ['severity="warning"'], undefined],
     ]);
+    const crd = renderAlertmanagerConfigCrd(load(CONFIG).alerts) as { spec: { route: { routes: Array<{ receiver: string; groupBy?: string[] }> } } };
+    expect(crd.spec.route.routes.map((r) => [r.receiver, r.groupBy])).toEqual([
+      ['tokentap-watchdog', undefined],
+      ['tokentap-page', ['namespace']],
+      ['tokentap-ticket', undefined],
+    ]);
+  });
+
+  it('are, merged into the "Before" configuration of docs/alerts.md, its "After" configuration as written (receivers aside: placeholders to fill in)', () => {
+    const page = readDoc('docs/alerts.md');
+    const section = page.slice(page.indexOf('\nBefore:\n'));
+    const [before, after] = fencedBlocks(section, 'yaml').map((block) => parse(block) as AlertmanagerConfigFile);
+    const snippet = renderAlertmanagerRoutes(load(CONFIG).alerts) as Parameters<typeof mergeTokentapRoutes>[1];
+    const merged = mergeTokentapRoutes(before as AlertmanagerConfigFile, snippet);
+    expect(after?.route).toEqual(merged.route);
+    expect(after?.inhibit_rules).toEqual(merged.inhibit_rules);
+    expect(after?.receivers.map((r) => r.name)).toEqual(merged.receivers.map((r) => r.name));
   });
 
   it('hold back tokentap tickets behind a page, and the P99 alert behind the burn-rate page, per namespace, workload and SLO', () => {
