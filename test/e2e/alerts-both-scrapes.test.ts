@@ -95,6 +95,8 @@ beforeAll(async () => {
     }));
     fired.set(kind, []);
   }
+  // A readiness probe, as the kubelet sends every 5 s: it sets tokentap_upstream_ready, which TokentapUpstreamDown reads.
+  expect((await fetch(`${sidecar.adminUrl}/readyz`)).status).toBe(200);
   for (const server of prometheus.values()) await server.waitFor('the sidecar scraped', 'up', (r) => r[0]?.value === 1, 30_000);
 
   // Two chat lanes (about 4 requests a second: 25 first tokens per 6 s window, above the guard of

@@ -5,7 +5,7 @@ import { loadSettings } from '../../../src/config/load.js';
 import { problemsOf } from '../../helpers/problems.js';
 import { mergeTokentapRoutes, type AlertmanagerConfigFile } from '../../helpers/alertmanager-merge.js';
 import { fencedBlocks, readDoc } from '../../helpers/docs.js';
-import { BUILD_INFO, GPU_METRICS, METRICS } from '../../../src/metrics/definitions.js';
+import { BUILD_INFO, GPU_METRICS, METRICS, UPSTREAM_READY } from '../../../src/metrics/definitions.js';
 import { AlertmanagerConfig } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1alpha1/AlertmanagerConfig';
 import { renderAlertmanagerConfigCrd } from '../../../src/render/alertmanager-config-crd.js';
 import { renderAlertmanagerRoutes } from '../../../src/render/alertmanager-routes.js';
@@ -192,7 +192,7 @@ describe('rendered rules', () => {
 
   it('gives every alert a severity label and summary, description, runbook and dashboard links; every SLO alert workload and slo', () => {
     const all = alerts(render());
-    expect([...new Set(all.map((a) => a.alert))]).toEqual(['TokentapErrorBudgetBurn', 'TokentapTTFTP99OverBudget', 'TokentapCapacityHeadroomLow', 'TokentapWatchdog', 'TokentapTargetDown', 'TokentapMetricsAbsent']);
+    expect([...new Set(all.map((a) => a.alert))]).toEqual(['TokentapErrorBudgetBurn', 'TokentapTTFTP99OverBudget', 'TokentapCapacityHeadroomLow', 'TokentapWatchdog', 'TokentapTargetDown', 'TokentapUpstreamDown', 'TokentapMetricsAbsent']);
     for (const alert of all) {
       const expected = alert.alert === 'TokentapErrorBudgetBurn' || alert.alert === 'TokentapTTFTP99OverBudget' ? ['severity', 'slo', 'workload'] : ['severity'];
       expect(Object.keys(alert.labels).sort(), alert.alert).toEqual(expected);
@@ -210,7 +210,7 @@ describe('rendered rules', () => {
   it('names only metrics the sidecar emits or the rules record', () => {
     const file = render();
     const emitted = new Set(
-      [...Object.values(METRICS), ...Object.values(GPU_METRICS), BUILD_INFO].flatMap((m) =>
+      [...Object.values(METRICS), ...Object.values(GPU_METRICS), BUILD_INFO, UPSTREAM_READY].flatMap((m) =>
         m.kind === 'histogram' ? [`${m.promName}_bucket`, `${m.promName}_sum`, `${m.promName}_count`] : [m.promName],
       ),
     );

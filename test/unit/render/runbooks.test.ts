@@ -42,6 +42,7 @@ describe('runbooks', () => {
         'TokentapMetricsAbsent.md',
         'TokentapTargetDown.md',
         'TokentapTTFTP99OverBudget.md',
+        'TokentapUpstreamDown.md',
         'TokentapWatchdog.md',
       ].sort(),
     );
@@ -51,7 +52,7 @@ describe('runbooks', () => {
     }
   });
 
-  const files = ['TokentapErrorBudgetBurn-ttft', 'TokentapErrorBudgetBurn-itl', 'TokentapErrorBudgetBurn-e2e', 'TokentapTTFTP99OverBudget', 'TokentapWatchdog', 'TokentapMetricsAbsent', 'TokentapTargetDown', 'TokentapCapacityHeadroomLow'];
+  const files = ['TokentapErrorBudgetBurn-ttft', 'TokentapErrorBudgetBurn-itl', 'TokentapErrorBudgetBurn-e2e', 'TokentapTTFTP99OverBudget', 'TokentapWatchdog', 'TokentapMetricsAbsent', 'TokentapTargetDown', 'TokentapUpstreamDown', 'TokentapCapacityHeadroomLow'];
 
   it.each(files)('%s.md states the meaning, the impact, how to confirm, the likely causes and the mitigations', (name) => {
     const text = readFileSync(join(REPO, 'docs/runbooks', `${name}.md`), 'utf8');
