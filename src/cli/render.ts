@@ -27,8 +27,9 @@ Flags:
                           (the _bucket, _count and _sum series) or native (Prometheus native
                           histograms: histogram_quantile, histogram_count; needs Prometheus
                           >= 2.40 with --enable-feature=native-histograms); the SLIs read
-                          tokentap_slo_events_total either way. Default: native when the config
-                          says metrics.histograms: native, else classic
+                          tokentap_slo_events_total either way; native also makes the dashboards'
+                          quantile panels read the native series. Default: native when the
+                          config says metrics.histograms: native, else classic
   --window-scale X        for tests only: multiply every rule window and 'for' duration by X
                           (0 < X <= 1; 0.01 makes the 1h window 36s so an alert fires in seconds)
   --help                  show this text

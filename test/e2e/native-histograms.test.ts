@@ -8,6 +8,7 @@ import { bucketIndex, upperBound } from '../../src/metrics/native-buckets.js';
 import { decodeDelimited } from '../../src/metrics/protobuf-exposition.js';
 import { renderArtefacts } from '../../src/render/artefacts.js';
 import { classicOrNativeQuantile } from '../../src/render/native-dashboard-queries.js';
+import { allPanels, substituteVariables, type DashboardJson } from '../helpers/dashboard-json.js';
 import { SIM_HEADER, startSimulator, type RunningSimulator } from '../../src/simulator/index.js';
 import { startPrometheus, type PrometheusServer } from '../helpers/prometheus-server.js';
 import { histogram, parsePrometheusText } from '../helpers/prometheus-text.js';
@@ -233,6 +234,17 @@ describe('native histograms in the real Prometheus 2.42', () => {
     const recorded = await prometheus.query('tokentap:ttft_seconds:p99_rate5m{workload="chat"}', at);
     expect(recorded).toHaveLength(1);
   }, 180_000);
+
+  it('answers the TTFT p99 panel of the dashboard that render --histograms native writes for this metrics.histograms: both sidecar, as docs/native-histograms.md tells users to switch', async () => {
+    const settings = loadSettings({ flags: { config: 'test.yaml' }, env: {}, readFile: () => CONFIG });
+    const file = renderArtefacts(settings, { windowScale: 1, histograms: 'native' }).find((a) => a.root === 'dashboards');
+    const panels = allPanels(JSON.parse(file?.content ?? '{}') as DashboardJson);
+    const ttft = panels.find((p) => /: TTFT p50 \/ p90 \/ p99$/.test(p.title ?? ''));
+    const p99 = ttft?.targets?.find((t) => t.legendFormat?.startsWith('p99'))?.expr;
+    expect(p99, 'the TTFT p99 query').toBeDefined();
+    const expr = substituteVariables(p99 as string, { namespace: '.*', pod: '.*', model: '.*', workload: 'chat', __rate_interval: '30s' });
+    expect(await one(expr)).toBeGreaterThan(0.3);
+  });
 
   it('answers the dashboard quantile panels of a native config from the native series (no _bucket in this Prometheus)', async () => {
     const grafana = (expr: string) => expr.replaceAll('$__rate_interval', '30s').replace(/\$(namespace|pod|model)/g, '.*');
