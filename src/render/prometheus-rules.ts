@@ -10,6 +10,7 @@ import { nativeLatencyRecordingRules } from './native-recording-rules.js';
 import { latencyRecordingRules, sliRecordingRules, trafficRecordingRules } from './recording-rules.js';
 import { scaledMs, type RenderOptions, type RuleFile } from './rule-types.js';
 import { targetDownAlert } from './target-down-alert.js';
+import { sloNotInRulesAlert } from './slo-not-in-rules-alert.js';
 import { upstreamDownAlert } from './upstream-down-alert.js';
 import { watchdogAlert } from './watchdog-alert.js';
 
@@ -35,7 +36,7 @@ export function renderPrometheusRules(settings: Settings, options: RenderOptions
       },
       // Only with `cost:` configured (cost-rules.ts says why).
       ...(settings.cost === undefined ? [] : [{ name: 'tokentap-cost', rules: costRecordingRules(settings, options) }]),
-      { name: 'tokentap-meta', rules: [watchdogAlert(settings), targetDownAlert(settings, options), upstreamDownAlert(settings, options), ...absentMetricsAlerts(settings, options)] },
+      { name: 'tokentap-meta', rules: [watchdogAlert(settings), targetDownAlert(settings, options), upstreamDownAlert(settings, options), ...absentMetricsAlerts(settings, options), sloNotInRulesAlert(settings, options)] },
     ],
   };
 }

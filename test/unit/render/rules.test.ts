@@ -192,7 +192,7 @@ describe('rendered rules', () => {
 
   it('gives every alert a severity label and summary, description, runbook and dashboard links; every SLO alert workload and slo', () => {
     const all = alerts(render());
-    expect([...new Set(all.map((a) => a.alert))]).toEqual(['TokentapErrorBudgetBurn', 'TokentapTTFTP99OverBudget', 'TokentapCapacityHeadroomLow', 'TokentapWatchdog', 'TokentapTargetDown', 'TokentapUpstreamDown', 'TokentapMetricsAbsent']);
+    expect([...new Set(all.map((a) => a.alert))]).toEqual(['TokentapErrorBudgetBurn', 'TokentapTTFTP99OverBudget', 'TokentapCapacityHeadroomLow', 'TokentapWatchdog', 'TokentapTargetDown', 'TokentapUpstreamDown', 'TokentapMetricsAbsent', 'TokentapSLONotInRules']);
     for (const alert of all) {
       const expected = alert.alert === 'TokentapErrorBudgetBurn' || alert.alert === 'TokentapTTFTP99OverBudget' ? ['severity', 'slo', 'workload'] : ['severity'];
       expect(Object.keys(alert.labels).sort(), alert.alert).toEqual(expected);
@@ -216,7 +216,7 @@ describe('rendered rules', () => {
     );
     const recorded = new Set(recordings(file).map((r) => r.record));
     // `up` is Prometheus' own series of each scrape target.
-    const functions = new Set(['sum', 'by', 'rate', 'increase', 'or', 'and', 'on', 'unless', 'absent', 'vector', 'histogram_quantile', 'le', 'up', 'min', 'max', 'max_over_time', 'ceil', 'bool', 'group_left', 'group_right']);
+    const functions = new Set(['sum', 'by', 'rate', 'increase', 'or', 'and', 'on', 'unless', 'absent', 'vector', 'histogram_quantile', 'le', 'up', 'min', 'max', 'max_over_time', 'ceil', 'bool', 'group_left', 'group_right', 'count']);
     for (const rule of file.groups.flatMap((g) => g.rules)) {
       // Identifiers outside label matchers, range selectors and string literals.
       const bare = rule.expr.replace(/\{[^}]*\}/g, '').replace(/\[[^\]]*\]/g, '').replace(/"[^"]*"/g, '');
@@ -231,8 +231,9 @@ describe('rendered rules', () => {
     const rules = render().groups.flatMap((g) => g.rules);
     const clauses = rules.flatMap((r) => r.expr.match(/\b(by|on) \([^)]*\)/g) ?? []);
     expect(clauses.length).toBeGreaterThan(50);
-    // `on (in_flight)` joins a band to its constant upper bound (capacity-rules.ts), which has no namespace.
-    for (const clause of clauses.filter((c) => c !== 'on (in_flight)')) expect(clause, clause).toMatch(/^(by|on) \(namespace(, workload\b|, pod, instance\)|\))/);
+    // `on (in_flight)` joins a band to its constant upper bound (capacity-rules.ts), and `on (workload,
+    // slo)` SLO events to the objective constants (slo-not-in-rules-alert.ts): constants have no namespace.
+    for (const clause of clauses.filter((c) => c !== 'on (in_flight)' && c !== 'on (workload, slo)')) expect(clause, clause).toMatch(/^(by|on) \(namespace(, workload\b|, pod, instance\)|\))/);
     // Every binary `and` names what it matches on; a bare one would match on whatever labels the sides carry.
     for (const rule of rules) expect(rule.expr, rule.expr).not.toMatch(/\band\s*\n/);
   });
