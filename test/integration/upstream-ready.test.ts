@@ -42,6 +42,18 @@ describe('tokentap_upstream_ready', () => {
     expect(await readyLine(sidecar.adminUrl)).toEqual(['tokentap_upstream_ready 1']);
   });
 
+  it('keeps its last answer while the sidecar drains: a draining /readyz fails without asking the upstream, so a rollout does not read as an engine down', async () => {
+    simulator = await startSimulator({ port: 0 });
+    sidecar = await startTestSidecar(simulator.url);
+    expect((await fetch(`${sidecar.adminUrl}/readyz`)).status).toBe(200);
+    const drained = sidecar.drain(5_000, 'SIGTERM');
+    const probe = await fetch(`${sidecar.adminUrl}/readyz`);
+    expect(probe.status).toBe(503);
+    expect(await probe.json()).toMatchObject({ status: 'draining' });
+    expect(await readyLine(sidecar.adminUrl)).toEqual(['tokentap_upstream_ready 1']);
+    await drained;
+  });
+
   it('is 0 after a readiness probe found the upstream refusing connections', async () => {
     sidecar = await startTestSidecar(`http://127.0.0.1:${await closedPort()}`);
     const probe = await fetch(`${sidecar.adminUrl}/readyz`);
