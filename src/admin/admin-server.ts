@@ -3,6 +3,7 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import type { DrainState } from '../lifecycle/drain-state.js';
 import type { LimitCounters } from '../metrics/limit-counters.js';
 import type { Telemetry } from '../metrics/telemetry.js';
+import { registerUpstreamReady } from '../metrics/upstream-ready.js';
 import { PROTOBUF_CONTENT_TYPE } from '../metrics/protobuf-exposition.js';
 import { ADMIN_SERVER_OPTIONS, guardAdminRequests, scrapeSpacingMs, sharedWhileComputing } from './admin-limits.js';
 import { wantsProtobuf } from './exposition-format.js';
@@ -50,7 +51,9 @@ export function createAdminServer(options: AdminOptions): FastifyInstance {
     reply.header('x-content-type-options', 'nosniff');
   });
   guardAdminRequests(app, options.limitCounters);
-  const probe = cachedProbe(new URL(options.upstreamHealthPath, options.upstream));
+  let lastReady: boolean | undefined;
+  const probe = cachedProbe(new URL(options.upstreamHealthPath, options.upstream), (answer) => (lastReady = answer.ready));
+  registerUpstreamReady(options.telemetry.meter, () => lastReady);
   const telemetry = options.telemetry;
   const scrapeText = sharedWhileComputing(() => telemetry.scrape(), scrapeSpacingMs);
   const scrapeProtobuf = sharedWhileComputing(() => telemetry.scrapeProtobuf(), scrapeSpacingMs);
@@ -92,8 +95,8 @@ interface ProbeAnswer {
   readonly detail: string;
 }
 
-/** probeUpstream, at most once per READINESS_CACHE_MS: the answer is kept from when it came. */
-function cachedProbe(url: URL): () => Promise<ProbeAnswer> {
+/** probeUpstream, at most once per READINESS_CACHE_MS: the answer is kept from when it came, and handed to `onAnswer`. */
+function cachedProbe(url: URL, onAnswer: (answer: ProbeAnswer) => void): () => Promise<ProbeAnswer> {
   let answer: Promise<ProbeAnswer> | undefined;
   let answeredAtMs = -Infinity;
   let probing = false;
@@ -103,6 +106,7 @@ function cachedProbe(url: URL): () => Promise<ProbeAnswer> {
     answer = probeUpstream(url).then((result) => {
       probing = false;
       answeredAtMs = performance.now();
+      onAnswer(result);
       return result;
     });
     return answer;

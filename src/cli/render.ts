@@ -23,11 +23,13 @@ Flags:
   --config FILE           tokentap configuration file (workloads, alerts; alerts.grafana_url is required)
   --out DIR               where to write; directories are created
   --dashboards-out DIR2   where Grafana dashboards go (default DIR/grafana)
-  --histograms KIND       which histograms the SLI and quantile rules read: classic (the _bucket
-                          series and tokentap_slo_events_total) or native (Prometheus native
-                          histograms: histogram_fraction, histogram_quantile; needs Prometheus
-                          >= 2.40 with --enable-feature=native-histograms). Default: native when
-                          the config says metrics.histograms: native, else classic
+  --histograms KIND       which histograms the quantile, capacity and cost rules read: classic
+                          (the _bucket, _count and _sum series) or native (Prometheus native
+                          histograms: histogram_quantile, histogram_count; needs Prometheus
+                          >= 2.40 with --enable-feature=native-histograms); the SLIs read
+                          tokentap_slo_events_total either way; native also makes the dashboards'
+                          quantile panels read the native series. Default: native when the
+                          config says metrics.histograms: native, else classic
   --window-scale X        for tests only: multiply every rule window and 'for' duration by X
                           (0 < X <= 1; 0.01 makes the 1h window 36s so an alert fires in seconds)
   --help                  show this text

@@ -707,6 +707,22 @@ export const BUILD_INFO = {
 } as const satisfies GpuMetricDefinition;
 
 /**
+ * The upstream's health as the last readiness probe (/readyz) found it: 1 when its health endpoint
+ * answered below 500, 0 when it failed or did not answer. A model server that is down takes its pod
+ * out of the Service through that probe, so no request reaches the sidecar to count as bad: this
+ * series is what TokentapUpstreamDown reads instead (src/render/upstream-down-alert.ts). Absent
+ * until the first probe.
+ */
+export const UPSTREAM_READY = {
+  kind: 'gauge',
+  otelName: 'tokentap.upstream.ready',
+  promName: 'tokentap_upstream_ready',
+  unit: '1',
+  description: "1 when the upstream's health endpoint answered below 500 at the last readiness probe (/readyz), 0 when it failed or did not answer.",
+  labels: [],
+} as const satisfies GpuMetricDefinition;
+
+/**
  * Which base model each served model and LoRA adapter runs on, as the upstream's model listing says
  * (vLLM's `/v1/models` `parent`; a base model is its own base): one series per model label value,
  * value 1, in the info pattern, so a query groups any request series by base model

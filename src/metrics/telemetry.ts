@@ -3,7 +3,7 @@ import type { Resource } from '@opentelemetry/resources';
 import { PrometheusExporter, PrometheusSerializer } from '@opentelemetry/exporter-prometheus';
 import { metrics } from '@opentelemetry/sdk-node';
 import { collectDefaultMetrics, Registry } from 'prom-client';
-import { BUILD_INFO, GPU_METRICS, METRICS, MODEL_INFO, PROFILE_METRICS, POD_METRICS, RELAY_METRICS } from './definitions.js';
+import { BUILD_INFO, GPU_METRICS, METRICS, MODEL_INFO, PROFILE_METRICS, POD_METRICS, RELAY_METRICS, UPSTREAM_READY } from './definitions.js';
 import type { OtlpMetricPush } from '../tracing/otlp-pipeline.js';
 import { attachDirectMetrics, DirectMetrics } from './direct-metrics.js';
 import { NATIVE_DEFAULTS, type NativeHistogramSettings } from './native-buckets.js';
@@ -22,7 +22,7 @@ export interface HistogramSettings {
 const DEFAULT_HISTOGRAMS: HistogramSettings = Object.freeze({ histograms: 'both', native: NATIVE_DEFAULTS });
 
 /** The Prometheus name of each OTel instrument (see definitions.ts for why the exporter needs it). */
-const PROM_NAMES = new Map<string, string>([...Object.values(METRICS), ...Object.values(GPU_METRICS), ...Object.values(RELAY_METRICS), ...Object.values(PROFILE_METRICS), ...Object.values(POD_METRICS), BUILD_INFO, MODEL_INFO].map((def) => [def.otelName, def.promName]));
+const PROM_NAMES = new Map<string, string>([...Object.values(METRICS), ...Object.values(GPU_METRICS), ...Object.values(RELAY_METRICS), ...Object.values(PROFILE_METRICS), ...Object.values(POD_METRICS), BUILD_INFO, MODEL_INFO, UPSTREAM_READY].map((def) => [def.otelName, def.promName]));
 
 /**
  * The metrics pipeline: an OpenTelemetry MeterProvider whose Prometheus reader is pulled on scrape

@@ -30,6 +30,7 @@ export function renderAlertmanagerConfigCrd(alerts: AlertSettings): object {
         routes: routing.routes.map((r) => ({
           receiver: r.receiver,
           matchers: matchers(r.matchers),
+          ...(r.groupBy === undefined ? {} : { groupBy: [...r.groupBy] }),
           ...(r.groupWait === undefined ? {} : { groupWait: r.groupWait }),
           ...(r.groupInterval === undefined ? {} : { groupInterval: r.groupInterval }),
           ...(r.repeatInterval === undefined ? {} : { repeatInterval: r.repeatInterval }),

@@ -11,7 +11,12 @@ import { WATCHDOG_ALERT } from './watchdog-alert.js';
  * which would replace the user's routing (docs/alerts.md shows the merge):
  * - one route for every `Tokentap*` alert, to put first under the user's `route.routes`: grouped per
  *   namespace, workload and SLO; the watchdog to a dead man's switch and nowhere else; pages to the
- *   pager receiver, tickets to the ticket receiver;
+ *   pager receiver grouped per namespace alone, tickets to the ticket receiver. A model server that
+ *   fails every request burns the TTFT and e2e budgets of every workload it serves at once: grouped
+ *   per workload and SLO, that was one page (one PagerDuty incident: Alertmanager keys the incident
+ *   by the group) per workload and SLO, four for two workloads (test/e2e/one-page-per-incident.test.ts);
+ *   grouped per namespace, it is one, and a workload that starts burning later joins the open
+ *   incident after group_interval instead of paging again;
  * - inhibitions, per namespace, workload and SLO (a page in prod must not silence a ticket in
  *   staging; alerts without a namespace label have it empty, which Alertmanager treats as equal):
  *   a tokentap ticket is held back while a tokentap page fires, and so is the P99 alert (whatever
@@ -22,7 +27,14 @@ import { WATCHDOG_ALERT } from './watchdog-alert.js';
 /** The structure both renderings (the plain snippet, the AlertmanagerConfig CRD) are made from. */
 export interface TokentapRouting {
   readonly groupBy: readonly string[];
-  readonly routes: readonly { readonly receiver: string; readonly matchers: readonly Matcher[]; readonly groupWait?: string; readonly groupInterval?: string; readonly repeatInterval?: string }[];
+  readonly routes: readonly {
+    readonly receiver: string;
+    readonly matchers: readonly Matcher[];
+    readonly groupBy?: readonly string[];
+    readonly groupWait?: string;
+    readonly groupInterval?: string;
+    readonly repeatInterval?: string;
+  }[];
   readonly inhibitRules: readonly { readonly source: readonly Matcher[]; readonly target: readonly Matcher[]; readonly equal: readonly string[] }[];
 }
 
@@ -48,7 +60,7 @@ export function tokentapRouting(alerts: AlertSettings): TokentapRouting {
     groupBy: ['alertname', ...equal],
     routes: [
       { receiver: RECEIVER.watchdog, matchers: [alertname(WATCHDOG_ALERT)], groupWait: '0s', groupInterval: '1m', repeatInterval: '1m' },
-      { receiver: RECEIVER.page, matchers: [severity('page')], groupWait: '10s', repeatInterval: '1h' },
+      { receiver: RECEIVER.page, matchers: [severity('page')], groupBy: [NAMESPACE_LABEL], groupWait: '10s', repeatInterval: '1h' },
       { receiver: RECEIVER.ticket, matchers: [severity('ticket')], repeatInterval: '1d' },
     ],
     inhibitRules: [
@@ -79,6 +91,7 @@ export function renderAlertmanagerRoutes(alerts: AlertSettings): object {
           routes: routing.routes.map((r) => ({
             receiver: r.receiver,
             matchers: r.matchers.map(matcherText),
+            ...(r.groupBy === undefined ? {} : { group_by: [...r.groupBy] }),
             ...(r.groupWait === undefined ? {} : { group_wait: r.groupWait }),
             ...(r.groupInterval === undefined ? {} : { group_interval: r.groupInterval }),
             ...(r.repeatInterval === undefined ? {} : { repeat_interval: r.repeatInterval }),

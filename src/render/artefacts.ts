@@ -30,6 +30,6 @@ export function renderArtefacts(settings: Settings, options: RenderOptions): Art
     { root: 'out', path: 'prometheus/prometheusrule.yaml', content: generatedYaml(renderPrometheusRule(rules)) },
     { root: 'out', path: 'alertmanager/tokentap-routes.yaml', content: generatedYaml(renderAlertmanagerRoutes(settings.alerts)) },
     { root: 'out', path: 'alertmanager/alertmanagerconfig.yaml', content: generatedYaml(renderAlertmanagerConfigCrd(settings.alerts)) },
-    ...renderDashboards(settings).map((d): Artefact => ({ root: 'dashboards', path: d.fileName, content: dashboardFileText(d) })),
+    ...renderDashboards(settings, options.histograms).map((d): Artefact => ({ root: 'dashboards', path: d.fileName, content: dashboardFileText(d) })),
   ];
 }

@@ -12,6 +12,7 @@ import { engineRow } from './engine-panels.js';
 import { classicOrNativeQuantile } from './native-dashboard-queries.js';
 import { NAMESPACE_LABEL } from './promql.js';
 import { QUANTILES } from './recording-rules.js';
+import type { RenderOptions } from './rule-types.js';
 
 /**
  * Grafana dashboards, rendered from the settings (workloads, objectives, thresholds) and the metric
@@ -64,8 +65,14 @@ const NO_DCGM_DATA = 'No data: is the DCGM exporter scraped, and do the selected
 /** The sidecar's GPU gauges exist only with `dcgm.url` set. */
 const NO_SIDECAR_GPU_DATA = 'No data: is dcgm.url set and the sidecar scraped?';
 
-export function renderDashboards(settings: Settings): RenderedDashboard[] {
-  return [{ fileName: `${SLO_OVERVIEW_UID}.json`, dashboard: sloOverview(settings) }];
+/**
+ * `histograms` is the render's `--histograms`: with `native` the quantile panels also read the native
+ * series, as they do for `metrics.histograms: native`. A `both` sidecar rendered `--histograms native`
+ * is the switch docs/native-histograms.md describes, and a Prometheus 2.x that ingests the native
+ * series stores no `_bucket` of them: classic-only panels showed "No data" there.
+ */
+export function renderDashboards(settings: Settings, histograms: RenderOptions['histograms'] = 'classic'): RenderedDashboard[] {
+  return [{ fileName: `${SLO_OVERVIEW_UID}.json`, dashboard: sloOverview(settings, histograms === 'native' || settings.histograms === 'native') }];
 }
 
 /** The file text of a rendered dashboard: what the CLI writes and the committed grafana/ files hold. */
@@ -81,7 +88,7 @@ class PanelIds {
   }
 }
 
-function sloOverview(settings: Settings): dashboard.Dashboard {
+function sloOverview(settings: Settings, native: boolean): dashboard.Dashboard {
   const links = sloRunbookLinks(settings.alerts);
   const ids = new PanelIds();
   const at = (width: number, height = 8): Placement => ({ id: ids.take(), width, height });
@@ -195,7 +202,6 @@ function sloOverview(settings: Settings): dashboard.Dashboard {
     ),
   );
 
-  const native = settings.histograms === 'native';
   builder.withRow(workloadRow(settings.workloads, at, links, native));
   builder.withRow(engineRow(settings.workloads, at, links, native));
   builder.withRow(adapterRow(at));

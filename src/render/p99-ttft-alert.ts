@@ -18,7 +18,8 @@ import { GUARD_MATCH } from './traffic-guard.js';
  * deliberately waits on, and page twice for a real incident. Alertmanager holds it back while a
  * burn-rate page for the same namespace, workload and SLO fires (alertmanager-routes.ts).
  *
- * It reads the per-workload P99 (histogram_quantile over the classic buckets, recording-rules.ts).
+ * It reads the per-workload P99 (histogram_quantile over the classic buckets, recording-rules.ts, or
+ * over the native histograms, native-recording-rules.ts).
  * Because the TTFT threshold is a bucket boundary, the estimated P99 is above the threshold exactly
  * when more than 1 % of the window's first tokens came later than it; its value is a linear
  * interpolation inside one bucket, which the description names.
@@ -66,6 +67,13 @@ const TTFT_MEASURES = {
   },
 } as const satisfies Record<TtftOn, { latency: LatencyName; buckets: HistogramKey; [text: string]: unknown }>;
 
+/** The samples a workload's histogram took over `range`, from its classic `_count` or its native series. */
+function sampleCount(histogram: string, workload: string, range: string, options: RenderOptions): string {
+  const by = labelList(...WORKLOAD_KEY);
+  if (options.histograms === 'native') return `histogram_count(sum by (${by}) (increase(${selector(histogram, { [LABEL.workload]: workload })}[${range}])))`;
+  return `sum by (${by}) (increase(${selector(`${histogram}_count`, { [LABEL.workload]: workload })}[${range}]))`;
+}
+
 export function p99TtftAlerts(settings: Settings, options: RenderOptions): AlertingRule[] {
   const level = settings.alerts.p99TtftLevel;
   if (level === 'off') return [];
@@ -78,8 +86,10 @@ export function p99TtftAlerts(settings: Settings, options: RenderOptions): Alert
     if (thresholdS === undefined) continue;
     const measure = TTFT_MEASURES[workload.slo?.ttftOn ?? 'first_token'];
     const p99 = selector(RECORD.quantile(measure.latency, 0.99), { [LABEL.workload]: workload.name });
-    // The guard counts the samples behind the quantile (first tokens), not requests in general.
-    const samples = `sum by (${labelList(...WORKLOAD_KEY)}) (increase(${selector(`${measure.histogram.promName}_count`, { [LABEL.workload]: workload.name })}[${range}])) >= ${promNumber(minRequests)}`;
+    // The guard counts the samples behind the quantile (first tokens), not requests in general, in
+    // the series the quantile reads: a Prometheus that ingests native histograms stores no `_count`
+    // of them (2.x with the native-histograms flag), and a guard over `_count` never held there.
+    const samples = `${sampleCount(measure.histogram.promName, workload.name, range, options)} >= ${promNumber(minRequests)}`;
     rules.push({
       alert: P99_TTFT_ALERT,
       expr: `${p99} > ${promNumber(thresholdS)}\n${GUARD_MATCH}\n${samples}`,

@@ -6,10 +6,12 @@ import { CAPACITY_GROUP_INTERVAL_MS, capacityRecordingRules } from './capacity-r
 import { formatPromDuration } from './prometheus-duration.js';
 import { costRecordingRules } from './cost-rules.js';
 import { p99TtftAlerts } from './p99-ttft-alert.js';
-import { nativeLatencyRecordingRules, nativeSliRecordingRules } from './native-recording-rules.js';
+import { nativeLatencyRecordingRules } from './native-recording-rules.js';
 import { latencyRecordingRules, sliRecordingRules, trafficRecordingRules } from './recording-rules.js';
 import { scaledMs, type RenderOptions, type RuleFile } from './rule-types.js';
 import { targetDownAlert } from './target-down-alert.js';
+import { sloNotInRulesAlert } from './slo-not-in-rules-alert.js';
+import { upstreamDownAlert } from './upstream-down-alert.js';
 import { watchdogAlert } from './watchdog-alert.js';
 
 /**
@@ -19,13 +21,12 @@ import { watchdogAlert } from './watchdog-alert.js';
  * value (and promtool's unit tests would see either, depending on the group order it picks).
  */
 export function renderPrometheusRules(settings: Settings, options: RenderOptions): RuleFile {
-  // Native: the same record names from native histograms (native-recording-rules.ts); the alerts read either.
-  const native = options.histograms === 'native';
-  const sli = native ? nativeSliRecordingRules(settings, options) : sliRecordingRules(settings, options);
-  const latency = native ? nativeLatencyRecordingRules(options) : latencyRecordingRules(options);
+  // Native: the quantiles from native histograms under the same record names (native-recording-rules.ts);
+  // the SLIs read tokentap_slo_events_total either way (native-recording-rules.ts says why).
+  const latency = options.histograms === 'native' ? nativeLatencyRecordingRules(options) : latencyRecordingRules(options);
   return {
     groups: [
-      { name: 'tokentap-slo', rules: [...sli, ...burnRateAlerts(settings, options)] },
+      { name: 'tokentap-slo', rules: [...sliRecordingRules(settings, options), ...burnRateAlerts(settings, options)] },
       { name: 'tokentap-latency', rules: [...latency, ...p99TtftAlerts(settings, options)] },
       { name: 'tokentap-traffic', rules: trafficRecordingRules(options) },
       {
@@ -35,7 +36,7 @@ export function renderPrometheusRules(settings: Settings, options: RenderOptions
       },
       // Only with `cost:` configured (cost-rules.ts says why).
       ...(settings.cost === undefined ? [] : [{ name: 'tokentap-cost', rules: costRecordingRules(settings, options) }]),
-      { name: 'tokentap-meta', rules: [watchdogAlert(settings), targetDownAlert(settings, options), ...absentMetricsAlerts(settings, options)] },
+      { name: 'tokentap-meta', rules: [watchdogAlert(settings), targetDownAlert(settings, options), upstreamDownAlert(settings, options), ...absentMetricsAlerts(settings, options), sloNotInRulesAlert(settings, options)] },
     ],
   };
 }

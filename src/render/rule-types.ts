@@ -34,9 +34,9 @@ export interface RenderOptions {
    */
   readonly windowScale: number;
   /**
-   * Which histograms the SLI and quantile rules read: `classic` (the `_bucket` series and
-   * tokentap_slo_events_total; the default) or `native` (Prometheus native histograms,
-   * native-recording-rules.ts).
+   * Which histograms the quantile, P99 guard, capacity and cost rules read: `classic` (the
+   * `_bucket`, `_count` and `_sum` series; the default) or `native` (Prometheus native histograms,
+   * native-recording-rules.ts). The SLIs read tokentap_slo_events_total either way.
    */
   readonly histograms?: 'classic' | 'native';
 }

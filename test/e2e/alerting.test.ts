@@ -2,11 +2,10 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parse } from 'yaml';
 import { loadSettings } from '../../src/config/load.js';
 import { renderArtefacts } from '../../src/render/artefacts.js';
 import { SIM_HEADER, startSimulator, type RunningSimulator } from '../../src/simulator/index.js';
-import { mergeTokentapRoutes, type AlertmanagerConfigFile } from '../helpers/alertmanager-merge.js';
+import { alertmanagerForTest } from '../helpers/alertmanager-merge.js';
 import { startAlertmanager, type AlertmanagerServer } from '../helpers/alertmanager-server.js';
 import { startPrometheus, type PrometheusServer } from '../helpers/prometheus-server.js';
 import { eventually, startTestSidecar } from '../helpers/sidecar.js';
@@ -38,30 +37,6 @@ alerts:
 const WINDOW_SCALE = 0.01;
 const SLOW_TTFT_MS = 400;
 const FAST_TTFT_MS = 5;
-
-/**
- * The user's own configuration (a default receiver and nothing else) with the rendered routes,
- * inhibitions and receivers merged in; every receiver posts to the test's webhook (at
- * /<receiver name>). Waits are shortened from tens of seconds to one, except the tickets', which
- * keep several seconds: a ticket that fires a moment before its page must still be held back, as
- * the real 30 s group_wait holds it.
- */
-function alertmanagerForTest(snippetYaml: string, webhookUrl: string): object {
-  const snippet = parse(snippetYaml) as Parameters<typeof mergeTokentapRoutes>[1];
-  const merged = mergeTokentapRoutes({ route: { receiver: 'default' }, receivers: [{ name: 'default' }] }, snippet) as AlertmanagerConfigFile & {
-    route: { routes: Array<Record<string, unknown> & { routes: Record<string, unknown>[] }> };
-  };
-  const shorten = (route: Record<string, unknown>, wait: string) => ({ ...route, group_wait: wait, group_interval: '1s' });
-  const [tokentap] = merged.route.routes;
-  return {
-    ...merged,
-    route: {
-      ...merged.route,
-      routes: [{ ...shorten(tokentap as Record<string, unknown>, '5s'), routes: (tokentap?.routes ?? []).map((r) => shorten(r, r['receiver'] === 'tokentap-ticket' ? '5s' : '1s')) }],
-    },
-    receivers: merged.receivers.map(({ name }) => ({ name, webhook_configs: [{ url: `${webhookUrl}/${name}`, send_resolved: true }] })),
-  };
-}
 
 let simulator: RunningSimulator;
 let sidecar: Awaited<ReturnType<typeof startTestSidecar>>;

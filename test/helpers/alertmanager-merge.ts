@@ -1,3 +1,5 @@
+import { parse } from 'yaml';
+
 /**
  * The merge docs/alerts.md asks users to make: tokentap's route goes first under the existing
  * `route.routes`, its inhibit rules and receivers are appended. `EXISTING_CONFIG` stands for a
@@ -38,5 +40,29 @@ export function mergeTokentapRoutes(existing: AlertmanagerConfigFile, snippet: {
     route: { ...existing.route, routes: [...snippet.route.routes, ...(existing.route.routes ?? [])] },
     inhibit_rules: [...(existing.inhibit_rules ?? []), ...snippet.inhibit_rules],
     receivers: [...existing.receivers, ...snippet.receivers],
+  };
+}
+
+/**
+ * The user's own configuration (a default receiver and nothing else) with the rendered routes,
+ * inhibitions and receivers merged in; every receiver posts to the test's webhook (at
+ * /<receiver name>). Waits are shortened from tens of seconds to one, except the tickets', which
+ * keep several seconds: a ticket that fires a moment before its page must still be held back, as
+ * the real 30 s group_wait holds it.
+ */
+export function alertmanagerForTest(snippetYaml: string, webhookUrl: string): object {
+  const snippet = parse(snippetYaml) as Parameters<typeof mergeTokentapRoutes>[1];
+  const merged = mergeTokentapRoutes({ route: { receiver: 'default' }, receivers: [{ name: 'default' }] }, snippet) as AlertmanagerConfigFile & {
+    route: { routes: Array<Record<string, unknown> & { routes: Record<string, unknown>[] }> };
+  };
+  const shorten = (route: Record<string, unknown>, wait: string) => ({ ...route, group_wait: wait, group_interval: '1s' });
+  const [tokentap] = merged.route.routes;
+  return {
+    ...merged,
+    route: {
+      ...merged.route,
+      routes: [{ ...shorten(tokentap as Record<string, unknown>, '5s'), routes: (tokentap?.routes ?? []).map((r) => shorten(r, r['receiver'] === 'tokentap-ticket' ? '5s' : '1s')) }],
+    },
+    receivers: merged.receivers.map(({ name }) => ({ name, webhook_configs: [{ url: `${webhookUrl}/${name}`, send_resolved: true }] })),
   };
 }

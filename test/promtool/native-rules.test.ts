@@ -12,7 +12,7 @@ beforeAll(() => requireTools('promtool'));
 
 /**
  * The native-histogram variant of the rendered rules (`--histograms native`) under the Debian
- * promtool 2.42: it must parse histogram_fraction and histogram_quantile over native series.
+ * promtool 2.42: it must parse histogram_fraction, histogram_quantile and histogram_count over native series.
  */
 const HERE = fileURLToPath(new URL('.', import.meta.url));
 
@@ -55,10 +55,10 @@ describe('native rules under promtool', { timeout: PROMTOOL_TEST_TIMEOUT_MS }, (
     expect(result.code).toBe(0);
   });
 
-  it('read native histograms only: histogram_fraction for the SLIs, histogram_quantile without le, no _bucket series', () => {
-    expect(rules).toContain('histogram_fraction(0, ');
+  it('read the request histograms as native series only (no _bucket, _count or _sum), and the SLIs from tokentap_slo_events_total', () => {
     expect(rules).toMatch(/histogram_quantile\(0\.99, sum by \(namespace, workload\) \(rate\(gen_ai_server_time_to_first_token_seconds\[5m\]\)\)\)/);
-    expect(rules).not.toContain('_bucket');
-    expect(rules).not.toContain('tokentap_slo_events_total');
+    expect(rules).toContain('histogram_count(sum by (namespace, workload) (increase(gen_ai_server_time_to_first_token_seconds{');
+    expect(rules).not.toMatch(/_seconds_(bucket|count|sum)\b/);
+    expect(rules).toContain('rate(tokentap_slo_events_total{result="bad"}');
   });
 });

@@ -101,7 +101,7 @@ describe('rendered rules under promtool and amtool', { timeout: PROMTOOL_TEST_TI
     expect(await receiverOf('alertname=KubePodCrashLooping', 'severity=critical')).toBe('platform-team');
   });
 
-  it.each(['burn-rate.promtool.yaml', 'p99-ttft.promtool.yaml', 'traffic-guard.promtool.yaml', 'namespaces.promtool.yaml', 'one-page.promtool.yaml', 'absent-metrics.promtool.yaml', 'capacity.promtool.yaml', 'cost.promtool.yaml', 'itl-guard.promtool.yaml'])('pass the promtool unit tests in %s', async (file) => {
+  it.each(['burn-rate.promtool.yaml', 'p99-ttft.promtool.yaml', 'traffic-guard.promtool.yaml', 'namespaces.promtool.yaml', 'one-page.promtool.yaml', 'absent-metrics.promtool.yaml', 'capacity.promtool.yaml', 'cost.promtool.yaml', 'itl-guard.promtool.yaml', 'upstream-down.promtool.yaml', 'slo-not-in-rules.promtool.yaml'])('pass the promtool unit tests in %s', async (file) => {
     const result = await run('promtool', ['test', 'rules', file], dir);
     expect(result.code, result.output).toBe(0);
     expect(result.output).toContain('SUCCESS');

@@ -41,36 +41,41 @@ async function render(config: string, ...flags: string[]): Promise<{ code: numbe
 }
 
 describe('native rules', () => {
-  it('compute each SLI as 1 - histogram_fraction at the workload threshold, with no sample when the window has no event', () => {
+  it('compute the quantiles from the native series and the SLIs from tokentap_slo_events_total, as the classic rules do', () => {
     const settings = loadSettings({ flags: { config: 'c.yaml' }, env: {}, readFile: () => WORKLOADS });
     const rules = renderPrometheusRules(settings, { windowScale: 1, histograms: 'native' }).groups.flatMap((g) => g.rules) as RecordingRule[];
-    const ttft1h = rules.find((r) => r.record === 'tokentap:slo_error_ratio:rate1h' && r.labels?.slo === 'ttft');
-    expect(ttft1h?.expr).toBe(
+    const p99 = rules.find((r) => r.record === 'tokentap:ttft_seconds:p99_rate5m');
+    expect(p99?.expr).toBe('histogram_quantile(0.99, sum by (namespace, workload) (rate(gen_ai_server_time_to_first_token_seconds[5m])))');
+    // The SLIs, constants and burn-rate alerts are the classic ones: the counter sees failed and
+    // abandoned requests, which no latency histogram holds.
+    const classic = renderPrometheusRules(settings, { windowScale: 1 }).groups.flatMap((g) => g.rules) as RecordingRule[];
+    const slo = (list: RecordingRule[]) => list.filter((r) => r.record?.startsWith('tokentap:slo_') || ('alert' in r && (r as { alert: string }).alert === 'TokentapErrorBudgetBurn'));
+    expect(slo(rules).length).toBeGreaterThan(10);
+    expect(slo(rules)).toEqual(slo(classic));
+  });
+
+  it('guard the P99 alert with the native sample count: a Prometheus that ingests native histograms stores no _count of them', () => {
+    const settings = loadSettings({ flags: { config: 'c.yaml' }, env: {}, readFile: () => WORKLOADS });
+    const alert = renderPrometheusRules(settings, { windowScale: 1, histograms: 'native' }).groups.flatMap((g) => g.rules).find((r) => 'alert' in r && r.alert === 'TokentapTTFTP99OverBudget');
+    expect(alert?.expr).toBe(
       [
-        '1 - histogram_fraction(0, 0.2, sum by (namespace, workload) (rate(gen_ai_server_time_to_first_token_seconds{workload="chat"}[1h])))',
+        'tokentap:ttft_seconds:p99_rate5m{workload="chat"} > 0.2',
         'and on (namespace, workload)',
-        '(histogram_count(sum by (namespace, workload) (rate(gen_ai_server_time_to_first_token_seconds{workload="chat"}[1h]))) > 0)',
+        'histogram_count(sum by (namespace, workload) (increase(gen_ai_server_time_to_first_token_seconds{workload="chat"}[5m]))) >= 100',
       ].join('\n'),
     );
-    expect(ttft1h?.labels).toEqual({ workload: 'chat', slo: 'ttft' });
-    const itl5m = rules.find((r) => r.record === 'tokentap:slo_error_ratio:rate5m' && r.labels?.slo === 'itl');
-    expect(itl5m?.expr).toContain('histogram_fraction(0, 0.05, sum by (namespace, workload) (rate(tokentap_inter_token_latency_seconds{workload="chat"}[5m])))');
-    // The constants and the alerts are the classic ones: they read the same record names.
-    const classic = renderPrometheusRules(settings, { windowScale: 1 }).groups.flatMap((g) => g.rules);
-    const alerts = (list: typeof classic) => list.filter((r) => 'alert' in r);
-    expect(alerts(rules)).toEqual(alerts(classic));
-    expect(rules.filter((r) => r.record === 'tokentap:slo_objective:ratio')).toEqual(classic.filter((r) => 'record' in r && r.record === 'tokentap:slo_objective:ratio'));
   });
 
   it('are what render writes for metrics.histograms: native, and for both only with --histograms native', async () => {
     const native = await render(`${WORKLOADS}metrics: { histograms: native }\n`);
     expect(native.code).toBe(0);
-    expect(native.rules).toContain('histogram_fraction(0, 0.2, ');
+    const nativeP99 = 'histogram_quantile(0.99, sum by (namespace, workload) (rate(gen_ai_server_time_to_first_token_seconds[5m])))';
+    expect(native.rules).toContain(nativeP99);
     const both = await render(WORKLOADS);
-    expect(both.rules).not.toContain('histogram_fraction');
+    expect(both.rules).not.toContain(nativeP99);
     expect(both.rules).toContain('_bucket');
     const asked = await render(WORKLOADS, '--histograms', 'native');
-    expect(asked.rules).toContain('histogram_fraction(0, 0.2, ');
+    expect(asked.rules).toContain(nativeP99);
     expect(asked.rules).not.toContain('_bucket');
   });
 

@@ -3,7 +3,9 @@ import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { loadSettings } from '../../../src/config/load.js';
 import { problemsOf } from '../../helpers/problems.js';
-import { BUILD_INFO, GPU_METRICS, METRICS } from '../../../src/metrics/definitions.js';
+import { mergeTokentapRoutes, type AlertmanagerConfigFile } from '../../helpers/alertmanager-merge.js';
+import { fencedBlocks, readDoc } from '../../helpers/docs.js';
+import { BUILD_INFO, GPU_METRICS, METRICS, UPSTREAM_READY } from '../../../src/metrics/definitions.js';
 import { AlertmanagerConfig } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1alpha1/AlertmanagerConfig';
 import { renderAlertmanagerConfigCrd } from '../../../src/render/alertmanager-config-crd.js';
 import { renderAlertmanagerRoutes } from '../../../src/render/alertmanager-routes.js';
@@ -190,7 +192,7 @@ describe('rendered rules', () => {
 
   it('gives every alert a severity label and summary, description, runbook and dashboard links; every SLO alert workload and slo', () => {
     const all = alerts(render());
-    expect([...new Set(all.map((a) => a.alert))]).toEqual(['TokentapErrorBudgetBurn', 'TokentapTTFTP99OverBudget', 'TokentapCapacityHeadroomLow', 'TokentapWatchdog', 'TokentapTargetDown', 'TokentapMetricsAbsent']);
+    expect([...new Set(all.map((a) => a.alert))]).toEqual(['TokentapErrorBudgetBurn', 'TokentapTTFTP99OverBudget', 'TokentapCapacityHeadroomLow', 'TokentapWatchdog', 'TokentapTargetDown', 'TokentapUpstreamDown', 'TokentapMetricsAbsent', 'TokentapSLONotInRules']);
     for (const alert of all) {
       const expected = alert.alert === 'TokentapErrorBudgetBurn' || alert.alert === 'TokentapTTFTP99OverBudget' ? ['severity', 'slo', 'workload'] : ['severity'];
       expect(Object.keys(alert.labels).sort(), alert.alert).toEqual(expected);
@@ -208,13 +210,13 @@ describe('rendered rules', () => {
   it('names only metrics the sidecar emits or the rules record', () => {
     const file = render();
     const emitted = new Set(
-      [...Object.values(METRICS), ...Object.values(GPU_METRICS), BUILD_INFO].flatMap((m) =>
+      [...Object.values(METRICS), ...Object.values(GPU_METRICS), BUILD_INFO, UPSTREAM_READY].flatMap((m) =>
         m.kind === 'histogram' ? [`${m.promName}_bucket`, `${m.promName}_sum`, `${m.promName}_count`] : [m.promName],
       ),
     );
     const recorded = new Set(recordings(file).map((r) => r.record));
     // `up` is Prometheus' own series of each scrape target.
-    const functions = new Set(['sum', 'by', 'rate', 'increase', 'or', 'and', 'on', 'unless', 'absent', 'vector', 'histogram_quantile', 'le', 'up', 'min', 'max', 'max_over_time', 'ceil', 'bool', 'group_left', 'group_right']);
+    const functions = new Set(['sum', 'by', 'rate', 'increase', 'or', 'and', 'on', 'unless', 'absent', 'vector', 'histogram_quantile', 'le', 'up', 'min', 'max', 'max_over_time', 'ceil', 'bool', 'group_left', 'group_right', 'count']);
     for (const rule of file.groups.flatMap((g) => g.rules)) {
       // Identifiers outside label matchers, range selectors and string literals.
       const bare = rule.expr.replace(/\{[^}]*\}/g, '').replace(/\[[^\]]*\]/g, '').replace(/"[^"]*"/g, '');
@@ -229,8 +231,9 @@ describe('rendered rules', () => {
     const rules = render().groups.flatMap((g) => g.rules);
     const clauses = rules.flatMap((r) => r.expr.match(/\b(by|on) \([^)]*\)/g) ?? []);
     expect(clauses.length).toBeGreaterThan(50);
-    // `on (in_flight)` joins a band to its constant upper bound (capacity-rules.ts), which has no namespace.
-    for (const clause of clauses.filter((c) => c !== 'on (in_flight)')) expect(clause, clause).toMatch(/^(by|on) \(namespace(, workload\b|, pod, instance\)|\))/);
+    // `on (in_flight)` joins a band to its constant upper bound (capacity-rules.ts), and `on (workload,
+    // slo)` SLO events to the objective constants (slo-not-in-rules-alert.ts): constants have no namespace.
+    for (const clause of clauses.filter((c) => c !== 'on (in_flight)' && c !== 'on (workload, slo)')) expect(clause, clause).toMatch(/^(by|on) \(namespace(, workload\b|, pod, instance\)|\))/);
     // Every binary `and` names what it matches on; a bare one would match on whatever labels the sides carry.
     for (const rule of rules) expect(rule.expr, rule.expr).not.toMatch(/\band\s*\n/);
   });
@@ -251,19 +254,36 @@ describe('rendered rules', () => {
 describe('the Alertmanager routes', () => {
   const routes = () =>
     renderAlertmanagerRoutes(load(CONFIG).alerts) as {
-      route: { routes: Array<{ matchers: string[]; group_by: string[]; routes: Array<{ receiver: string; matchers: string[] }> }> };
+      route: { routes: Array<{ matchers: string[]; group_by: string[]; routes: Array<{ receiver: string; matchers: string[]; group_by?: string[] }> }> };
       inhibit_rules: Array<{ source_matchers: string[]; target_matchers: string[]; equal: string[] }>;
     };
 
-  it('take only tokentap alerts, grouped per namespace, workload and SLO, and route them by the configured severity names', () => {
+  it('take only tokentap alerts, grouped per namespace, workload and SLO, pages per namespace alone, and route them by the configured severity names', () => {
     const [route] = routes().route.routes;
     expect(route?.matchers).toEqual(['alertname=~"Tokentap.+"']);
     expect(route?.group_by).toEqual(['alertname', 'namespace', 'workload', 'slo']);
-    expect(route?.routes.map((r) => [r.receiver, r.matchers])).toEqual([
-      ['tokentap-watchdog', ['alertname="TokentapWatchdog"']],
-      ['tokentap-page', ['severity="critical"']],
-      ['tokentap-ticket', ['severity="warning"']],
+    expect(route?.routes.map((r) => [r.receiver, r.matchers, r.group_by])).toEqual([
+      ['tokentap-watchdog', ['alertname="TokentapWatchdog"'], undefined],
+      ['tokentap-page', ['severity="critical"'], ['namespace']],
+      ['tokentap-ticket', ['severity="warning"'], undefined],
     ]);
+    const crd = renderAlertmanagerConfigCrd(load(CONFIG).alerts) as { spec: { route: { routes: Array<{ receiver: string; groupBy?: string[] }> } } };
+    expect(crd.spec.route.routes.map((r) => [r.receiver, r.groupBy])).toEqual([
+      ['tokentap-watchdog', undefined],
+      ['tokentap-page', ['namespace']],
+      ['tokentap-ticket', undefined],
+    ]);
+  });
+
+  it('are, merged into the "Before" configuration of docs/alerts.md, its "After" configuration as written (receivers aside: placeholders to fill in)', () => {
+    const page = readDoc('docs/alerts.md');
+    const section = page.slice(page.indexOf('\nBefore:\n'));
+    const [before, after] = fencedBlocks(section, 'yaml').map((block) => parse(block) as AlertmanagerConfigFile);
+    const snippet = renderAlertmanagerRoutes(load(CONFIG).alerts) as Parameters<typeof mergeTokentapRoutes>[1];
+    const merged = mergeTokentapRoutes(before as AlertmanagerConfigFile, snippet);
+    expect(after?.route).toEqual(merged.route);
+    expect(after?.inhibit_rules).toEqual(merged.inhibit_rules);
+    expect(after?.receivers.map((r) => r.name)).toEqual(merged.receivers.map((r) => r.name));
   });
 
   it('hold back tokentap tickets behind a page, and the P99 alert behind the burn-rate page, per namespace, workload and SLO', () => {

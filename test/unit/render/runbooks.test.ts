@@ -41,7 +41,9 @@ describe('runbooks', () => {
         'TokentapErrorBudgetBurn-ttft.md',
         'TokentapMetricsAbsent.md',
         'TokentapTargetDown.md',
+        'TokentapSLONotInRules.md',
         'TokentapTTFTP99OverBudget.md',
+        'TokentapUpstreamDown.md',
         'TokentapWatchdog.md',
       ].sort(),
     );
@@ -51,7 +53,7 @@ describe('runbooks', () => {
     }
   });
 
-  const files = ['TokentapErrorBudgetBurn-ttft', 'TokentapErrorBudgetBurn-itl', 'TokentapErrorBudgetBurn-e2e', 'TokentapTTFTP99OverBudget', 'TokentapWatchdog', 'TokentapMetricsAbsent', 'TokentapTargetDown', 'TokentapCapacityHeadroomLow'];
+  const files = ['TokentapErrorBudgetBurn-ttft', 'TokentapErrorBudgetBurn-itl', 'TokentapErrorBudgetBurn-e2e', 'TokentapTTFTP99OverBudget', 'TokentapWatchdog', 'TokentapMetricsAbsent', 'TokentapTargetDown', 'TokentapUpstreamDown', 'TokentapSLONotInRules', 'TokentapCapacityHeadroomLow'];
 
   it.each(files)('%s.md states the meaning, the impact, how to confirm, the likely causes and the mitigations', (name) => {
     const text = readFileSync(join(REPO, 'docs/runbooks', `${name}.md`), 'utf8');
