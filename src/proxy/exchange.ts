@@ -387,7 +387,31 @@ export class Exchange implements UpstreamOwner, IdleWatched {
    * `Expect: 100-continue` for the upstream's first word.
    */
   get waitingForClient(): boolean {
-    return !this.requestEnded && !this.responseHeadSent && !this.bodyBlockedByUpstream && !(this.expectsContinue && this.upstreamActivity === 0);
+    return this.readingStoppedForClient || (!this.requestEnded && !this.responseHeadSent && !this.bodyBlockedByUpstream && !(this.expectsContinue && this.upstreamActivity === 0));
+  }
+
+  /**
+   * tokentap stopped reading the upstream because the client is not taking the response: the
+   * upstream's silence is then tokentap's doing, not the upstream's (a client that stopped reading
+   * was cut as the upstream's `timeout` after upstream_idle_timeout, which burns the SLO: any client
+   * could page on-call). limits.response_send_timeout times the client instead (client-connection.ts).
+   */
+  get readingStoppedForClient(): boolean {
+    return this.upstreamPaused && this.phase !== Phase.Done;
+  }
+
+  /**
+   * The client took no byte of the response for limits.response_send_timeout while tokentap held
+   * bytes for it: it has stopped reading, as good as gone (outcome `client_cancelled`). Its stream is
+   * cut and the upstream connection closed, so the server stops generating for nobody.
+   */
+  responseSendTimedOut(detail: string): void {
+    if (this.phase === Phase.Done) return;
+    this.settle();
+    this.monitor.fail('client_cancelled', undefined, detail);
+    this.upstream?.discard();
+    this.upstream = undefined;
+    this.client.socket.destroy();
   }
 
   upstreamTimeout(): void {
