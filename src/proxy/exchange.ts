@@ -657,7 +657,11 @@ export class Exchange implements UpstreamOwner, IdleWatched {
     if (framing === 'chunked') this.chunked = new ChunkedBody();
     else if (framing === 'length') this.remaining = head.contentLength;
     this.dataWanted = this.context.observe || this.output === Output.Chunked || this.output === Output.Raw;
-    this.clientKeepAlive = request.keepAlive && !closeDelimited;
+    // An answer that comes before the whole request body (an upload refused early, a final status
+    // to `Expect: 100-continue`) ends a connection the rest of the body would otherwise be read on
+    // as the next request: announced here (RFC 9110 section 10.1.1: a server that answers before
+    // reading the whole request SHOULD say whether it closes), not kept-alive and then closed.
+    this.clientKeepAlive = request.keepAlive && !closeDelimited && this.requestEnded;
     // As node:http does: clients that read the hint (undici, fetch) stop reusing the connection
     // before tokentap closes it, instead of sending a request into the close.
     if (!this.clientKeepAlive) extra += 'Connection: close\r\n';
