@@ -152,6 +152,8 @@ export class Exchange implements UpstreamOwner, IdleWatched {
   private bodyBlockedByUpstream = false;
   /** The client sent `Expect: 100-continue` and waits for the upstream's word before its body. */
   private readonly expectsContinue: boolean;
+  /** The upstream answered with `100 Continue` before its final answer. */
+  private upstreamContinued = false;
   private upstreamReusable = false;
   private clientKeepAlive = false;
   private upstreamPaused = false;
@@ -593,6 +595,7 @@ export class Exchange implements UpstreamOwner, IdleWatched {
       // that does not read grew the process by 1-3 GB in 8 s (issue 13).
       this.interimResponses++;
       this.interimBytes += headBytes;
+      if (head.status === 100) this.upstreamContinued = true;
       const limits = this.context.limits;
       if (this.interimResponses > limits.interimResponses || this.interimBytes > limits.interimResponseBytes) {
         const count = this.interimResponses > limits.interimResponses;
@@ -628,7 +631,15 @@ export class Exchange implements UpstreamOwner, IdleWatched {
     // that body anyway, after the head: on a reused connection those bytes would be read as the
     // next request's response. Such a connection is closed, not pooled.
     const bodyAnnounced = framing === 'none' && (head.transferEncoded || head.contentLength > 0);
-    this.upstreamReusable = head.keepAlive && framing !== 'close' && !bodyAnnounced;
+    // A final answer to `Expect: 100-continue` with no 100 before it: RFC 9110 section 10.1.1 lets
+    // the server decline the body, and one that then reads on as if none followed takes the body's
+    // bytes (sent by a client that did not wait, or after its timeout) for its next request: pooled,
+    // that request's answer went to the next client on the connection, and the next client's to the
+    // one after (the Expect desync; test/security/review-relay-hostile.test.ts: an attacker's
+    // smuggled request answered to the victim, and the victim's answer, its Authorization echoed,
+    // to the attacker). Such a connection is closed, not pooled. (inject_usage drops `Expect`.)
+    const bodyMayBeUnread = this.expectsContinue && this.injection === undefined && !this.upstreamContinued;
+    this.upstreamReusable = head.keepAlive && framing !== 'close' && !bodyAnnounced && !bodyMayBeUnread;
     let headers = endToEndHeaders(head.rawHeaders);
     let extra = '';
     let closeDelimited = framing === 'close';

@@ -189,3 +189,95 @@ describe('an answer that comes before the request body', () => {
     next.close();
   });
 });
+
+/**
+ * An upstream that answers `Expect: 100-continue` with a final status and then reads on as if no
+ * body followed (the Expect-based desync of Kettle's "HTTP/1.1 must die", 2025): the body's bytes
+ * become its next request. Requests are answered in order, each non-Expect one 200 ms after it was
+ * read (a generation), with the target and Authorization it read.
+ */
+async function startExpectDesyncUpstream() {
+  const sockets: Array<{ socket: net.Socket; closed: boolean; targets: string[] }> = [];
+  const server = net.createServer((socket) => {
+    const entry = { socket, closed: false, targets: [] as string[] };
+    sockets.push(entry);
+    socket.on('close', () => (entry.closed = true));
+    socket.on('error', () => {});
+    let pending = '';
+    let answering = Promise.resolve();
+    socket.on('data', (data: Buffer) => {
+      pending += data.toString('latin1');
+      for (let end = pending.indexOf('\r\n\r\n'); end !== -1; end = pending.indexOf('\r\n\r\n')) {
+        const head = pending.slice(0, end);
+        pending = pending.slice(end + 4);
+        const target = head.split(' ')[1] as string;
+        entry.targets.push(target);
+        const authorization = /\r\nauthorization: *([^\r]*)/i.exec(head)?.[1] ?? null;
+        const expects = /\r\nexpect: *100-continue/i.test(head);
+        answering = answering.then(async () => {
+          if (expects) {
+            socket.write('HTTP/1.1 417 Expectation Failed\r\nContent-Length: 0\r\n\r\n');
+            return;
+          }
+          await new Promise((resolve) => setTimeout(resolve, 200));
+          const body = JSON.stringify({ target, authorization });
+          socket.write(`HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
+        });
+      }
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    sockets,
+    async close() {
+      for (const { socket } of sockets) socket.destroy();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
+
+describe('an upstream that answers Expect: 100-continue early and takes the body for a request', () => {
+  let upstream: Awaited<ReturnType<typeof startExpectDesyncUpstream>>;
+  let sidecar: Awaited<ReturnType<typeof startTestSidecar>>;
+  beforeAll(async () => {
+    upstream = await startExpectDesyncUpstream();
+    sidecar = await startTestSidecar(upstream.url, 'upstream_idle_timeout: 20s\n');
+  });
+  afterAll(async () => {
+    await sidecar.close();
+    await upstream.close();
+  });
+
+  it('never pools the connection of a final answer to Expect: 100-continue that no 100 preceded: the attacker`s smuggled request is never answered to the victim, nor the victim`s to the attacker', async () => {
+    // A kept connection first, so the pool has learnt that this upstream keeps its connections.
+    const warm = await Client.connect(sidecar.proxyUrl);
+    warm.write(get('/warm'));
+    await warm.read((t) => t.endsWith('}'));
+    await new Promise((resolve) => setTimeout(resolve, 300));
+
+    const attacker = await Client.connect(sidecar.proxyUrl);
+    const smuggled = get('/smuggled', 'Authorization: Bearer attacker\r\n');
+    attacker.write(`POST /upload HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: ${smuggled.length}\r\n\r\n${smuggled}`);
+    const refused = await attacker.read((t) => t.includes('\r\n\r\n'));
+    expect(refused).toBe('HTTP/1.1 417 Expectation Failed\r\nContent-Length: 0\r\nConnection: keep-alive\r\nKeep-Alive: timeout=5\r\n\r\n');
+
+    const victim = await Client.connect(sidecar.proxyUrl);
+    victim.write(get('/victim', 'Authorization: Bearer victim\r\n'));
+    const victimText = await victim.read((t) => t.endsWith('}'), 3_000);
+    attacker.write(get('/collect', 'Authorization: Bearer attacker\r\n'));
+    const attackerText = await attacker.read((t) => t.endsWith('}'), 3_000);
+
+    expect(victimText.slice(victimText.indexOf('\r\n\r\n') + 4)).toBe('{"target":"/victim","authorization":"Bearer victim"}');
+    expect(attackerText.slice(attackerText.lastIndexOf('\r\n\r\n') + 4)).toBe('{"target":"/collect","authorization":"Bearer attacker"}');
+    expect(attackerText).not.toContain('victim');
+    // The connection that carried the Expect request (after the warm-up's) was closed by tokentap;
+    // the victim's request went on one of its own.
+    const carrying = upstream.sockets.find((s) => s.targets.includes('/upload'));
+    await expect.poll(() => carrying!.closed, { timeout: 2_000 }).toBe(true);
+    expect(carrying!.targets).not.toContain('/victim');
+    warm.close();
+    attacker.close();
+    victim.close();
+  });
+});
