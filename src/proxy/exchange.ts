@@ -25,6 +25,19 @@ const MAX_PIECES_APART = 8;
 /** Methods RFC 9110 section 9.2.2 defines as idempotent: a request with one may be sent again. */
 const IDEMPOTENT_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DELETE']);
 
+/**
+ * The request carries `Expect: 100-continue`, read as loosely as any upstream may read it: in any
+ * Expect field, among other expectations (Node's server matches `100-continue` anywhere in the
+ * joined fields). Read strictly, `Expect: x, 100-continue` or a second Expect field escaped the
+ * rule that closes a connection whose upstream may have declined the body (startResponse).
+ */
+function asksToContinue(rawHeaders: readonly string[]): boolean {
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    if ((rawHeaders[i] as string).toLowerCase() === 'expect' && /(?:^|\W)100-continue(?:$|\W)/i.test(rawHeaders[i + 1] as string)) return true;
+  }
+  return false;
+}
+
 /** What every exchange of one proxy listener shares: built once. */
 export interface ExchangeContext {
   readonly pool: UpstreamPool;
@@ -189,7 +202,7 @@ export class Exchange implements UpstreamOwner, IdleWatched {
     this.context = context;
     this.client = client;
     this.request = request;
-    this.expectsContinue = request.bodyFraming !== 'none' && /^100-continue$/i.test(rawHeader(request.rawHeaders, 'expect') ?? '');
+    this.expectsContinue = request.bodyFraming !== 'none' && asksToContinue(request.rawHeaders);
     const needsHeaders = context.observe || context.usageInjection !== undefined;
     const headers = needsHeaders ? incomingHeaders(request.rawHeaders) : undefined;
     if (context.observe) {

@@ -213,7 +213,8 @@ async function startExpectDesyncUpstream() {
         const target = head.split(' ')[1] as string;
         entry.targets.push(target);
         const authorization = /\r\nauthorization: *([^\r]*)/i.exec(head)?.[1] ?? null;
-        const expects = /\r\nexpect: *100-continue/i.test(head);
+        // As Node's server reads it: 100-continue anywhere in any Expect field.
+        const expects = /\r\nexpect:[^\r]*\b100-continue\b/i.test(head);
         answering = answering.then(async () => {
           if (expects) {
             socket.write('HTTP/1.1 417 Expectation Failed\r\nContent-Length: 0\r\n\r\n');
@@ -249,7 +250,12 @@ describe('an upstream that answers Expect: 100-continue early and takes the body
     await upstream.close();
   });
 
-  it('never pools the connection of a final answer to Expect: 100-continue that no 100 preceded: the attacker`s smuggled request is never answered to the victim, nor the victim`s to the attacker', async () => {
+  it.each([
+    ['Expect: 100-continue'],
+    ['Expect: 100-Continue'],
+    ['Expect: x, 100-continue'],
+    ['Expect: x\r\nExpect: 100-continue'],
+  ])('never pools the connection of a final answer to %j that no 100 preceded: the attacker`s smuggled request is never answered to the victim, nor the victim`s to the attacker', async (expect100) => {
     // A kept connection first, so the pool has learnt that this upstream keeps its connections.
     const warm = await Client.connect(sidecar.proxyUrl);
     warm.write(get('/warm'));
@@ -258,7 +264,7 @@ describe('an upstream that answers Expect: 100-continue early and takes the body
 
     const attacker = await Client.connect(sidecar.proxyUrl);
     const smuggled = get('/smuggled', 'Authorization: Bearer attacker\r\n');
-    attacker.write(`POST /upload HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: ${smuggled.length}\r\n\r\n${smuggled}`);
+    attacker.write(`POST /upload HTTP/1.1\r\nHost: x\r\n${expect100}\r\nContent-Length: ${smuggled.length}\r\n\r\n${smuggled}`);
     const refused = await attacker.read((t) => t.includes('\r\n\r\n'));
     expect(refused).toBe('HTTP/1.1 417 Expectation Failed\r\nContent-Length: 0\r\nConnection: keep-alive\r\nKeep-Alive: timeout=5\r\n\r\n');
 
@@ -271,11 +277,11 @@ describe('an upstream that answers Expect: 100-continue early and takes the body
     expect(victimText.slice(victimText.indexOf('\r\n\r\n') + 4)).toBe('{"target":"/victim","authorization":"Bearer victim"}');
     expect(attackerText.slice(attackerText.lastIndexOf('\r\n\r\n') + 4)).toBe('{"target":"/collect","authorization":"Bearer attacker"}');
     expect(attackerText).not.toContain('victim');
-    // The connection that carried the Expect request (after the warm-up's) was closed by tokentap;
-    // the victim's request went on one of its own.
-    const carrying = upstream.sockets.find((s) => s.targets.includes('/upload'));
+    // The connection that carried the Expect request was closed by tokentap: nothing but the
+    // smuggled bytes followed it there.
+    const carrying = upstream.sockets.findLast((s) => s.targets.includes('/upload'));
     await expect.poll(() => carrying!.closed, { timeout: 2_000 }).toBe(true);
-    expect(carrying!.targets).not.toContain('/victim');
+    expect(carrying!.targets.slice(carrying!.targets.lastIndexOf('/upload') + 1)).toEqual(['/smuggled']);
     warm.close();
     attacker.close();
     victim.close();
