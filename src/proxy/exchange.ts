@@ -22,6 +22,14 @@ import type { RequestInjection, UpstreamRequestBody, UsageChunkStripper, UsageIn
  */
 const MAX_PIECES_APART = 8;
 
+/**
+ * Methods whose body every upstream reads. Content in a GET, HEAD, OPTIONS, DELETE... "has no
+ * generally defined semantics" (RFC 9110 section 9.3.1), and servers skip it: cpp-httplib, llama.cpp's
+ * server, read a body only for POST, PUT, PATCH and PRI (DELETE in some versions) until
+ * yhirose/cpp-httplib@91271c0 (2026-05-15), whatever Content-Length said, taking it for the next request.
+ */
+const BODY_READ_METHODS: ReadonlySet<string> = new Set(['POST', 'PUT', 'PATCH']);
+
 /** Methods RFC 9110 section 9.2.2 defines as idempotent: a request with one may be sent again. */
 const IDEMPOTENT_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DELETE']);
 
@@ -644,15 +652,7 @@ export class Exchange implements UpstreamOwner, IdleWatched {
     // that body anyway, after the head: on a reused connection those bytes would be read as the
     // next request's response. Such a connection is closed, not pooled.
     const bodyAnnounced = framing === 'none' && (head.transferEncoded || head.contentLength > 0);
-    // A final answer to `Expect: 100-continue` with no 100 before it: RFC 9110 section 10.1.1 lets
-    // the server decline the body, and one that then reads on as if none followed takes the body's
-    // bytes (sent by a client that did not wait, or after its timeout) for its next request: pooled,
-    // that request's answer went to the next client on the connection, and the next client's to the
-    // one after (the Expect desync; test/security/review-relay-hostile.test.ts: an attacker's
-    // smuggled request answered to the victim, and the victim's answer, its Authorization echoed,
-    // to the attacker). Such a connection is closed, not pooled. (inject_usage drops `Expect`.)
-    const bodyMayBeUnread = this.expectsContinue && this.injection === undefined && !this.upstreamContinued;
-    this.upstreamReusable = head.keepAlive && framing !== 'close' && !bodyAnnounced && !bodyMayBeUnread;
+    this.upstreamReusable = head.keepAlive && framing !== 'close' && !bodyAnnounced && !this.bodyMayBeUnread();
     let headers = endToEndHeaders(head.rawHeaders);
     let extra = '';
     let closeDelimited = framing === 'close';
@@ -694,6 +694,25 @@ export class Exchange implements UpstreamOwner, IdleWatched {
     this.responseHeadSent = true;
     // The head goes out when the upstream's does, not with the first body byte.
     this.writeClient(responseHead(head.status, head.statusMessage, headers, extra), 'latin1', framing === 'none' ? this.deliveredCallback() : undefined);
+  }
+
+  /**
+   * The upstream may have left the request body unread, so its bytes may be read as the next
+   * request on the connection: pooled, that request's answer would go to the next client on it, and
+   * the next client's to the one after (an attacker's smuggled request answered to a victim, and
+   * the victim's answer, its Authorization echoed, to the attacker:
+   * test/security/review-relay-hostile.test.ts). Such a connection is closed, not pooled:
+   * - a final answer to `Expect: 100-continue` with no 100 before it: RFC 9110 section 10.1.1 lets
+   *   the server decline the body, and one that reads on as if none followed takes the body (sent by
+   *   a client that did not wait) for a request (the Expect desync; inject_usage drops `Expect`);
+   * - a body on a method whose body servers skip (BODY_READ_METHODS; the 0.CL desync).
+   */
+  private bodyMayBeUnread(): boolean {
+    const request = this.request;
+    const hasBody = request.bodyFraming === 'chunked' || (request.bodyFraming === 'length' && request.contentLength > 0);
+    if (!hasBody) return false;
+    if (!BODY_READ_METHODS.has(request.method)) return true;
+    return this.expectsContinue && this.injection === undefined && !this.upstreamContinued;
   }
 
   /** Relays `buffer` from `start`: forwarded first, then its data handed to the monitor. */

@@ -287,3 +287,94 @@ describe('an upstream that answers Expect: 100-continue early and takes the body
     victim.close();
   });
 });
+
+/**
+ * cpp-httplib, llama.cpp's HTTP server, before yhirose/cpp-httplib@91271c0 (2026-05-15, "Fix
+ * keep-alive corruption on requests without framed body"): `expect_content()` read a body only for
+ * POST, PUT, PATCH and PRI (DELETE in some versions), whatever Content-Length or Transfer-Encoding
+ * said, so the body of a GET was read as the next request on the connection (the 0.CL desync).
+ * Modelled here: heads read in order, a body only for those methods, each GET answered 200 ms after
+ * it was read with the target and Authorization it read.
+ */
+async function startZeroClUpstream() {
+  const sockets: Array<{ socket: net.Socket; closed: boolean; targets: string[] }> = [];
+  const server = net.createServer((socket) => {
+    const entry = { socket, closed: false, targets: [] as string[] };
+    sockets.push(entry);
+    socket.on('close', () => (entry.closed = true));
+    socket.on('error', () => {});
+    let pending = '';
+    let answering = Promise.resolve();
+    socket.on('data', (data: Buffer) => {
+      pending += data.toString('latin1');
+      for (let end = pending.indexOf('\r\n\r\n'); end !== -1; end = pending.indexOf('\r\n\r\n')) {
+        const head = pending.slice(0, end);
+        const [method, target] = head.split(' ') as [string, string];
+        const length = ['POST', 'PUT', 'PATCH', 'PRI'].includes(method) ? Number(/\r\ncontent-length: *(\d+)/i.exec(head)?.[1] ?? 0) : 0;
+        if (pending.length < end + 4 + length) return;
+        pending = pending.slice(end + 4 + length);
+        entry.targets.push(target);
+        const authorization = /\r\nauthorization: *([^\r]*)/i.exec(head)?.[1] ?? null;
+        answering = answering.then(async () => {
+          await new Promise((resolve) => setTimeout(resolve, 200));
+          const body = JSON.stringify({ target, authorization });
+          socket.write(`HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
+        });
+      }
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    sockets,
+    async close() {
+      for (const { socket } of sockets) socket.destroy();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
+
+describe('an upstream that reads no body on a GET (cpp-httplib before 2026-05, llama-server)', () => {
+  let upstream: Awaited<ReturnType<typeof startZeroClUpstream>>;
+  let sidecar: Awaited<ReturnType<typeof startTestSidecar>>;
+  beforeAll(async () => {
+    upstream = await startZeroClUpstream();
+    sidecar = await startTestSidecar(upstream.url, 'upstream_idle_timeout: 20s\n');
+  });
+  afterAll(async () => {
+    await sidecar.close();
+    await upstream.close();
+  });
+
+  it.each([
+    ['GET', 'Content-Length', (smuggled: string) => `Content-Length: ${smuggled.length}\r\n\r\n${smuggled}`],
+    ['GET', 'chunked', (smuggled: string) => `Transfer-Encoding: chunked\r\n\r\n${smuggled.length.toString(16)}\r\n${smuggled}\r\n0\r\n\r\n`],
+    ['OPTIONS', 'Content-Length', (smuggled: string) => `Content-Length: ${smuggled.length}\r\n\r\n${smuggled}`],
+  ])('never pools the connection of a %s that carried a %s body: a smuggled request in it is never answered to the victim, nor the victim`s answer to the attacker', async (method, _framing, framedBody) => {
+    const warm = await Client.connect(sidecar.proxyUrl);
+    warm.write(get('/warm'));
+    await warm.read((t) => t.endsWith('}'));
+    await new Promise((resolve) => setTimeout(resolve, 300));
+
+    const attacker = await Client.connect(sidecar.proxyUrl);
+    const smuggled = get('/smuggled', 'Authorization: Bearer attacker\r\n');
+    attacker.write(`${method} /health HTTP/1.1\r\nHost: x\r\n${framedBody(smuggled)}`);
+    const first = await attacker.read((t) => t.endsWith('}'), 3_000);
+    expect(first.slice(first.indexOf('\r\n\r\n') + 4)).toBe('{"target":"/health","authorization":null}');
+
+    const victim = await Client.connect(sidecar.proxyUrl);
+    victim.write(get('/victim', 'Authorization: Bearer victim\r\n'));
+    const victimText = await victim.read((t) => t.endsWith('}'), 3_000);
+    attacker.write(get('/collect', 'Authorization: Bearer attacker\r\n'));
+    const attackerText = await attacker.read((t) => t.endsWith('"Bearer attacker"}') && t.includes('/collect'), 3_000).catch(() => attacker.text());
+
+    expect(victimText.slice(victimText.indexOf('\r\n\r\n') + 4)).toBe('{"target":"/victim","authorization":"Bearer victim"}');
+    expect(attackerText.slice(attackerText.lastIndexOf('\r\n\r\n') + 4)).toBe('{"target":"/collect","authorization":"Bearer attacker"}');
+    expect(attackerText).not.toContain('victim');
+    const carrying = upstream.sockets.findLast((s) => s.targets.includes('/health'));
+    await expect.poll(() => carrying!.closed, { timeout: 2_000 }).toBe(true);
+    warm.close();
+    attacker.close();
+    victim.close();
+  });
+});
