@@ -1,6 +1,7 @@
 import http2 from 'node:http2';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RequestSplitter, startCaptureUpstream } from '../helpers/capture-upstream.js';
+import { startExpectDesyncUpstream } from '../helpers/desync-upstreams.js';
 import { startTestSidecar } from '../helpers/sidecar.js';
 
 /**
@@ -25,11 +26,11 @@ afterAll(async () => {
 });
 
 /** One HTTP/2 request on a session of its own; the answer's body as text. */
-function h2request(method: string, path: string, authorization: string, body?: string): Promise<string> {
+function h2request(method: string, path: string, authorization: string, body?: string, fields: Record<string, string> = {}, proxyUrl = sidecar.proxyUrl): Promise<string> {
   return new Promise((resolve, reject) => {
-    const session = http2.connect(sidecar.proxyUrl);
+    const session = http2.connect(proxyUrl);
     session.on('error', reject);
-    const stream = session.request({ ':method': method, ':path': path, authorization }, { endStream: body === undefined });
+    const stream = session.request({ ':method': method, ':path': path, authorization, ...fields }, { endStream: body === undefined });
     let text = '';
     stream.on('data', (data: Buffer) => (text += data.toString('latin1')));
     stream.on('end', () => {
@@ -70,5 +71,29 @@ describe('an HTTP/2 request body forwarded to an HTTP/1.1 upstream', () => {
     await h2request('GET', '/v1/echo', 'Bearer attacker', SMUGGLED);
     const victim = await h2request('GET', '/v1/echo', 'Bearer victim');
     expect(JSON.parse(victim)).toEqual({ method: 'GET', target: '/v1/echo', authorization: 'Bearer victim', body: '' });
+  });
+});
+
+describe('an HTTP/2 request with expect: 100-continue forwarded to an HTTP/1.1 upstream that declines the body and reads on', () => {
+  it('gets a connection of its own: the attacker`s smuggled request is never answered to the victim`s stream', async () => {
+    const desync = await startExpectDesyncUpstream();
+    const relay = await startTestSidecar(desync.url, 'upstream_idle_timeout: 20s\n');
+    try {
+      await h2request('GET', '/warm', 'Bearer warm', undefined, {}, relay.proxyUrl);
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const declined = await h2request('POST', '/upload', 'Bearer attacker', SMUGGLED, { expect: '100-continue' }, relay.proxyUrl);
+      expect(declined).toBe('');
+      const victim = await h2request('GET', '/victim', 'Bearer victim', undefined, {}, relay.proxyUrl);
+      expect(victim).toBe('{"target":"/victim","authorization":"Bearer victim"}');
+      const carrying = desync.sockets.findLast((s) => s.targets.includes('/upload'));
+      await expect.poll(() => carrying!.closed, { timeout: 2_000 }).toBe(true);
+      // The upstream took the body for requests (the smuggled one among them), but nothing of the victim's came on that connection.
+      const after = carrying!.targets.slice(carrying!.targets.indexOf('/upload') + 1);
+      expect(after).toContain('/smuggled');
+      expect(after).not.toContain('/victim');
+    } finally {
+      await relay.close();
+      await desync.close();
+    }
   });
 });

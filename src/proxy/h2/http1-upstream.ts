@@ -10,6 +10,9 @@ const { NGHTTP2_NO_ERROR, NGHTTP2_CANCEL, NGHTTP2_INTERNAL_ERROR } = http2.const
 /** Methods whose body every HTTP/1.1 server reads (exchange.ts has the same set and why). */
 const BODY_READ_METHODS: ReadonlySet<string> = new Set(['POST', 'PUT', 'PATCH']);
 
+/** `100-continue` among an Expect field's expectations, as Node's server matches it. */
+const CONTINUE = /(?:^|\W)100-continue(?:$|\W)/i;
+
 /**
  * HTTP/2 client streams forwarded to an HTTP/1.1 upstream (`upstream_protocol: http1`): each
  * stream is one HTTP/1.1 request on node:http's keep-alive agent, which frames the request body
@@ -78,9 +81,12 @@ export class Http1Leg extends EventEmitter {
     // body on those methods whatever its framing (cpp-httplib, llama-server, until
     // yhirose/cpp-httplib@91271c0), sent on a connection of its own, closed after it, never pooled,
     // as on HTTP/1.1 (exchange.ts). (A `Connection: close` field alone is not enough: node:http
-    // still pools the socket when the answer does not say close.)
-    const unpooled = !endStream && !BODY_READ_METHODS.has(method);
-    if (unpooled) fields['transfer-encoding'] = 'chunked';
+    // still pools the socket when the answer does not say close.) So is a request with `expect:
+    // 100-continue`, whose body an upstream may decline by answering at once and then read as the
+    // next request (the Expect desync; exchange.ts).
+    const mayLeaveBodyUnread = !BODY_READ_METHODS.has(method) || CONTINUE.test(String(h2.expect ?? ''));
+    const unpooled = !endStream && mayLeaveBodyUnread;
+    if (unpooled && !BODY_READ_METHODS.has(method)) fields['transfer-encoding'] = 'chunked';
     this.req = http.request({ agent: unpooled ? false : agent, host, port, method, path: String(h2[':path']), headers: fields, setHost: false });
     this.req.on('response', (res: http.IncomingMessage) => {
       this.res = res;
