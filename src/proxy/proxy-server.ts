@@ -101,6 +101,8 @@ export class ProxyServer extends net.Server {
         idleSweep,
         requestBodyIdleSweep: new IdleSweep(limits.requestBodyIdleTimeoutMs),
         requestBodyIdleTimeoutMs: limits.requestBodyIdleTimeoutMs,
+        responseSendSweep: new IdleSweep(limits.responseSendTimeoutMs),
+        responseSendTimeoutMs: limits.responseSendTimeoutMs,
         observe: options.observe !== false,
         monitor: options.monitor,
         sniffing,

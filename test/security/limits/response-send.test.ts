@@ -1,3 +1,4 @@
+import http2 from 'node:http2';
 import net, { type AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { scrape, sumValues } from '../../helpers/prometheus-text.js';
@@ -154,6 +155,85 @@ describe('limits.response_send_timeout: a client that takes no byte of its answe
       const lines = await eventually('the request line', () => sidecar.logs.filter((l) => l.msg === 'request'), (l) => l.length === 1);
       expect(lines[0]).toMatchObject({ outcome: 'completed' });
       client.socket.destroy();
+    } finally {
+      await sidecar.close();
+    }
+  }, 40_000);
+});
+
+/** An HTTP/2 client that asks for the bulk answer and reads none of it until `resume()`: its flow-control window stays shut. */
+function stalledH2Client(proxyUrl: string) {
+  const session = http2.connect(proxyUrl);
+  session.on('error', () => {});
+  const stream = session.request({ ':method': 'GET', ':path': '/bulk' });
+  stream.pause();
+  const received: Buffer[] = [];
+  let status = 0;
+  let ended = false;
+  let resetCode: number | undefined;
+  stream.on('response', (headers) => (status = Number(headers[':status'])));
+  stream.on('data', (data: Buffer) => received.push(data));
+  stream.on('end', () => (ended = true));
+  stream.on('error', () => {});
+  stream.on('close', () => (resetCode = stream.rstCode));
+  return {
+    stream,
+    session,
+    get status() {
+      return status;
+    },
+    get ended() {
+      return ended;
+    },
+    get resetCode() {
+      return resetCode;
+    },
+    received: () => Buffer.concat(received),
+  };
+}
+
+describe('limits.response_send_timeout over HTTP/2: a stream whose client opens no window', () => {
+  it('is not cut as the upstream`s silence: a client that pauses for five times upstream_idle_timeout then reads gets every byte, outcome completed', async () => {
+    const sidecar = await startTestSidecar(upstream.url, 'upstream_idle_timeout: 300ms\nlimits:\n  response_send_timeout: 20s\n');
+    try {
+      const client = stalledH2Client(sidecar.proxyUrl);
+      await sleep(1_500);
+      client.stream.resume();
+      await eventually('the whole body', () => client.ended || client.resetCode !== undefined, (done) => done, 20_000);
+      expect(client.status).toBe(200);
+      expect(client.ended).toBe(true);
+      expect(client.received().equals(BODY)).toBe(true);
+      const lines = await eventually('the request line', () => sidecar.logs.filter((l) => l.msg === 'request'), (l) => l.length === 1);
+      expect(lines[0]).toMatchObject({ outcome: 'completed', status: 200 });
+      client.session.close();
+    } finally {
+      await sidecar.close();
+    }
+  }, 40_000);
+
+  it('is cut after response_send_timeout, not upstream_idle_timeout: outcome client_cancelled naming the limit, counted, the upstream connection closed', async () => {
+    const sidecar = await startTestSidecar(upstream.url, 'upstream_idle_timeout: 60s\nlimits:\n  response_send_timeout: 1s\n');
+    try {
+      const connectionsBefore = upstream.sockets.length;
+      const startedMs = performance.now();
+      const client = stalledH2Client(sidecar.proxyUrl);
+      const upstreamSide = await eventually('the upstream connection', () => upstream.sockets[connectionsBefore], (s) => s !== undefined && s.written > 0);
+      const lines = await eventually('the request line', () => sidecar.logs.filter((l) => l.msg === 'request'), (l) => l.length === 1, 15_000);
+      const tookMs = performance.now() - startedMs;
+      expect(lines[0]).toMatchObject({ outcome: 'client_cancelled', status: 200, error: 'the client took no response bytes for 1000 ms (limits.response_send_timeout)' });
+      expect(tookMs).toBeGreaterThanOrEqual(1_000);
+      expect(tookMs).toBeLessThan(15_000);
+      await eventually('the upstream connection closed', () => upstreamSide!.closed, (closed) => closed);
+      expect(upstreamSide!.written).toBeLessThan(BODY_BYTES);
+      // The stream is reset (INTERNAL_ERROR: node:http2 resets a stream mid-body with no other code), never ended cleanly.
+      client.stream.resume();
+      await eventually('the stream closed', () => client.resetCode, (code) => code !== undefined);
+      expect(client.ended).toBe(false);
+      expect(client.resetCode).toBe(http2.constants.NGHTTP2_INTERNAL_ERROR);
+      const metrics = await scrape(sidecar.adminUrl);
+      expect(sumValues(metrics, 'tokentap_limit_exceeded_total', { limit: 'response_send_timeout' })).toBe(1);
+      expect(sumValues(metrics, 'tokentap_requests_total', { outcome: 'timeout' })).toBe(0);
+      client.session.close();
     } finally {
       await sidecar.close();
     }
