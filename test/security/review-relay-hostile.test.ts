@@ -91,6 +91,7 @@ describe('an upstream connection out of step is never handed to the next request
     ['a NUL in a header value', 'HTTP/1.1 200 OK\r\nX-A: a\u0000b\r\nContent-Length: 2\r\n\r\nok'],
     ['a bare CR in the status line', 'HTTP/1.1 200 OK\rX-A: b\r\nContent-Length: 2\r\n\r\nok'],
     ['a status line without a version', '200 OK\r\nContent-Length: 2\r\n\r\nok'],
+    ['a Content-Length above 2^53 (llhttp counts it exactly; it was written to the client as 9007199254740992)', 'HTTP/1.1 200 OK\r\nContent-Length: 9007199254740993\r\n\r\nok'],
   ])('answers 502 to a response head with %s, relaying none of it', async (_what, answer) => {
     const path = `/bad-head-${answer.length}`;
     scripts[path] = (s) => s.write(answer);
@@ -107,6 +108,15 @@ describe('an upstream connection out of step is never handed to the next request
 });
 
 describe('request bodies that are not data', () => {
+  it('refuses a Content-Length above 2^53 with 400, forwarding nothing (it went upstream as 9007199254740992, one less than llhttp counts)', async () => {
+    relay.upstream.mark();
+    const c = await client();
+    c.write('POST /v1/echo HTTP/1.1\r\nHost: x\r\nContent-Length: 9007199254740993\r\n\r\nabc');
+    const text = await c.readToClose();
+    expect(text).toBe('HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: 49\r\nConnection: close\r\n\r\ntokentap: Content-Length is larger than 2^53 - 1\n');
+    expect(relay.upstream.since()).toBe('');
+  });
+
   it.each([
     ['a 1 MiB chunk extension', `1;a=${'b'.repeat(1 << 20)}\r\nx\r\n0\r\n\r\n`, 400, 'HPE_CHUNK_EXTENSIONS_OVERFLOW'],
     ['a trailer section of 50,000 fields', `1\r\nx\r\n0\r\n${'X-T: aaaaaaaaaaaaaaaa\r\n'.repeat(50_000)}\r\n`, 431, 'HPE_HEADER_OVERFLOW'],
