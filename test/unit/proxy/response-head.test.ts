@@ -86,6 +86,9 @@ describe('reading an upstream response head', () => {
     const hostile = `x\u009b31m\u0085${'y'.repeat(12_000)}`;
     const problem = read(`HTTP/1.1 200 OK\r\nTransfer-Encoding: ${hostile}\r\n\r\n`).head.framingProblem as string;
     expect(problem).toBe(`transfer coding "x?31m?${'y'.repeat(58)}…" (tokentap relays chunked alone)`);
+    // Exactly 64 characters are quoted whole, unmarked.
+    const exact = read(`HTTP/1.1 200 OK\r\nTransfer-Encoding: ${'z'.repeat(64)}\r\n\r\n`).head.framingProblem as string;
+    expect(exact).toBe(`transfer coding "${'z'.repeat(64)}" (tokentap relays chunked alone)`);
   });
 
   it('refuses a malformed head with the parser\'s code and reason', () => {
