@@ -481,6 +481,7 @@ function freezeLimits(config: ConfigFile['limits']): RelayLimits {
     maxConnectionsPerClient: config?.max_connections_per_client ?? maxConnections,
     requestHeadTimeoutMs: ms(config?.request_head_timeout, LIMIT_DEFAULTS.requestHeadTimeoutMs),
     requestBodyIdleTimeoutMs: ms(config?.request_body_idle_timeout, LIMIT_DEFAULTS.requestBodyIdleTimeoutMs),
+    responseSendTimeoutMs: ms(config?.response_send_timeout, LIMIT_DEFAULTS.responseSendTimeoutMs),
     sniffedBodyBytes: config?.sniffed_body_bytes ?? LIMIT_DEFAULTS.sniffedBodyBytes,
     rewrittenBodyBytes: config?.rewritten_body_bytes ?? LIMIT_DEFAULTS.rewrittenBodyBytes,
     heldBodyBytes: config?.held_body_bytes ?? LIMIT_DEFAULTS.heldBodyBytes,

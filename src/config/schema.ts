@@ -457,6 +457,8 @@ const limitSettings = z.strictObject({
   request_head_timeout: timerDuration.optional(),
   /** Silence from the client in the middle of a request body before it is cut with 408 (default 60s). */
   request_body_idle_timeout: timerDuration.optional(),
+  /** Time a client may take no byte of its response that tokentap holds for it before the response is cut (default 60s). */
+  response_send_timeout: timerDuration.optional(),
   /** Bytes of one JSON request body held to read its `model` (default 1 MiB). */
   sniffed_body_bytes: limitCount.optional(),
   /** Bytes of one request body held by `inject_usage` to rewrite it (default 8 MiB). */

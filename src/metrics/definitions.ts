@@ -648,7 +648,7 @@ export const POD_METRICS = {
 export const RELAY_METRICS = {
   /**
    * One per time a limit of `limits:` tripped (src/proxy/relay-limits.ts, docs/limits.md); `limit`
-   * names it (connections, fds, request_head_timeout, request_body_idle_timeout, sniffed_body_bytes,
+   * names it (connections, fds, request_head_timeout, request_body_idle_timeout, response_send_timeout, sniffed_body_bytes,
    * rewritten_body_bytes, held_body_bytes, pipelined_requests, min_request_chunk_bytes, interim_responses,
    * interim_response_bytes, log_buffer_bytes; HTTP/2: h2_max_header_list_bytes, h2_client_resets_per_second,
    * and the nghttp2 session bounds h2_continuation_frames, h2_flood, h2_invalid_frames). For

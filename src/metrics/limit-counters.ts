@@ -9,6 +9,7 @@ export type LimitName =
   | 'fds'
   | 'request_head_timeout'
   | 'request_body_idle_timeout'
+  | 'response_send_timeout'
   | 'sniffed_body_bytes'
   | 'rewritten_body_bytes'
   | 'held_body_bytes'

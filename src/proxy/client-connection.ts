@@ -94,6 +94,14 @@ export class ClientConnection implements ExchangeClient {
   private bodyBytes = 0;
   bodyCheckedActivity = 0;
   bodyActiveSinceMs = -1;
+  /**
+   * For limits.response_send_timeout, checked by the listener's sweep: performance.now() since when
+   * the client has taken no byte while the upstream is paused for it (-1 otherwise), and the bytes
+   * its socket had handed to the kernel then. A client that takes any byte is not stalled: as
+   * nginx's send_timeout, the time between two writes, not for the whole response.
+   */
+  private sendStalledSinceMs = -1;
+  private sendTakenBytes = 0;
   /** Set when the connection opened with the HTTP/2 preface: node:http2 serves it from then on (h2/). */
   private h2: Http2ClientSession | undefined;
 
@@ -436,6 +444,27 @@ export class ClientConnection implements ExchangeClient {
   /** Reading is stopped by tokentap (backpressure), not by the client: the body idle timeout waits. */
   get readingStopped(): boolean {
     return this.readingPausedByUpstream || this.pausedForQueue;
+  }
+
+  /** The response's stall check (see sendStalledSinceMs): cuts it past limits.response_send_timeout. */
+  checkResponseSend(now: number): void {
+    const current = this.current;
+    if (current === undefined || !current.readingStoppedForClient) {
+      this.sendStalledSinceMs = -1;
+      return;
+    }
+    // Written and no longer held: what the kernel has taken (bytesWritten counts the held bytes too).
+    const taken = this.socket.bytesWritten - this.socket.writableLength;
+    if (this.sendStalledSinceMs === -1 || taken > this.sendTakenBytes) {
+      this.sendStalledSinceMs = now;
+      this.sendTakenBytes = taken;
+      return;
+    }
+    const timeoutMs = this.context.limits.responseSendTimeoutMs;
+    if (now - this.sendStalledSinceMs <= timeoutMs) return;
+    this.sendStalledSinceMs = -1;
+    this.context.counters.tripped('response_send_timeout');
+    current.responseSendTimedOut(`the client took no response bytes for ${timeoutMs} ms (limits.response_send_timeout)`);
   }
 
   /** Nothing of the request body came for limits.request_body_idle_timeout. */

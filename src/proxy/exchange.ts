@@ -22,8 +22,29 @@ import type { RequestInjection, UpstreamRequestBody, UsageChunkStripper, UsageIn
  */
 const MAX_PIECES_APART = 8;
 
+/**
+ * Methods whose body every upstream reads. Content in a GET, HEAD, OPTIONS, DELETE... "has no
+ * generally defined semantics" (RFC 9110 section 9.3.1), and servers skip it: cpp-httplib, llama.cpp's
+ * server, read a body only for POST, PUT, PATCH and PRI (DELETE in some versions) until
+ * yhirose/cpp-httplib@91271c0 (2026-05-15), whatever Content-Length said, taking it for the next request.
+ */
+const BODY_READ_METHODS: ReadonlySet<string> = new Set(['POST', 'PUT', 'PATCH']);
+
 /** Methods RFC 9110 section 9.2.2 defines as idempotent: a request with one may be sent again. */
 const IDEMPOTENT_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DELETE']);
+
+/**
+ * The request carries `Expect: 100-continue`, read as loosely as any upstream may read it: in any
+ * Expect field, among other expectations (Node's server matches `100-continue` anywhere in the
+ * joined fields). Read strictly, `Expect: x, 100-continue` or a second Expect field escaped the
+ * rule that closes a connection whose upstream may have declined the body (startResponse).
+ */
+function asksToContinue(rawHeaders: readonly string[]): boolean {
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    if ((rawHeaders[i] as string).toLowerCase() === 'expect' && /(?:^|\W)100-continue(?:$|\W)/i.test(rawHeaders[i + 1] as string)) return true;
+  }
+  return false;
+}
 
 /** What every exchange of one proxy listener shares: built once. */
 export interface ExchangeContext {
@@ -152,6 +173,8 @@ export class Exchange implements UpstreamOwner, IdleWatched {
   private bodyBlockedByUpstream = false;
   /** The client sent `Expect: 100-continue` and waits for the upstream's word before its body. */
   private readonly expectsContinue: boolean;
+  /** The upstream answered with `100 Continue` before its final answer. */
+  private upstreamContinued = false;
   private upstreamReusable = false;
   private clientKeepAlive = false;
   private upstreamPaused = false;
@@ -187,7 +210,7 @@ export class Exchange implements UpstreamOwner, IdleWatched {
     this.context = context;
     this.client = client;
     this.request = request;
-    this.expectsContinue = request.bodyFraming !== 'none' && /^100-continue$/i.test(rawHeader(request.rawHeaders, 'expect') ?? '');
+    this.expectsContinue = request.bodyFraming !== 'none' && asksToContinue(request.rawHeaders);
     const needsHeaders = context.observe || context.usageInjection !== undefined;
     const headers = needsHeaders ? incomingHeaders(request.rawHeaders) : undefined;
     if (context.observe) {
@@ -387,7 +410,31 @@ export class Exchange implements UpstreamOwner, IdleWatched {
    * `Expect: 100-continue` for the upstream's first word.
    */
   get waitingForClient(): boolean {
-    return !this.requestEnded && !this.responseHeadSent && !this.bodyBlockedByUpstream && !(this.expectsContinue && this.upstreamActivity === 0);
+    return this.readingStoppedForClient || (!this.requestEnded && !this.responseHeadSent && !this.bodyBlockedByUpstream && !(this.expectsContinue && this.upstreamActivity === 0));
+  }
+
+  /**
+   * tokentap stopped reading the upstream because the client is not taking the response: the
+   * upstream's silence is then tokentap's doing, not the upstream's (a client that stopped reading
+   * was cut as the upstream's `timeout` after upstream_idle_timeout, which burns the SLO: any client
+   * could page on-call). limits.response_send_timeout times the client instead (client-connection.ts).
+   */
+  get readingStoppedForClient(): boolean {
+    return this.upstreamPaused && this.phase !== Phase.Done;
+  }
+
+  /**
+   * The client took no byte of the response for limits.response_send_timeout while tokentap held
+   * bytes for it: it has stopped reading, as good as gone (outcome `client_cancelled`). Its stream is
+   * cut and the upstream connection closed, so the server stops generating for nobody.
+   */
+  responseSendTimedOut(detail: string): void {
+    if (this.phase === Phase.Done) return;
+    this.settle();
+    this.monitor.fail('client_cancelled', undefined, detail);
+    this.upstream?.discard();
+    this.upstream = undefined;
+    this.client.socket.destroy();
   }
 
   upstreamTimeout(): void {
@@ -569,6 +616,7 @@ export class Exchange implements UpstreamOwner, IdleWatched {
       // that does not read grew the process by 1-3 GB in 8 s (issue 13).
       this.interimResponses++;
       this.interimBytes += headBytes;
+      if (head.status === 100) this.upstreamContinued = true;
       const limits = this.context.limits;
       if (this.interimResponses > limits.interimResponses || this.interimBytes > limits.interimResponseBytes) {
         const count = this.interimResponses > limits.interimResponses;
@@ -604,7 +652,7 @@ export class Exchange implements UpstreamOwner, IdleWatched {
     // that body anyway, after the head: on a reused connection those bytes would be read as the
     // next request's response. Such a connection is closed, not pooled.
     const bodyAnnounced = framing === 'none' && (head.transferEncoded || head.contentLength > 0);
-    this.upstreamReusable = head.keepAlive && framing !== 'close' && !bodyAnnounced;
+    this.upstreamReusable = head.keepAlive && framing !== 'close' && !bodyAnnounced && !this.bodyMayBeUnread();
     let headers = endToEndHeaders(head.rawHeaders);
     let extra = '';
     let closeDelimited = framing === 'close';
@@ -633,7 +681,11 @@ export class Exchange implements UpstreamOwner, IdleWatched {
     if (framing === 'chunked') this.chunked = new ChunkedBody();
     else if (framing === 'length') this.remaining = head.contentLength;
     this.dataWanted = this.context.observe || this.output === Output.Chunked || this.output === Output.Raw;
-    this.clientKeepAlive = request.keepAlive && !closeDelimited;
+    // An answer that comes before the whole request body (an upload refused early, a final status
+    // to `Expect: 100-continue`) ends a connection the rest of the body would otherwise be read on
+    // as the next request: announced here (RFC 9110 section 10.1.1: a server that answers before
+    // reading the whole request SHOULD say whether it closes), not kept-alive and then closed.
+    this.clientKeepAlive = request.keepAlive && !closeDelimited && this.requestEnded;
     // As node:http does: clients that read the hint (undici, fetch) stop reusing the connection
     // before tokentap closes it, instead of sending a request into the close.
     if (!this.clientKeepAlive) extra += 'Connection: close\r\n';
@@ -642,6 +694,25 @@ export class Exchange implements UpstreamOwner, IdleWatched {
     this.responseHeadSent = true;
     // The head goes out when the upstream's does, not with the first body byte.
     this.writeClient(responseHead(head.status, head.statusMessage, headers, extra), 'latin1', framing === 'none' ? this.deliveredCallback() : undefined);
+  }
+
+  /**
+   * The upstream may have left the request body unread, so its bytes may be read as the next
+   * request on the connection: pooled, that request's answer would go to the next client on it, and
+   * the next client's to the one after (an attacker's smuggled request answered to a victim, and
+   * the victim's answer, its Authorization echoed, to the attacker:
+   * test/security/review-relay-hostile.test.ts). Such a connection is closed, not pooled:
+   * - a final answer to `Expect: 100-continue` with no 100 before it: RFC 9110 section 10.1.1 lets
+   *   the server decline the body, and one that reads on as if none followed takes the body (sent by
+   *   a client that did not wait) for a request (the Expect desync; inject_usage drops `Expect`);
+   * - a body on a method whose body servers skip (BODY_READ_METHODS; the 0.CL desync).
+   */
+  private bodyMayBeUnread(): boolean {
+    const request = this.request;
+    const hasBody = request.bodyFraming === 'chunked' || (request.bodyFraming === 'length' && request.contentLength > 0);
+    if (!hasBody) return false;
+    if (!BODY_READ_METHODS.has(request.method)) return true;
+    return this.expectsContinue && this.injection === undefined && !this.upstreamContinued;
   }
 
   /** Relays `buffer` from `start`: forwarded first, then its data handed to the monitor. */

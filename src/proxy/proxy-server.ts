@@ -101,6 +101,8 @@ export class ProxyServer extends net.Server {
         idleSweep,
         requestBodyIdleSweep: new IdleSweep(limits.requestBodyIdleTimeoutMs),
         requestBodyIdleTimeoutMs: limits.requestBodyIdleTimeoutMs,
+        responseSendSweep: new IdleSweep(limits.responseSendTimeoutMs),
+        responseSendTimeoutMs: limits.responseSendTimeoutMs,
         observe: options.observe !== false,
         monitor: options.monitor,
         sniffing,
@@ -177,7 +179,7 @@ export class ProxyServer extends net.Server {
     this.clientKeepAliveMs = context.clientKeepAliveMs;
     // node:http checks heads every 30 s; a quarter of the shorter timeout (at most 1 s) keeps each
     // cut close to its time.
-    const checkEveryMs = Math.min(1_000, Math.max(10, Math.min(this.headersTimeoutMs, this.clientKeepAliveMs, this.requestBodyIdleTimeoutMs) / 4));
+    const checkEveryMs = Math.min(1_000, Math.max(10, Math.min(this.headersTimeoutMs, this.clientKeepAliveMs, this.requestBodyIdleTimeoutMs, limits.responseSendTimeoutMs) / 4));
     this.timersCheck = setInterval(() => this.checkTimers(), checkEveryMs).unref();
     this.on('close', () => {
       clearInterval(this.timersCheck);
@@ -225,13 +227,14 @@ export class ProxyServer extends net.Server {
     options.monitor.logger.warn({ ...fields, open_connections: this.clients.size }, message);
   }
 
-  /** Head timeout, body idle timeout and keep-alive idle close for every client connection, in one pass. */
+  /** Head timeout, body idle timeout, keep-alive idle close and response send timeout for every client connection, in one pass. */
   private checkTimers(): void {
     const now = performance.now();
     for (const connection of this.clients) {
       if (connection.headStartedMs !== -1 && now - connection.headStartedMs > this.headersTimeoutMs) connection.headersTimedOut();
       else if (connection.bodyActiveSinceMs !== -1) this.checkBodyIdle(connection, now);
       else if (connection.idleSinceMs !== -1 && now - connection.idleSinceMs > this.clientKeepAliveMs && connection.idle) connection.closeIdle();
+      connection.checkResponseSend(now);
     }
   }
 

@@ -17,6 +17,11 @@ export interface RelayLimits {
   readonly requestHeadTimeoutMs: number;
   /** Silence from the client in the middle of a request body before the request is cut (408). */
   readonly requestBodyIdleTimeoutMs: number;
+  /**
+   * Time a client may take no byte of its response while tokentap holds bytes for it (the upstream
+   * paused for it) before the response is cut: the upstream's silence meanwhile is not the upstream's.
+   */
+  readonly responseSendTimeoutMs: number;
   /** Bytes of one JSON request body held to read its `model`. */
   readonly sniffedBodyBytes: number;
   /** Bytes of one request body held by `inject_usage` to rewrite it. */
@@ -87,6 +92,8 @@ export const LIMIT_DEFAULTS = {
   requestHeadTimeoutMs: 60_000,
   /** nginx's client_body_timeout: the time between two reads of a body, not for the whole body. */
   requestBodyIdleTimeoutMs: 60_000,
+  /** nginx's send_timeout: the time between two successful writes to the client, not for the whole response. */
+  responseSendTimeoutMs: 60_000,
   /** Chat requests are far smaller; a larger body is forwarded with its model unknown. */
   sniffedBodyBytes: 1 << 20,
   rewrittenBodyBytes: 8 << 20,

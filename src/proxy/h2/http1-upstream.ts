@@ -7,6 +7,12 @@ import { endToEndFields, fieldObject } from './h2-headers.js';
 
 const { NGHTTP2_NO_ERROR, NGHTTP2_CANCEL, NGHTTP2_INTERNAL_ERROR } = http2.constants;
 
+/** Methods whose body every HTTP/1.1 server reads (exchange.ts has the same set and why). */
+const BODY_READ_METHODS: ReadonlySet<string> = new Set(['POST', 'PUT', 'PATCH']);
+
+/** `100-continue` among an Expect field's expectations, as Node's server matches it. */
+const CONTINUE = /(?:^|\W)100-continue(?:$|\W)/i;
+
 /**
  * HTTP/2 client streams forwarded to an HTTP/1.1 upstream (`upstream_protocol: http1`): each
  * stream is one HTTP/1.1 request on node:http's keep-alive agent, which frames the request body
@@ -66,7 +72,22 @@ export class Http1Leg extends EventEmitter {
     for (const name of Object.keys(h2)) if (!name.startsWith(':') && name !== 'te') fields[name] = h2[name];
     // The client's :authority is the Host the upstream sees, as an HTTP/1.1 client's Host is.
     fields.host = String(h2[':authority'] ?? `${host}:${port}`);
-    this.req = http.request({ agent, host, port, method: String(h2[':method']), path: String(h2[':path']), headers: fields, setHost: false });
+    const method = String(h2[':method']);
+    // A stream that may carry DATA on a method other than POST, PUT or PATCH: node:http chunks a body
+    // only for methods it expects one on, and wrote the DATA of a GET, HEAD, DELETE, OPTIONS or
+    // TRACE after the head unframed, where the upstream read it as the next request (any HTTP/2
+    // client smuggled a request, its answer going to the next stream on the kept-alive connection:
+    // test/security/review-h2-body-framing.test.ts). It is chunked, and, since some servers read no
+    // body on those methods whatever its framing (cpp-httplib, llama-server, until
+    // yhirose/cpp-httplib@91271c0), sent on a connection of its own, closed after it, never pooled,
+    // as on HTTP/1.1 (exchange.ts). (A `Connection: close` field alone is not enough: node:http
+    // still pools the socket when the answer does not say close.) So is a request with `expect:
+    // 100-continue`, whose body an upstream may decline by answering at once and then read as the
+    // next request (the Expect desync; exchange.ts).
+    const mayLeaveBodyUnread = !BODY_READ_METHODS.has(method) || CONTINUE.test(String(h2.expect ?? ''));
+    const unpooled = !endStream && mayLeaveBodyUnread;
+    if (unpooled && !BODY_READ_METHODS.has(method)) fields['transfer-encoding'] = 'chunked';
+    this.req = http.request({ agent: unpooled ? false : agent, host, port, method, path: String(h2[':path']), headers: fields, setHost: false });
     this.req.on('response', (res: http.IncomingMessage) => {
       this.res = res;
       const headers = fieldObject(endToEndFields(endToEndHeaders(res.rawHeaders)), { ':status': res.statusCode ?? 502 });

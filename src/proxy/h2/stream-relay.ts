@@ -45,6 +45,9 @@ export interface StreamRelayContext {
   /** Times the client's silence on a request body the upstream waits for (limits.request_body_idle_timeout). */
   readonly requestBodyIdleSweep: IdleSweep;
   readonly requestBodyIdleTimeoutMs: number;
+  /** Times a client that takes none of its response while the upstream is paused for it (limits.response_send_timeout). */
+  readonly responseSendSweep: IdleSweep;
+  readonly responseSendTimeoutMs: number;
   readonly observe: boolean;
   readonly monitor: MonitorDependencies;
   readonly sniffing: SnifferLimits;
@@ -96,6 +99,9 @@ export class StreamRelay implements IdleWatched {
   private requestEnded = false;
   private responseStarted = false;
   private upstreamPaused = false;
+  /** The client stream drained while the upstream was paused for it: its progress, for limits.response_send_timeout. */
+  private clientDrains = 0;
+  private sendWatch: IdleWatched | undefined;
   private upstreamTrailers: IncomingHttpHeaders | undefined;
   private upstreamError: string | undefined;
   /**
@@ -147,6 +153,7 @@ export class StreamRelay implements IdleWatched {
     client.on('drain', () => {
       if (this.upstreamPaused) {
         this.upstreamPaused = false;
+        this.clientDrains++;
         this.upstream?.resume();
       }
     });
@@ -163,6 +170,7 @@ export class StreamRelay implements IdleWatched {
       return;
     }
     context.idleSweep.watch(this);
+    this.watchResponseSend();
     if (!client.endAfterHeaders) this.watchRequestBody();
     this.open();
   }
@@ -176,8 +184,45 @@ export class StreamRelay implements IdleWatched {
    * silence (upstream_idle_timeout) but as the client's (request_body_idle_timeout), as the
    * HTTP/1.1 relay times a body that stops arriving.
    */
-  get waitingForClient(): boolean {
+  private get waitingForRequestBody(): boolean {
     return !this.requestEnded && !this.responseStarted && (!this.grpc || this.requestActivity === 0) && !this.client.isPaused();
+  }
+
+  /**
+   * For upstream_idle_timeout: the upstream's silence is the client's doing while its request body
+   * is awaited (above), and while the upstream is paused because the client takes none of its
+   * response (a client that never opened its window was cut as the upstream's `timeout`, which burns
+   * the SLO); limits.response_send_timeout times that client instead (watchResponseSend).
+   */
+  get waitingForClient(): boolean {
+    return this.upstreamPaused || this.waitingForRequestBody;
+  }
+
+  private watchResponseSend(): void {
+    const relay = this;
+    this.sendWatch = {
+      upstreamActivity: 0,
+      get requestActivity() {
+        return relay.clientDrains;
+      },
+      // Timed only while the upstream is paused for the client.
+      get waitingForClient() {
+        return !relay.upstreamPaused;
+      },
+      upstreamTimeout: () => this.responseSendTimeout(),
+    };
+    this.context.responseSendSweep.watch(this.sendWatch);
+  }
+
+  /** The client took none of its response for limits.response_send_timeout: as good as gone, its stream is cut. */
+  private responseSendTimeout(): void {
+    if (this.settled) return;
+    this.context.counters.tripped('response_send_timeout');
+    const detail = `the client took no response bytes for ${this.context.responseSendTimeoutMs} ms (limits.response_send_timeout)`;
+    this.finish();
+    this.monitor.fail('client_cancelled', undefined, detail);
+    if (this.upstream !== undefined) reset(this.upstream, NGHTTP2_CANCEL, detail);
+    reset(this.client, NGHTTP2_INTERNAL_ERROR, detail);
   }
 
   private watchRequestBody(): void {
@@ -189,7 +234,7 @@ export class StreamRelay implements IdleWatched {
       },
       // Not the client's silence: the upstream is working, or takes no more of the body.
       get waitingForClient() {
-        return !relay.waitingForClient;
+        return !relay.waitingForRequestBody;
       },
       upstreamTimeout: () => this.requestBodyTimeout(),
     };
@@ -547,6 +592,7 @@ export class StreamRelay implements IdleWatched {
     this.settled = true;
     this.context.idleSweep.unwatch(this);
     if (this.bodyWatch !== undefined) this.context.requestBodyIdleSweep.unwatch(this.bodyWatch);
+    if (this.sendWatch !== undefined) this.context.responseSendSweep.unwatch(this.sendWatch);
     this.sniffer?.release();
     this.releaseGrpcHead();
     this.replay = undefined;

@@ -77,6 +77,9 @@ export function checkRequestHead(major: number, minor: number, method: string, t
   if (hosts > 1) return refused(400, 'more than one Host header');
   if (hosts === 0 && minor >= 1) return refused(400, 'no Host header in an HTTP/1.1 request');
   if (hosts === 1 && !AUTHORITY.test(hostValue)) return refused(400, 'the Host header is not a host[:port]');
+  // llhttp takes any length below 2^64; a Number holds integers exactly only to 2^53, and the length
+  // tokentap writes upstream must be the one llhttp counts (9007199254740993 went upstream as ...992).
+  if (contentLength > Number.MAX_SAFE_INTEGER) return refused(400, 'Content-Length is larger than 2^53 - 1');
 
   let forwardTarget = target;
   let host: string | undefined;

@@ -104,6 +104,8 @@ function describe(status: number, statusMessage: string, rawHeaders: string[], k
   }
   let chunked = false;
   let framingProblem: string | undefined;
+  // As for requests (request-rules.ts): the length written to the client must be the one llhttp counts.
+  if (contentLength > Number.MAX_SAFE_INTEGER) framingProblem = 'Content-Length larger than 2^53 - 1';
   if (transferEncoding !== undefined) {
     // Empty list elements are ignored (RFC 9110 section 5.6.1).
     const codings = transferEncoding.toLowerCase().split(',').map((coding) => coding.trim()).filter((coding) => coding !== '');

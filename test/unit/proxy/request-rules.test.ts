@@ -18,6 +18,9 @@ describe('request rules', () => {
     expect(checkRequestHead(1, 1, 'POST', '/x', ['Host', 'h', 'Transfer-Encoding', ', chunked'])).toMatchObject({ ok: true, framing: 'chunked' });
     expect(checkRequestHead(1, 1, 'POST', '/x', ['Host', 'h', 'Transfer-Encoding', ' , ', 'Content-Length', '2'])).toMatchObject({ ok: false, status: 400 });
     expect(checkRequestHead(1, 1, 'POST', '/x', ['Host', 'h', 'Transfer-Encoding', 'gzip', 'Transfer-Encoding', 'chunked'])).toMatchObject({ ok: false, status: 501 });
+    // The length written upstream is the one llhttp counts: a Number holds it exactly up to 2^53 - 1.
+    expect(checkRequestHead(1, 1, 'POST', '/x', ['Host', 'h', 'Content-Length', '9007199254740991'])).toMatchObject({ ok: true, contentLength: 9007199254740991 });
+    expect(checkRequestHead(1, 1, 'POST', '/x', ['Host', 'h', 'Content-Length', '9007199254740992'])).toEqual({ ok: false, status: 400, reason: 'Content-Length is larger than 2^53 - 1' });
   });
 
   it('takes the Host from an absolute-form target, and never quotes a target in a reason', () => {

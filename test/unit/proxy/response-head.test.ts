@@ -61,7 +61,7 @@ describe('reading an upstream response head', () => {
     expect(read('HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 0\r\n\r\n').head.keepAlive).toBe(false);
   });
 
-  it('names why a response cannot be framed: no coding, a coding other than chunked alone, or chunked on HTTP/1.0', () => {
+  it('names why a response cannot be framed: no coding, a coding other than chunked alone, chunked on HTTP/1.0, or a length past 2^53 - 1', () => {
     const problem = (head: string) => read(`${head}\r\n`).head;
     expect(problem('HTTP/1.1 200 OK\r\nTransfer-Encoding: ,\r\n')).toMatchObject({ framingProblem: 'Transfer-Encoding names no transfer coding', transferEncoded: true, chunked: false });
     expect(problem('HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n')).toMatchObject({ framingProblem: 'transfer coding "gzip" (tokentap relays chunked alone)', transferEncoded: true, chunked: false });
@@ -77,12 +77,18 @@ describe('reading an upstream response head', () => {
     expect(problem('HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n')).toMatchObject({ framingProblem: 'Transfer-Encoding in an HTTP/1.0 response', chunked: true });
     expect(problem('HTTP/1.1 200 OK\r\nTransfer-Encoding: , Chunked ,\r\n')).toMatchObject({ framingProblem: undefined, chunked: true, transferEncoded: true });
     expect(problem('HTTP/1.1 200 OK\r\nContent-Length: 3\r\n')).toMatchObject({ framingProblem: undefined, chunked: false, transferEncoded: false, contentLength: 3 });
+    // A length a Number holds exactly is written as read; one past it would be written rounded.
+    expect(problem('HTTP/1.1 200 OK\r\nContent-Length: 9007199254740991\r\n')).toMatchObject({ framingProblem: undefined, contentLength: 9007199254740991 });
+    expect(problem('HTTP/1.1 200 OK\r\nContent-Length: 9007199254740992\r\n')).toMatchObject({ framingProblem: 'Content-Length larger than 2^53 - 1' });
   });
 
   it('quotes an upstream\'s coding in the problem (which reaches the log line) without C1 controls, and at most 64 characters of it', () => {
     const hostile = `x\u009b31m\u0085${'y'.repeat(12_000)}`;
     const problem = read(`HTTP/1.1 200 OK\r\nTransfer-Encoding: ${hostile}\r\n\r\n`).head.framingProblem as string;
     expect(problem).toBe(`transfer coding "x?31m?${'y'.repeat(58)}…" (tokentap relays chunked alone)`);
+    // Exactly 64 characters are quoted whole, unmarked.
+    const exact = read(`HTTP/1.1 200 OK\r\nTransfer-Encoding: ${'z'.repeat(64)}\r\n\r\n`).head.framingProblem as string;
+    expect(exact).toBe(`transfer coding "${'z'.repeat(64)}" (tokentap relays chunked alone)`);
   });
 
   it('refuses a malformed head with the parser\'s code and reason', () => {
