@@ -149,7 +149,12 @@ export class StreamRelay implements IdleWatched {
     this.monitor.trace(fields);
     this.upstreamHeaders = upstreamRequestHeaders(headers, fields);
     client.on('data', (chunk: Buffer) => this.requestBody(chunk));
-    client.on('end', () => this.requestEnd(grpc));
+    // A stream the client reset (RST_STREAM) also emits 'end', after 'aborted' (Node 20 and 24): not
+    // the end of its body, which ending the upstream request would complete with the part sent
+    // (test/security/review-h2-aborted-body.test.ts). Its 'close' follows and ends the relay.
+    client.on('end', () => {
+      if (!client.aborted) this.requestEnd(grpc);
+    });
     client.on('drain', () => {
       if (this.upstreamPaused) {
         this.upstreamPaused = false;
