@@ -318,8 +318,11 @@ export class StreamRelay implements IdleWatched {
     if (!grpc) {
       const body = this.sniffer?.parsed();
       this.monitor.requestBody(modelOf(body), body);
+    } else {
+      this.grpcModel();
+      // A stream that ended with no whole message (an empty one) has sent all it will.
+      this.monitor.requestComplete();
     }
-    else this.grpcModel();
     const upstream = this.upstream;
     if (upstream !== undefined && !upstream.destroyed && !this.client.endAfterHeaders) upstream.end();
   }
