@@ -94,6 +94,8 @@ export class RequestMonitor implements InterTokenSink, TapContext {
   private wasRetried = false;
   /** As the body named it, for the span only (a span is not a series, so no folding into `other`). */
   private requestedModel: string | undefined;
+  /** The client has sent its whole request (requestComplete): see FinishedRequestFacts.requestUnsent. */
+  private requestSent = false;
   /** When the upstream read being relayed arrived (arrived()); NaN until the proxy first says so. */
   private arrivedMs = Number.NaN;
   /** The prompt's keyed block hashes, taken once from the parsed body (requestBody()); never its text. */
@@ -122,6 +124,7 @@ export class RequestMonitor implements InterTokenSink, TapContext {
    * `body`, the parsed JSON, gives the workload-shape fingerprint here, once; it is not kept.
    */
   requestBody(model: string | undefined, body?: unknown): void {
+    this.requestComplete();
     this.requestedModel = model;
     try {
       this.labels(model);
@@ -129,6 +132,11 @@ export class RequestMonitor implements InterTokenSink, TapContext {
     } catch (error) {
       this.observationFailed('requestBody', error);
     }
+  }
+
+  /** The client has sent its whole request (a gRPC stream: its first message), whether or not it had a body to read. */
+  requestComplete(): void {
+    this.requestSent = true;
   }
 
   /**
@@ -454,6 +462,7 @@ export class RequestMonitor implements InterTokenSink, TapContext {
         ttftMs: onAnswer ? timeline.ttftAnswerMs : summary.ttftMs,
         unanswered: onAnswer && timeline.contentEvents > 0 && Number.isNaN(timeline.firstAnswerMs),
         e2eMs: summary.e2eMs,
+        requestUnsent: !this.requestSent,
       };
       recordSloEvents(this.deps.recorder, attributes, workload, facts, this.itlTokens, this.itlBadTokens);
       // Capacity at SLO judges a band's TTFT as the SLO does: a request refused or failed without a

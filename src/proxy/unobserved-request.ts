@@ -1,7 +1,7 @@
 import type { RequestMonitor } from './request-monitor.js';
 
 /** The part of RequestMonitor the proxy calls; the unobserved stand-in must answer all of it. */
-type ProxiedRequest = Pick<RequestMonitor, 'trace' | 'requestBody' | 'response' | 'arrived' | 'body' | 'bodyEnd' | 'delivered' | 'fail' | 'finished' | 'terminalSeen' | 'retried' | 'upstreamNotReused' | 'trailers'>;
+type ProxiedRequest = Pick<RequestMonitor, 'trace' | 'requestBody' | 'requestComplete' | 'response' | 'arrived' | 'body' | 'bodyEnd' | 'delivered' | 'fail' | 'finished' | 'terminalSeen' | 'retried' | 'upstreamNotReused' | 'trailers'>;
 
 /**
  * Stands in for a RequestMonitor when observation is switched off (`TOKENTAP_OBSERVE=off`): no tap,
@@ -24,6 +24,7 @@ export class UnobservedRequest implements ProxiedRequest {
   retried(): void {}
   upstreamNotReused(): void {}
   requestBody(): void {}
+  requestComplete(): void {}
   response(): void {}
   arrived(): void {}
   body(): void {}

@@ -51,6 +51,12 @@ export interface FinishedRequestFacts {
   /** With `ttft_on: first_answer`: tokens (reasoning) arrived but no answer token did. */
   readonly unanswered?: boolean;
   readonly e2eMs: number;
+  /**
+   * The client had not sent its whole request (its body, or a gRPC stream's first message) when the
+   * request ended. A client that leaves then was waiting on itself: the server never had the
+   * request to answer, so its leaving is no sign of slowness (judged only with `client_cancelled`).
+   */
+  readonly requestUnsent?: boolean;
 }
 
 const MS_PER_S = 1000;
@@ -69,6 +75,7 @@ export function ttftResult(thresholdS: number, facts: FinishedRequestFacts): Slo
   if (facts.outcome === 'completed' && facts.unanswered === true) return 'bad';
   if (facts.outcome === 'completed' || facts.nonStreamedAnswer) return undefined;
   if (facts.outcome !== 'client_cancelled') return 'bad';
+  if (facts.requestUnsent === true) return undefined;
   return facts.e2eMs / MS_PER_S > thresholdS ? 'bad' : undefined;
 }
 
@@ -79,7 +86,7 @@ export function e2eResult(thresholdS: number, facts: FinishedRequestFacts): SloR
     case 'completed':
       return withinS ? 'good' : 'bad';
     case 'client_cancelled':
-      return withinS ? undefined : 'bad';
+      return withinS || facts.requestUnsent === true ? undefined : 'bad';
     default:
       return 'bad';
   }

@@ -149,7 +149,12 @@ export class StreamRelay implements IdleWatched {
     this.monitor.trace(fields);
     this.upstreamHeaders = upstreamRequestHeaders(headers, fields);
     client.on('data', (chunk: Buffer) => this.requestBody(chunk));
-    client.on('end', () => this.requestEnd(grpc));
+    // A stream the client reset (RST_STREAM) also emits 'end', after 'aborted' (Node 20 and 24): not
+    // the end of its body, which ending the upstream request would complete with the part sent
+    // (test/security/review-h2-aborted-body.test.ts). Its 'close' follows and ends the relay.
+    client.on('end', () => {
+      if (!client.aborted) this.requestEnd(grpc);
+    });
     client.on('drain', () => {
       if (this.upstreamPaused) {
         this.upstreamPaused = false;
@@ -313,8 +318,11 @@ export class StreamRelay implements IdleWatched {
     if (!grpc) {
       const body = this.sniffer?.parsed();
       this.monitor.requestBody(modelOf(body), body);
+    } else {
+      this.grpcModel();
+      // A stream that ended with no whole message (an empty one) has sent all it will.
+      this.monitor.requestComplete();
     }
-    else this.grpcModel();
     const upstream = this.upstream;
     if (upstream !== undefined && !upstream.destroyed && !this.client.endAfterHeaders) upstream.end();
   }

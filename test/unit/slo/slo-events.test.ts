@@ -10,6 +10,8 @@ const facts = (outcome: Outcome, status: number, ttftMs: number, e2eMs: number, 
   nonStreamedAnswer,
 });
 const NO_TOKEN = Number.NaN;
+/** The client left before it had sent its whole request: the server never had it. */
+const unsent = (f: FinishedRequestFacts): FinishedRequestFacts => ({ ...f, requestUnsent: true });
 
 describe('TTFT SLO events (threshold 0.2 s)', () => {
   const cases: ReadonlyArray<readonly [string, FinishedRequestFacts, 'good' | 'bad' | undefined]> = [
@@ -22,6 +24,8 @@ describe('TTFT SLO events (threshold 0.2 s)', () => {
     ['no token, client left before any header after longer than the threshold', facts('client_cancelled', 0, NO_TOKEN, 250), 'bad'],
     ['no token, client left sooner than the threshold', facts('client_cancelled', 200, NO_TOKEN, 150), undefined],
     ['no token, client left exactly at the threshold', facts('client_cancelled', 0, NO_TOKEN, 200), undefined],
+    ['no token, client left mid-body after longer than the threshold (the server never had its request)', unsent(facts('client_cancelled', 0, NO_TOKEN, 5000)), undefined],
+    ['no token, the upstream failed before the client had sent all of its body', unsent(facts('upstream_error', 502, NO_TOKEN, 5000)), 'bad'],
     ['no token, upstream timed out', facts('timeout', 504, NO_TOKEN, 300_000), 'bad'],
     ['no token, stream truncated late', facts('truncated', 200, NO_TOKEN, 400), 'bad'],
     ['no token, 503 after longer than the threshold', facts('upstream_error', 503, NO_TOKEN, 400), 'bad'],
@@ -69,6 +73,8 @@ describe('e2e SLO events (threshold 3 s)', () => {
     ['499', facts('upstream_error', 499, NO_TOKEN, 10), 'bad'],
     ['client left before the threshold', facts('client_cancelled', 200, 100, 1000), undefined],
     ['client left after the threshold', facts('client_cancelled', 200, 100, 3500), 'bad'],
+    ['client left mid-body after the threshold (the server never had its request)', unsent(facts('client_cancelled', 0, NO_TOKEN, 9000)), undefined],
+    ['upstream timed out before the client had sent all of its body', unsent(facts('timeout', 504, NO_TOKEN, 9000)), 'bad'],
   ];
   it.each(cases)('%s', (_what, f, expected) => expect(e2eResult(3, f)).toBe(expected));
 });
