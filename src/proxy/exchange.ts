@@ -1,7 +1,7 @@
 import type net from 'node:net';
 import { endToEndHeaders, withHost } from './hop-by-hop.js';
 import { ChunkedBody, ChunkedBodyError } from './http1/chunked-body.js';
-import { incomingHeaders, rawHeader } from './http1/incoming-headers.js';
+import { incomingHeaders } from './http1/incoming-headers.js';
 import type { RequestBodyFraming } from './http1/request-rules.js';
 import { bodyFraming, ResponseHeadError, type BodyFraming, type ResponseHead } from './http1/response-head.js';
 import { CHUNK_END, chunkSizeLine, LAST_CHUNK, requestHead, responseHead, simpleResponse } from './http1/wire.js';
@@ -252,8 +252,9 @@ export class Exchange implements UpstreamOwner, IdleWatched {
       this.sendRequestHead(undefined);
     } else {
       this.upstreamHeaders = this.injection.requestHeaders(this.upstreamHeaders);
-      // The upstream is not asked to continue (the body is rewritten first), so tokentap answers.
-      if (this.request.http11 && /^100-continue$/i.test(rawHeader(this.request.rawHeaders, 'expect') ?? '')) this.client.socket.write('HTTP/1.1 100 Continue\r\n\r\n');
+      // The upstream is not asked to continue (the body is rewritten first), so tokentap answers,
+      // to the expectation as the relay reads it (asksToContinue), in any Expect field.
+      if (this.request.http11 && this.expectsContinue) this.client.socket.write('HTTP/1.1 100 Continue\r\n\r\n');
     }
     const early = this.early;
     this.early = undefined;

@@ -1,6 +1,7 @@
 import OpenAI from 'openai';
 import { afterEach, describe, expect, it } from 'vitest';
 import { scrape, sumValues } from '../helpers/prometheus-text.js';
+import { RawClient } from '../helpers/raw-http.js';
 import { exchange, startReplayUpstream, type SeenRequest } from '../helpers/replay-upstream.js';
 import { eventually, startTestSidecar } from '../helpers/sidecar.js';
 
@@ -106,6 +107,21 @@ describe('usage injection (inject_usage: true)', () => {
     expect(JSON.parse(sent.body.toString()).stream_options).toEqual({ include_usage: true });
     expect(header(sent, 'content-length')).toBe(String(sent.body.length));
     expect(upstream.seen).toHaveLength(1);
+  });
+
+  it.each([
+    ['Expect: x, 100-continue', 'Expect: x, 100-continue\r\n'],
+    ['a second Expect field', 'Expect: x\r\nExpect: 100-continue\r\n'],
+  ])('answers 100 Continue itself to %s, as the relay reads the expectation (curl would wait a second before its body)', async (_what, expectFields) => {
+    const { upstream, sidecar } = await setUp('inject_usage: true\n');
+    const client = await RawClient.connect(sidecar.proxyUrl);
+    running.push({ close: async () => client.close() });
+    client.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: ${NAIVE_REQUEST.length}\r\n${expectFields}\r\n`);
+    // The body goes only once told to, as curl does.
+    await client.read((text) => text.includes('HTTP/1.1 100 Continue\r\n\r\n'), 3_000);
+    client.write(NAIVE_REQUEST);
+    await client.read((text) => text.includes('data: [DONE]'));
+    expect(JSON.parse(upstream.seen[0]!.body.toString()).stream_options).toEqual({ include_usage: true });
   });
 
   it.each([
