@@ -24,11 +24,3 @@ export function incomingHeaders(rawHeaders: readonly string[]): IncomingHttpHead
   }
   return headers;
 }
-
-/** The first value of one header, by lower-case name, without building the whole object. */
-export function rawHeader(rawHeaders: readonly string[], lowerCaseName: string): string | undefined {
-  for (let i = 0; i < rawHeaders.length; i += 2) {
-    if ((rawHeaders[i] as string).toLowerCase() === lowerCaseName) return rawHeaders[i + 1];
-  }
-  return undefined;
-}
