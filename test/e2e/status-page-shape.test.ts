@@ -3,14 +3,10 @@
 import Fastify, { type FastifyInstance } from 'fastify';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { capacityStatus } from '../../src/admin/status-capacity.js';
-import { costStatus } from '../../src/admin/status-cost.js';
-import { emptyWorkloadCounts } from '../../src/admin/status-counts.js';
 import { registerStatusRoutes } from '../../src/admin/status-routes.js';
-import type { LatencyStatus, StatusReport, WorkloadStatus } from '../../src/admin/status-report.js';
 import type { StatusSource } from '../../src/admin/status-source.js';
-import { loadSettings } from '../../src/config/load.js';
 import type { Distribution, ProfileSet, WorkloadProfile } from '../../src/profile/workload-profile.js';
+import { builtStatusReport, quietWorkload } from '../helpers/built-status-report.js';
 import { requireTool } from '../helpers/required-tools.js';
 import { profileRouteAbsent } from '../helpers/status-page-console.js';
 
@@ -26,57 +22,7 @@ const LAPTOP = { width: 1400, height: 900 };
 const PHONE = { width: 400, height: 844 };
 const WORKLOADS = ['chat', 'rag', 'batch'];
 
-function latency(): LatencyStatus {
-  return { boundaries_s: [0.1, 0.5, 1], counts: [0, 0, 0, 0], samples: 0, p50_s: null, p99_s: null, threshold_s: null };
-}
-
-function workloadStatus(name: string): WorkloadStatus {
-  const zero = { completed: 0, client_cancelled: 0, client_error: 0, upstream_error: 0, truncated: 0, timeout: 0, shutdown: 0 };
-  return {
-    name,
-    objective: null,
-    state: 'no_slo',
-    in_flight: 0,
-    requests_total: zero,
-    requests_per_s: zero,
-    tokens_per_s: { input: 0, output: 0 },
-    goodput_per_s: null,
-    goodput_ratio: null,
-    error_ratio: null,
-    slos: [],
-    latency: { ttft: latency(), itl: latency(), e2e: latency() },
-    trend: [],
-  };
-}
-
-const REPORT: StatusReport = {
-  schema_version: 1,
-  version: '0.0.0-test',
-  generated_at: new Date(Date.UTC(2026, 11, 1, 12)).toISOString(),
-  uptime_s: 3600,
-  refresh_s: 5,
-  upstream: { url: 'http://127.0.0.1:8000', ready: true, detail: 'HTTP 200' },
-  windows: { rate_s: 60, slo_s: 300 },
-  fast_burn_factor: 14.4,
-  notice: null,
-  trend_every_s: 60,
-  workloads: WORKLOADS.map(workloadStatus),
-  gpus: null,
-  // This section is not under test here: the capacity of a pod that has served nothing.
-  capacity: capacityStatus({
-    settings: loadSettings({ flags: {}, env: {}, readFile: () => '' }),
-    counts: () => emptyWorkloadCounts(),
-    peakInFlight: 0,
-    trend: new Map(),
-  }),
-  cost: costStatus({
-    cost: undefined,
-    workloads: [],
-    windowS: 300,
-    now: { pod: undefined, workload: () => emptyWorkloadCounts() },
-    base: { pod: undefined, workload: () => emptyWorkloadCounts() },
-  }),
-};
+const REPORT = builtStatusReport(WORKLOADS.map((name) => quietWorkload(name)));
 
 function lengths(count: number, min: number, p50: number, p90: number, p99: number, max: number, mean: number, stdev: number): Distribution {
   return { count, mean, stdev, min, max, p50, p90, p99, fit: { family: 'lognormal', params: { mu: Math.log(p50), sigma: 0.9 }, ks: 0.031 } };

@@ -2,13 +2,10 @@
 import Fastify, { type FastifyInstance } from 'fastify';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { capacityStatus } from '../../src/admin/status-capacity.js';
-import { costStatus } from '../../src/admin/status-cost.js';
-import { emptyWorkloadCounts } from '../../src/admin/status-counts.js';
 import { registerStatusRoutes } from '../../src/admin/status-routes.js';
-import type { EventWindow, LatencyStatus, StatusReport, WorkloadStatus } from '../../src/admin/status-report.js';
+import type { EventWindow, WorkloadStatus } from '../../src/admin/status-report.js';
 import type { StatusSource } from '../../src/admin/status-source.js';
-import { loadSettings } from '../../src/config/load.js';
+import { builtStatusReport, emptyLatency, quietWorkload } from '../helpers/built-status-report.js';
 import { requireTool } from '../helpers/required-tools.js';
 
 /**
@@ -20,61 +17,29 @@ import { requireTool } from '../helpers/required-tools.js';
 
 const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
 
-function latency(): LatencyStatus {
-  return { boundaries_s: [0.1, 0.5, 1], counts: [0, 0, 0, 0], samples: 0, p50_s: null, p99_s: null, threshold_s: 0.2 };
-}
-
 function events(good: number, bad: number, objective: number): EventWindow {
   const burn = bad / (good + bad) / (1 - objective);
   return { good, bad, attainment: good / (good + bad), burn_rate: burn, error_budget_remaining: 1 - burn };
 }
 
 function workload(name: string, objective: number, window: EventWindow, errorRatio: number, lifetime = window): WorkloadStatus {
-  const zero = { completed: 0, client_cancelled: 0, client_error: 0, upstream_error: 0, truncated: 0, timeout: 0, shutdown: 0 };
-  return {
-    name,
+  return quietWorkload(name, {
     objective,
     state: 'burning',
-    in_flight: 0,
-    requests_total: { ...zero, completed: window.good + window.bad },
-    requests_per_s: zero,
-    tokens_per_s: { input: 0, output: 0 },
     goodput_per_s: 1,
     goodput_ratio: window.attainment,
     error_ratio: errorRatio,
     slos: [{ slo: 'ttft', threshold_s: 0.2, state: 'burning', lifetime, window }],
-    latency: { ttft: latency(), itl: latency(), e2e: latency() },
-    trend: [],
-  };
+    latency: { ttft: emptyLatency(0.2), itl: emptyLatency(), e2e: emptyLatency() },
+  });
 }
 
-const REPORT: StatusReport = {
-  schema_version: 1,
-  version: '0.0.0-test',
-  generated_at: new Date(Date.UTC(2026, 11, 1, 12)).toISOString(),
-  uptime_s: 3600,
-  refresh_s: 5,
-  upstream: { url: 'http://127.0.0.1:8000', ready: true, detail: 'HTTP 200' },
-  windows: { rate_s: 60, slo_s: 300 },
-  fast_burn_factor: 14.4,
-  notice: null,
-  trend_every_s: 60,
-  workloads: [
-    // 98.96 % good against 99 %; one error in 5,000.
-    workload('chat', 0.99, events(9896, 104, 0.99), 0.0002),
-    // 99.94 % good against 99.95 %; since start, one bad event in 10 million (99.998 % of the budget left).
-    workload('rag', 0.9995, events(19998, 12, 0.9995), 0, events(9_999_999, 1, 0.9995)),
-  ],
-  gpus: null,
-  capacity: capacityStatus({ settings: loadSettings({ flags: {}, env: {}, readFile: () => '' }), counts: () => emptyWorkloadCounts(), peakInFlight: 0, trend: new Map() }),
-  cost: costStatus({
-    cost: undefined,
-    workloads: [],
-    windowS: 300,
-    now: { pod: undefined, workload: () => emptyWorkloadCounts() },
-    base: { pod: undefined, workload: () => emptyWorkloadCounts() },
-  }),
-};
+const REPORT = builtStatusReport([
+  // 98.96 % good against 99 %; one error in 5,000.
+  workload('chat', 0.99, events(9896, 104, 0.99), 0.0002),
+  // 99.94 % good against 99.95 %; since start, one bad event in 10 million (99.998 % of the budget left).
+  workload('rag', 0.9995, events(19998, 12, 0.9995), 0, events(9_999_999, 1, 0.9995)),
+]);
 
 let browser: Browser;
 let app: FastifyInstance;
