@@ -2,6 +2,7 @@ import type net from 'node:net';
 import { endToEndHeaders, withHost } from './hop-by-hop.js';
 import { ChunkedBody, ChunkedBodyError } from './http1/chunked-body.js';
 import { incomingHeaders } from './http1/incoming-headers.js';
+import { BODY_READ_METHODS, fieldAsksToContinue } from './unread-body.js';
 import type { RequestBodyFraming } from './http1/request-rules.js';
 import { bodyFraming, ResponseHeadError, type BodyFraming, type ResponseHead } from './http1/response-head.js';
 import { CHUNK_END, chunkSizeLine, LAST_CHUNK, requestHead, responseHead, simpleResponse } from './http1/wire.js';
@@ -22,26 +23,13 @@ import type { RequestInjection, UpstreamRequestBody, UsageChunkStripper, UsageIn
  */
 const MAX_PIECES_APART = 8;
 
-/**
- * Methods whose body every upstream reads. Content in a GET, HEAD, OPTIONS, DELETE... "has no
- * generally defined semantics" (RFC 9110 section 9.3.1), and servers skip it: cpp-httplib, llama.cpp's
- * server, read a body only for POST, PUT, PATCH and PRI (DELETE in some versions) until
- * yhirose/cpp-httplib@91271c0 (2026-05-15), whatever Content-Length said, taking it for the next request.
- */
-const BODY_READ_METHODS: ReadonlySet<string> = new Set(['POST', 'PUT', 'PATCH']);
-
 /** Methods RFC 9110 section 9.2.2 defines as idempotent: a request with one may be sent again. */
 const IDEMPOTENT_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DELETE']);
 
-/**
- * The request carries `Expect: 100-continue`, read as loosely as any upstream may read it: in any
- * Expect field, among other expectations (Node's server matches `100-continue` anywhere in the
- * joined fields). Read strictly, `Expect: x, 100-continue` or a second Expect field escaped the
- * rule that closes a connection whose upstream may have declined the body (startResponse).
- */
+/** The request carries `Expect: 100-continue` in any of its Expect fields (unread-body.ts). */
 function asksToContinue(rawHeaders: readonly string[]): boolean {
   for (let i = 0; i < rawHeaders.length; i += 2) {
-    if ((rawHeaders[i] as string).toLowerCase() === 'expect' && /(?:^|\W)100-continue(?:$|\W)/i.test(rawHeaders[i + 1] as string)) return true;
+    if ((rawHeaders[i] as string).toLowerCase() === 'expect' && fieldAsksToContinue(rawHeaders[i + 1] as string)) return true;
   }
   return false;
 }

@@ -3,15 +3,10 @@ import http from 'node:http';
 import http2 from 'node:http2';
 import type { OutgoingHttpHeaders } from 'node:http2';
 import { endToEndHeaders } from '../hop-by-hop.js';
+import { BODY_READ_METHODS, fieldAsksToContinue } from '../unread-body.js';
 import { endToEndFields, fieldObject } from './h2-headers.js';
 
 const { NGHTTP2_NO_ERROR, NGHTTP2_CANCEL, NGHTTP2_INTERNAL_ERROR } = http2.constants;
-
-/** Methods whose body every HTTP/1.1 server reads (exchange.ts has the same set and why). */
-const BODY_READ_METHODS: ReadonlySet<string> = new Set(['POST', 'PUT', 'PATCH']);
-
-/** `100-continue` among an Expect field's expectations, as Node's server matches it. */
-const CONTINUE = /(?:^|\W)100-continue(?:$|\W)/i;
 
 /**
  * HTTP/2 client streams forwarded to an HTTP/1.1 upstream (`upstream_protocol: http1`): each
@@ -84,7 +79,7 @@ export class Http1Leg extends EventEmitter {
     // still pools the socket when the answer does not say close.) So is a request with `expect:
     // 100-continue`, whose body an upstream may decline by answering at once and then read as the
     // next request (the Expect desync; exchange.ts).
-    const mayLeaveBodyUnread = !BODY_READ_METHODS.has(method) || CONTINUE.test(String(h2.expect ?? ''));
+    const mayLeaveBodyUnread = !BODY_READ_METHODS.has(method) || fieldAsksToContinue(String(h2.expect ?? ''));
     const unpooled = !endStream && mayLeaveBodyUnread;
     if (unpooled && !BODY_READ_METHODS.has(method)) fields['transfer-encoding'] = 'chunked';
     this.req = http.request({ agent: unpooled ? false : agent, host, port, method, path: String(h2[':path']), headers: fields, setHost: false });
