@@ -201,7 +201,6 @@ describe('an answer that comes before the request body', () => {
   });
 });
 
-
 describe('an upstream that answers Expect: 100-continue early and takes the body for a request', () => {
   let upstream: Awaited<ReturnType<typeof startExpectDesyncUpstream>>;
   let sidecar: Awaited<ReturnType<typeof startTestSidecar>>;
@@ -251,7 +250,6 @@ describe('an upstream that answers Expect: 100-continue early and takes the body
     victim.close();
   });
 });
-
 
 describe('an upstream that reads no body on a GET (cpp-httplib before 2026-05, llama-server)', () => {
   let upstream: Awaited<ReturnType<typeof startZeroClUpstream>>;

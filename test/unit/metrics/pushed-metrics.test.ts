@@ -37,7 +37,6 @@ function setup(preference: TemporalityPreference, histograms: OtlpHistogramAggre
   return { recorder, pushReader: pushed(), reference, names };
 }
 
-
 /** Three intervals of requests: one series only in the first, one added to with zero, a request in flight across them, multi-token chunks. */
 function* intervals(recorder: Recorder): Generator<void> {
   const chat = recorder.requestAttributes('chat', 'a');
