@@ -80,11 +80,29 @@ beforeAll(async () => {
   await new Promise((resolve) => setTimeout(resolve, 1_500));
   await Promise.all([...lanes('chat', CHAT, 3), ...lanes('batch', BATCH, 2)]);
   await prometheus.waitFor('every request scraped', 'sum(tokentap_requests_total)', (r) => r[0]?.value === 2 + CHAT + BATCH, 30_000);
-  const scrapedAt = Date.now() / 1000;
-  // A cost evaluated after that scrape.
-  await prometheus.waitFor('the cost recorded after the last request', 'timestamp(tokentap:cost:rate5m{workload="chat", cost_basis="usage"})', (r) => (r[0]?.value ?? 0) > scrapedAt + 1, 30_000);
-  evaluatedAt = (await prometheus.query('timestamp(tokentap:cost:rate5m{workload="chat", cost_basis="usage"})'))[0]?.value as number;
+  evaluatedAt = await evaluationNoScrapeStraddled(Date.now() / 1000 + 1);
 }, 120_000);
+
+/**
+ * The time of a cost evaluation after `afterS` that no scrape straddled. A rule evaluated at T reads
+ * the samples stored by then; a query at T made later also reads a scrape stamped before T (its
+ * start) but stored after T (its end), which a loaded machine makes likely: the definition would
+ * then be computed over one sample more than the rule was (relative differences of 0.23 seen).
+ */
+async function evaluationNoScrapeStraddled(afterS: number): Promise<number> {
+  const recorded = 'timestamp(tokentap:cost:rate5m{workload="chat", cost_basis="usage"})';
+  let after = afterS;
+  for (let attempt = 0; attempt < 20; attempt++) {
+    const [evaluation] = await prometheus.waitFor('the cost recorded after the last request', recorded, (r) => (r[0]?.value ?? 0) > after, 30_000);
+    const at = (evaluation as { value: number }).value;
+    const scrapeStartedS = await one('timestamp(scrape_duration_seconds)', at);
+    const scrapeTookS = await one('scrape_duration_seconds', at);
+    // Stored is a little after the scrape's end: 50 ms of margin.
+    if (scrapeStartedS + scrapeTookS + 0.05 < at) return at;
+    after = at;
+  }
+  throw new Error('every cost evaluation of 20 had a scrape of the sidecar running across it');
+}
 
 afterAll(async () => {
   await prometheus?.stop();
