@@ -1,5 +1,5 @@
 import type { AlertSettings } from '../config/load.js';
-import { RECEIVER, ROUTE_TIMING, TOKENTAP_ALERTS, tokentapRouting } from './alertmanager-routes.js';
+import { PAGE_LINKS, RECEIVER, ROUTE_TIMING, TOKENTAP_ALERTS, tokentapRouting } from './alertmanager-routes.js';
 
 /**
  * The same routing as a prometheus-operator `AlertmanagerConfig`
@@ -38,7 +38,17 @@ export function renderAlertmanagerConfigCrd(alerts: AlertSettings): object {
       },
       inhibitRules: routing.inhibitRules.map((r) => ({ sourceMatch: matchers(r.source), targetMatch: matchers(r.target), equal: [...r.equal] })),
       receivers: [
-        { name: RECEIVER.page, pagerdutyConfigs: [{ routingKey: { name: 'tokentap-pagerduty', key: 'routing-key' }, sendResolved: true }] },
+        {
+          name: RECEIVER.page,
+          pagerdutyConfigs: [
+            {
+              routingKey: { name: 'tokentap-pagerduty', key: 'routing-key' },
+              sendResolved: true,
+              // The operator's field for a link's text is `alt` (PagerDutyLinkConfig, v1alpha1).
+              pagerDutyLinkConfigs: PAGE_LINKS.map((l) => ({ href: l.href, alt: l.text })),
+            },
+          ],
+        },
         { name: RECEIVER.ticket, webhookConfigs: [{ url: 'http://ticket-bridge.example.invalid/alertmanager', sendResolved: true }] },
         { name: RECEIVER.watchdog, webhookConfigs: [{ url: 'http://deadmans-switch.example.invalid/ping', sendResolved: false }] },
       ],

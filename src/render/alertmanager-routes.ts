@@ -70,6 +70,20 @@ export function tokentapRouting(alerts: AlertSettings): TokentapRouting {
   };
 }
 
+/**
+ * The links of a PagerDuty incident: the runbook and the dashboard of the page's first firing alert
+ * (the first alert when all are resolved). Without them the incident links only to Alertmanager and
+ * carries the two URLs as text among its details, which the PagerDuty app does not open. Pages are
+ * grouped per namespace, so one incident may hold several alerts: the others' links stay in the
+ * details. Alertmanager leaves out a link whose URL comes out empty, and none of these templates can
+ * fail (a notification always holds an alert), which would cost the page itself.
+ */
+const FIRST_ALERT = '(index (or .Alerts.Firing .Alerts) 0)';
+export const PAGE_LINKS: readonly { readonly href: string; readonly text: string }[] = [
+  { href: `{{ ${FIRST_ALERT}.Annotations.runbook_url }}`, text: `Runbook: {{ ${FIRST_ALERT}.Labels.alertname }}{{ with ${FIRST_ALERT}.Labels.slo }} ({{ . }}){{ end }}` },
+  { href: `{{ ${FIRST_ALERT}.Annotations.dashboard_url }}`, text: `Dashboard{{ with ${FIRST_ALERT}.Labels.workload }}: {{ . }}{{ end }}` },
+];
+
 const matcherText = (m: Matcher): string => `${m.name}${m.matchType}${JSON.stringify(m.value)}`;
 
 /**
@@ -101,7 +115,7 @@ export function renderAlertmanagerRoutes(alerts: AlertSettings): object {
     },
     inhibit_rules: routing.inhibitRules.map((r) => ({ source_matchers: r.source.map(matcherText), target_matchers: r.target.map(matcherText), equal: r.equal })),
     receivers: [
-      { name: RECEIVER.page, pagerduty_configs: [{ routing_key: 'REPLACE-WITH-PAGERDUTY-INTEGRATION-KEY', send_resolved: true }] },
+      { name: RECEIVER.page, pagerduty_configs: [{ routing_key: 'REPLACE-WITH-PAGERDUTY-INTEGRATION-KEY', send_resolved: true, links: PAGE_LINKS.map((l) => ({ ...l })) }] },
       { name: RECEIVER.ticket, webhook_configs: [{ url: 'http://ticket-bridge.example.invalid/alertmanager', send_resolved: true }] },
       { name: RECEIVER.watchdog, webhook_configs: [{ url: 'http://deadmans-switch.example.invalid/ping', send_resolved: false }] },
     ],

@@ -284,6 +284,11 @@ describe('the Alertmanager routes', () => {
     expect(after?.route).toEqual(merged.route);
     expect(after?.inhibit_rules).toEqual(merged.inhibit_rules);
     expect(after?.receivers.map((r) => r.name)).toEqual(merged.receivers.map((r) => r.name));
+    // The PagerDuty links are not placeholders: the page shows them as rendered.
+    const links = (config: AlertmanagerConfigFile | undefined) =>
+      (config?.receivers.find((r) => r.name === 'tokentap-page') as { pagerduty_configs: Array<{ links: unknown }> } | undefined)?.pagerduty_configs[0]?.links;
+    expect(links(after)).toEqual(links(merged));
+    expect(links(after)).toHaveLength(2);
   });
 
   it('hold back tokentap tickets behind a page, and the P99 alert behind the burn-rate page, per namespace, workload and SLO', () => {
@@ -297,6 +302,11 @@ describe('the Alertmanager routes', () => {
     const crd = new AlertmanagerConfig(renderAlertmanagerConfigCrd(load(CONFIG).alerts) as ConstructorParameters<typeof AlertmanagerConfig>[0]);
     expect(() => crd.validate()).not.toThrow();
     expect(crd.spec?.route?.matchers).toEqual([{ name: 'alertname', matchType: '=~', value: 'Tokentap.+' }]);
+    // The operator's link text field is `alt`; the links are the plain snippet's.
+    const plain = (renderAlertmanagerRoutes(load(CONFIG).alerts) as { receivers: Array<{ name: string; pagerduty_configs?: Array<{ links: Array<{ href: string; text: string }> }> }> }).receivers.find((r) => r.name === 'tokentap-page');
+    expect(crd.spec?.receivers?.find((r) => r.name === 'tokentap-page')?.pagerdutyConfigs?.[0]?.pagerDutyLinkConfigs).toEqual(
+      plain?.pagerduty_configs?.[0]?.links.map((l) => ({ href: l.href, alt: l.text })),
+    );
     expect(crd.spec?.inhibitRules?.map((r) => r.targetMatch)).toEqual([
       [{ name: 'alertname', matchType: '=~', value: 'Tokentap.+' }, { name: 'severity', matchType: '=', value: 'warning' }],
       [{ name: 'alertname', matchType: '=', value: 'TokentapTTFTP99OverBudget' }],
