@@ -401,6 +401,11 @@ export class ClientConnection implements ExchangeClient {
 
   // ExchangeClient
 
+  /** What exchangeFinished does after this response: close, with nothing (no refusal, no queued answer) to send after it. */
+  get closesAfterResponse(): boolean {
+    return this.closing && this.refusal === undefined && !(this.answerQueue && this.queue.length > 0);
+  }
+
   exchangeFinished(keepAlive: boolean): void {
     this.current = undefined;
     // Requests read before a refused one are still answered, in order; then the refusal goes out.
