@@ -59,6 +59,8 @@ export class ClientConnection implements ExchangeClient {
   private flushedUrl = '';
   /** No more requests are read: the connection ends when the current exchange does. */
   private closing = false;
+  /** Closing because the listener drains: the requests queued behind the current one are the drain's to decline. */
+  private draining = false;
   private readingPausedByUpstream = false;
   /** tokentap's own error answer, sent when the exchange in flight has ended. */
   private refusal: string | undefined;
@@ -416,7 +418,10 @@ export class ClientConnection implements ExchangeClient {
     }
     if (!keepAlive || (this.closing && !(this.answerQueue && this.queue.length > 0))) {
       this.closing = true;
-      for (const queued of this.queue.splice(0)) queued.clientClosed();
+      for (const queued of this.queue.splice(0)) {
+        if (this.draining) queued.declinedByDrain();
+        else queued.clientClosed();
+      }
       this.end(this.refusal);
       return;
     }
@@ -509,7 +514,10 @@ export class ClientConnection implements ExchangeClient {
   closeWhenIdle(): void {
     if (this.h2 !== undefined) this.h2.closeWhenIdle();
     else if (this.current === undefined) this.socket.destroy();
-    else this.closing = true;
+    else {
+      this.closing = true;
+      this.draining = true;
+    }
   }
 
   /**

@@ -318,6 +318,16 @@ export class Exchange implements UpstreamOwner, IdleWatched {
   }
 
   /**
+   * Queued behind the response after which the drain closes the connection: never forwarded (the
+   * client may send it elsewhere), recorded as the shutdown's, not as the client's cancellation.
+   */
+  declinedByDrain(): void {
+    if (this.phase === Phase.Done) return;
+    this.settle();
+    this.monitor.fail('shutdown');
+  }
+
+  /**
    * The request body broke a limit (it stopped arriving for limits.request_body_idle_timeout: 408;
    * its chunks were too small, limits.min_request_chunk_bytes: 400): the request is the client's
    * fault (outcome `client_error`, which burns no SLO). Answered with `status` when nothing was

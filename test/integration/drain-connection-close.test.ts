@@ -64,7 +64,7 @@ describe('a keep-alive connection answered during the drain', () => {
     expect(serve.logs().filter((l) => l.msg === 'request').map((l) => l.outcome)).toEqual(['completed']);
   }, 60_000);
 
-  it('says Connection: close before the close, so the request pipelined behind it is known unprocessed and never reaches the upstream', async () => {
+  it('says Connection: close before the close, so the request pipelined behind it is known unprocessed, never reaches the upstream and is counted shutdown, not client_cancelled', async () => {
     const { upstream, answer } = await heldUpstream();
     const serve = await startServeProcess(upstream.url, ['--drain-timeout', '20s']);
     cleanups.push(serve.kill);
@@ -82,5 +82,11 @@ describe('a keep-alive connection answered during the drain', () => {
     expect(received.endsWith(ANSWER)).toBe(true);
     expect((await serve.exit).code).toBe(0);
     expect(upstream.seen.map((r) => r.headers.find(([name]) => name.toLowerCase() === 'x-request-id')?.[1])).toEqual(['pipelined-first']);
+    // The client did not cancel the second request: the drain declined it (status 0: nothing was answered).
+    const requests = serve.logs().filter((l) => l.msg === 'request');
+    expect(requests.map((l) => [l.outcome, l.status]).sort()).toEqual([
+      ['completed', 200],
+      ['shutdown', 0],
+    ]);
   }, 60_000);
 });
