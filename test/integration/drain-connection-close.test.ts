@@ -1,16 +1,20 @@
 import type net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
+import { FLAG, FRAME, frame, headerBlock, RawH2Client } from '../helpers/h2-frames.js';
 import { RawClient, responseHeads, startRawUpstream, type RawRequest } from '../helpers/raw-http.js';
 import { startServeProcess } from '../helpers/serve-process.js';
 import { eventually } from '../helpers/sidecar.js';
 
 /**
- * HTTP/1.1 connections busy when SIGTERM comes: the drain closes each after its response, so a
+ * Connections busy when SIGTERM comes. HTTP/1.1: the drain closes each after its response, so a
  * response head written during the drain must say `Connection: close` (RFC 9112 section 9.6). One
  * that says `keep-alive` with `Keep-Alive: timeout=5` invites the client to send its next request
  * into a connection tokentap is about to close: a POST sent in that race is lost with no answer and
- * no way for the client to know whether it ran. The built CLI, stopped by a real signal, in front of
- * an upstream that answers only when the test says so (after the drain has begun).
+ * no way for the client to know whether it ran. HTTP/2: GOAWAY at once, naming the last stream
+ * taken, so a stream the client opens before reading it is known unprocessed and may be retried
+ * elsewhere; it must then never reach the upstream (RFC 9113 section 6.8). The built CLI, stopped
+ * by a real signal, in front of an upstream that answers only when the test says so (after the
+ * drain has begun).
  */
 
 const cleanups: Array<() => unknown> = [];
@@ -88,5 +92,43 @@ describe('a keep-alive connection answered during the drain', () => {
       ['completed', 200],
       ['shutdown', 0],
     ]);
+  }, 60_000);
+});
+
+const requestHead = (id: string) =>
+  headerBlock([
+    [':method', 'POST'],
+    [':scheme', 'http'],
+    [':path', '/v1/chat/completions'],
+    [':authority', 'x'],
+    ['content-type', 'application/json'],
+    ['x-request-id', id],
+  ]);
+const h2Request = (stream: number, id: string) => Buffer.concat([frame(FRAME.HEADERS, FLAG.END_HEADERS, stream, requestHead(id)), frame(FRAME.DATA, FLAG.END_STREAM, stream, Buffer.from(BODY))]);
+
+describe('an HTTP/2 session during the drain', () => {
+  it('gets GOAWAY(NO_ERROR) naming the stream in flight at once, that stream answered byte for byte, and a stream opened after it never forwarded', async () => {
+    const { upstream, answer } = await heldUpstream();
+    const serve = await startServeProcess(upstream.url, ['--drain-timeout', '20s']);
+    cleanups.push(serve.kill);
+    const client = await RawH2Client.connect(serve.proxy);
+    cleanups.push(() => client.socket.destroy());
+    client.write(h2Request(1, 'h2-in-flight'));
+    await eventually('the upstream to hold the first stream', () => upstream.seen.length, (n) => n === 1);
+
+    await drainStarted(serve);
+    const goaway = await eventually('a GOAWAY', () => client.frames().find((f) => f.type === FRAME.GOAWAY), (f) => f !== undefined);
+    expect(goaway?.payload.readUInt32BE(0)).toBe(1);
+    expect(client.goawayCode()).toBe(0);
+    // A client that had not read the GOAWAY yet opens its next stream.
+    client.write(h2Request(3, 'h2-after-goaway'));
+    answer();
+    await eventually('the first stream to end', () => client.ended(1), (ended) => ended);
+
+    expect(client.data(1).toString('latin1')).toBe(ANSWER);
+    expect((await serve.exit).code).toBe(0);
+    expect(upstream.seen.map((r) => r.headers.find(([name]) => name.toLowerCase() === 'x-request-id')?.[1])).toEqual(['h2-in-flight']);
+    expect(client.frames().filter((f) => f.streamId === 3 && f.type === FRAME.HEADERS)).toEqual([]);
+    expect(serve.logs().filter((l) => l.msg === 'request').map((l) => l.outcome)).toEqual(['completed']);
   }, 60_000);
 });
