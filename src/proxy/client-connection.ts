@@ -403,9 +403,14 @@ export class ClientConnection implements ExchangeClient {
 
   // ExchangeClient
 
-  /** What exchangeFinished does after this response: close, with nothing (no refusal, no queued answer) to send after it. */
+  /** exchangeFinished ends the connection after this response, with no refusal to send after it. */
   get closesAfterResponse(): boolean {
-    return this.closing && this.refusal === undefined && !(this.answerQueue && this.queue.length > 0);
+    return this.endsAfterResponse && this.refusal === undefined;
+  }
+
+  /** Closing, and no queued request is to be answered first. */
+  private get endsAfterResponse(): boolean {
+    return this.closing && !(this.answerQueue && this.queue.length > 0);
   }
 
   exchangeFinished(keepAlive: boolean): void {
@@ -416,7 +421,7 @@ export class ClientConnection implements ExchangeClient {
       this.current?.start();
       return;
     }
-    if (!keepAlive || (this.closing && !(this.answerQueue && this.queue.length > 0))) {
+    if (!keepAlive || this.endsAfterResponse) {
       this.closing = true;
       for (const queued of this.queue.splice(0)) {
         if (this.draining) queued.declinedByDrain();
