@@ -10,6 +10,7 @@ import { createGpuMonitor } from './dcgm/gpu-monitor.js';
 import { ModelDiscovery } from './discovery/model-discovery.js';
 import { TokentapError } from './errors.js';
 import { DrainState } from './lifecycle/drain-state.js';
+import { FinalScrape } from './lifecycle/final-scrape.js';
 import { InFlightTracker } from './metrics/in-flight-band.js';
 import { createPodTime } from './metrics/pod-time.js';
 import { drainProxy, type DrainReport } from './lifecycle/drain-proxy.js';
@@ -47,7 +48,10 @@ export interface RunningSidecar {
   readonly models: ModelLabels;
   /** Fails /readyz, stops accepting, lets in-flight requests finish until `timeoutMs`, cuts the rest. */
   drain(timeoutMs: number, trigger: string): Promise<DrainReport>;
-  /** Cuts what is left, closes the listeners (/metrics answered throughout the drain), makes the final OTLP export. */
+  /**
+   * Cuts what is left, closes the proxy listener, waits up to final_scrape_wait for a scrape of the
+   * final counts (/metrics answered throughout the drain), closes the admin listener, makes the final OTLP export.
+   */
   close(): Promise<void>;
   /**
    * Cuts every request in flight at once and records each as `shutdown` (logged, counted),
@@ -75,6 +79,7 @@ export async function startSidecar(
 ): Promise<RunningSidecar> {
   const otlp = await startOtlp(otlpSettings, clock, settings.upstream, logger, settings.otlpHistograms, settings.native.maxBuckets);
   const drain = new DrainState();
+  const finalScrape = new FinalScrape();
   const telemetry = new Telemetry(otlp.metricPush, otlp.resource, { histograms: settings.histograms, native: settings.native });
   attachExportFailureCounter(telemetry.meter, otlp.exportHealth);
   registerBuildInfo(telemetry.meter, { version: VERSION, nodeVersion: process.versions.node, commit: settings.commit });
@@ -122,6 +127,7 @@ export async function startSidecar(
     }),
     profiles: profiles === undefined ? undefined : { store: profiles, limitCounters },
     limitCounters,
+    finalScrape,
   });
 
   await listen(proxy, settings.listen.host, settings.listen.port, 'listen');
@@ -155,6 +161,11 @@ export async function startSidecar(
       discovery?.stop();
       proxy.closeAllConnections();
       await Promise.all([new Promise((resolve) => proxy.close(resolve)), gpus?.stop()]);
+      // Every request is recorded by now (the drain waited for each); one scrape must read them.
+      if (settings.finalScrapeWaitMs > 0) {
+        if (await finalScrape.waitFromNow(settings.finalScrapeWaitMs)) logger.info('final scrape served: exiting');
+        else logger.warn({ final_scrape_wait_ms: settings.finalScrapeWaitMs }, 'no scrape within final_scrape_wait: the counts recorded since the last scrape reach Prometheus only through OTLP');
+      }
       await admin.close();
       // Shutting the providers down makes the final OTLP export (metrics and buffered spans).
       const finalExport = await settleWithin(Promise.all([telemetry.shutdown(), otlp.shutdown()]), FINAL_EXPORT_BUDGET_MS);

@@ -1,6 +1,7 @@
 import http from 'node:http';
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { DrainState } from '../lifecycle/drain-state.js';
+import type { FinalScrape } from '../lifecycle/final-scrape.js';
 import type { LimitCounters } from '../metrics/limit-counters.js';
 import type { Telemetry } from '../metrics/telemetry.js';
 import { registerUpstreamReady } from '../metrics/upstream-ready.js';
@@ -27,6 +28,8 @@ export interface AdminOptions {
   readonly profiles?: { readonly store: ProfileStore; readonly limitCounters: LimitCounters };
   /** Where the admin listener's own limits count their trips (admin-limits.ts). */
   readonly limitCounters?: LimitCounters;
+  /** Told of each exposition sent, for the shutdown's wait for a last scrape (lifecycle/final-scrape.ts). */
+  readonly finalScrape?: FinalScrape;
 }
 
 /** How long /readyz waits for the upstream's health answer; kubelet's default probe timeout is 1 s. */
@@ -55,19 +58,25 @@ export function createAdminServer(options: AdminOptions): FastifyInstance {
   const probe = cachedProbe(new URL(options.upstreamHealthPath, options.upstream), (answer) => (lastReady = answer.ready));
   registerUpstreamReady(options.telemetry.meter, () => lastReady);
   const telemetry = options.telemetry;
-  const scrapeText = sharedWhileComputing(() => telemetry.scrape(), scrapeSpacingMs);
-  const scrapeProtobuf = sharedWhileComputing(() => telemetry.scrapeProtobuf(), scrapeSpacingMs);
+  // Each exposition with when its computation began: a scrape shared from an earlier computation
+  // may predate the counts the shutdown waits to see read.
+  const computed = <T>(scrape: () => Promise<T>) => async () => {
+    const fromMs = performance.now();
+    return { body: await scrape(), fromMs };
+  };
+  const scrapeText = sharedWhileComputing(computed(() => telemetry.scrape()), scrapeSpacingMs);
+  const scrapeProtobuf = sharedWhileComputing(computed(() => telemetry.scrapeProtobuf()), scrapeSpacingMs);
+  const finalScrape = options.finalScrape;
 
   app.get('/metrics', async (request, reply) => {
     // The same families either way; protobuf also carries native histograms (exposition-format.ts).
     // The body depends on Accept, so a cache must key on it (RFC 9110 section 12.5.5).
     reply.header('vary', 'Accept');
-    if (wantsProtobuf(request.headers.accept)) {
-      const body = await scrapeProtobuf();
-      return reply.header('content-type', PROTOBUF_CONTENT_TYPE).send(Buffer.from(body.buffer, body.byteOffset, body.byteLength));
-    }
-    const text = await scrapeText();
-    return reply.header('content-type', 'text/plain; version=0.0.4; charset=utf-8').send(text);
+    const protobuf = wantsProtobuf(request.headers.accept);
+    const { body, fromMs } = protobuf ? await scrapeProtobuf() : await scrapeText();
+    if (finalScrape !== undefined) reply.raw.once('finish', () => finalScrape.served(fromMs));
+    if (typeof body !== 'string') return reply.header('content-type', PROTOBUF_CONTENT_TYPE).send(Buffer.from(body.buffer, body.byteOffset, body.byteLength));
+    return reply.header('content-type', 'text/plain; version=0.0.4; charset=utf-8').send(body);
   });
 
   // Liveness: the process serves; it says nothing about the upstream (restarting the sidecar
@@ -76,7 +85,8 @@ export function createAdminServer(options: AdminOptions): FastifyInstance {
 
   // Readiness: only while the upstream answers, so the Service stops sending traffic to a pod whose
   // inference server is down; and never once shutdown has begun, so the endpoint is removed while
-  // in-flight streams drain. /metrics keeps answering until the process exits, for a last scrape.
+  // in-flight streams drain. /metrics keeps answering until the process exits, for a last scrape
+  // (waited for with final_scrape_wait).
   app.get('/readyz', async (_request, reply) => {
     const draining = options.drain?.reason;
     if (draining !== undefined) return reply.code(503).send({ status: 'draining', reason: draining });

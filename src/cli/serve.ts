@@ -19,7 +19,7 @@ export const SHUTDOWN_FLUSH_ALLOWANCE_MS = 10_000;
  * `tokentap serve`: validate settings (refusing to start on any problem), run until stopped, then
  * drain (lifecycle/drain-proxy.ts) and stop. Stopped by `io.stopped` when the caller provides it
  * (tests), otherwise by a signal: SIGTERM or SIGINT start the drain, a second signal or a shutdown
- * that outlives drain_timeout plus SHUTDOWN_FLUSH_ALLOWANCE_MS exits 1 at once.
+ * that outlives drain_timeout plus final_scrape_wait plus SHUTDOWN_FLUSH_ALLOWANCE_MS exits 1 at once.
  */
 export async function runServe(flags: SettingOverrides, io: CliIO): Promise<number> {
   const settings = loadSettings({ flags, env: io.env });
@@ -32,7 +32,7 @@ export async function runServe(flags: SettingOverrides, io: CliIO): Promise<numb
   // A second signal exits at once: the requests still in flight are cut and logged (outcome "shutdown") first.
   const cutNow = (): number => started?.cutNow() ?? 0;
   // Signals are handled from before the listeners open, so a SIGTERM during start-up drains too.
-  const signals = io.stopped === undefined ? exitAfterShutdown(logger, settings.drainTimeoutMs + SHUTDOWN_FLUSH_ALLOWANCE_MS, stop, cutNow) : undefined;
+  const signals = io.stopped === undefined ? exitAfterShutdown(logger, settings.drainTimeoutMs + settings.finalScrapeWaitMs + SHUTDOWN_FLUSH_ALLOWANCE_MS, stop, cutNow) : undefined;
   let sidecar: RunningSidecar;
   try {
     sidecar = await starting;

@@ -62,6 +62,8 @@ export interface Settings {
   readonly upstreamHealthPath: string;
   /** After SIGTERM, how long in-flight requests may run before they are cut (lifecycle/drain-proxy.ts). */
   readonly drainTimeoutMs: number;
+  /** `final_scrape_wait`: after the drain, the longest wait for a scrape of the final counts (lifecycle/final-scrape.ts); 0: none. */
+  readonly finalScrapeWaitMs: number;
   readonly logLevel: NonNullable<ConfigFile['log_level']>;
   readonly maxModels: number;
   readonly buckets: Readonly<Record<HistogramKey, readonly number[]>>;
@@ -354,6 +356,7 @@ function freezeSettings(config: ConfigFile, configFile: string | undefined, env:
     upstreamProtocol: config.upstream_protocol ?? 'http1',
     upstreamHealthPath: config.upstream_health_path ?? DEFAULTS.upstreamHealthPath,
     drainTimeoutMs: parseDurationMs(config.drain_timeout ?? DEFAULTS.drainTimeout) as number,
+    finalScrapeWaitMs: config.final_scrape_wait === undefined ? 0 : (parseDurationMs(config.final_scrape_wait) as number),
     logLevel: config.log_level ?? DEFAULTS.logLevel,
     maxModels: config.metrics?.max_models ?? DEFAULTS.maxModels,
     buckets: Object.freeze(buckets),

@@ -531,6 +531,8 @@ export const configFileSchema = z.strictObject({
   upstream_health_path: z.string().startsWith('/', { error: 'expected a path starting with "/"' }).optional(),
   /** After SIGTERM, how long in-flight requests may run before they are cut (outcome `shutdown`). */
   drain_timeout: timerDuration.optional(),
+  /** After the drain, how long /metrics waits for a scrape to read the final counts before the process exits; absent, it does not wait. */
+  final_scrape_wait: timerDuration.optional(),
   /** Workloads in match order; see workloadMatch. Without it every request is workload "default". */
   workloads: workloadList.optional(),
   /** Path-to-protocol routes tried before the built-in ones; see `route`. */

@@ -59,6 +59,8 @@ export class ClientConnection implements ExchangeClient {
   private flushedUrl = '';
   /** No more requests are read: the connection ends when the current exchange does. */
   private closing = false;
+  /** Closing because the listener drains: the requests queued behind the current one are the drain's to decline. */
+  private draining = false;
   private readingPausedByUpstream = false;
   /** tokentap's own error answer, sent when the exchange in flight has ended. */
   private refusal: string | undefined;
@@ -401,6 +403,16 @@ export class ClientConnection implements ExchangeClient {
 
   // ExchangeClient
 
+  /** exchangeFinished ends the connection after this response, with no refusal to send after it. */
+  get closesAfterResponse(): boolean {
+    return this.endsAfterResponse && this.refusal === undefined;
+  }
+
+  /** Closing, and no queued request is to be answered first. */
+  private get endsAfterResponse(): boolean {
+    return this.closing && !(this.answerQueue && this.queue.length > 0);
+  }
+
   exchangeFinished(keepAlive: boolean): void {
     this.current = undefined;
     // Requests read before a refused one are still answered, in order; then the refusal goes out.
@@ -409,9 +421,12 @@ export class ClientConnection implements ExchangeClient {
       this.current?.start();
       return;
     }
-    if (!keepAlive || (this.closing && !(this.answerQueue && this.queue.length > 0))) {
+    if (!keepAlive || this.endsAfterResponse) {
       this.closing = true;
-      for (const queued of this.queue.splice(0)) queued.clientClosed();
+      for (const queued of this.queue.splice(0)) {
+        if (this.draining) queued.declinedByDrain();
+        else queued.clientClosed();
+      }
       this.end(this.refusal);
       return;
     }
@@ -504,7 +519,10 @@ export class ClientConnection implements ExchangeClient {
   closeWhenIdle(): void {
     if (this.h2 !== undefined) this.h2.closeWhenIdle();
     else if (this.current === undefined) this.socket.destroy();
-    else this.closing = true;
+    else {
+      this.closing = true;
+      this.draining = true;
+    }
   }
 
   /**

@@ -89,6 +89,11 @@ export interface ExchangeClient {
   readonly socket: net.Socket;
   /** The response ended (or failed); `keepAlive` says whether the connection can carry the next request. */
   exchangeFinished(keepAlive: boolean): void;
+  /**
+   * The connection closes once this response ends (the listener is draining, or a limit closed
+   * it), whatever the request asked: its head says `Connection: close`.
+   */
+  readonly closesAfterResponse: boolean;
   /** Stop or restart reading the client (the upstream is not taking the request body fast enough). */
   pauseReading(): void;
   resumeReading(): void;
@@ -310,6 +315,16 @@ export class Exchange implements UpstreamOwner, IdleWatched {
     this.settle();
     this.upstream?.discard();
     this.upstream = undefined;
+  }
+
+  /**
+   * Queued behind the response after which the drain closes the connection: never forwarded (the
+   * client may send it elsewhere), recorded as the shutdown's, not as the client's cancellation.
+   */
+  declinedByDrain(): void {
+    if (this.phase === Phase.Done) return;
+    this.settle();
+    this.monitor.fail('shutdown');
   }
 
   /**
@@ -674,9 +689,12 @@ export class Exchange implements UpstreamOwner, IdleWatched {
     // to `Expect: 100-continue`) ends a connection the rest of the body would otherwise be read on
     // as the next request: announced here (RFC 9110 section 10.1.1: a server that answers before
     // reading the whole request SHOULD say whether it closes), not kept-alive and then closed.
-    this.clientKeepAlive = request.keepAlive && !closeDelimited && this.requestEnded;
+    this.clientKeepAlive = request.keepAlive && !closeDelimited && this.requestEnded && !this.client.closesAfterResponse;
     // As node:http does: clients that read the hint (undici, fetch) stop reusing the connection
-    // before tokentap closes it, instead of sending a request into the close.
+    // before tokentap closes it, instead of sending a request into the close. Likewise on a
+    // connection the drain closes after this response (RFC 9112 section 9.6: the response before
+    // the close says so, and no later request on it is processed), so a client sends its next
+    // request, and retries any it pipelined, on another connection.
     if (!this.clientKeepAlive) extra += 'Connection: close\r\n';
     else extra += this.context.keepAliveHeaders;
     this.phase = Phase.Body;
@@ -872,7 +890,7 @@ export class Exchange implements UpstreamOwner, IdleWatched {
     this.upstream?.discard();
     this.upstream = undefined;
     // The rest of an unread request body would be taken for the next request: the connection closes.
-    const keepAlive = this.request.keepAlive && this.requestEnded;
+    const keepAlive = this.request.keepAlive && this.requestEnded && !this.client.closesAfterResponse;
     const socket = this.client.socket;
     if (!socket.destroyed) socket.write(simpleResponse(status, status === 502 ? 'Bad Gateway' : 'Gateway Timeout', 'application/json', upstreamErrorBody(status, detail), !keepAlive));
     this.client.exchangeFinished(keepAlive);

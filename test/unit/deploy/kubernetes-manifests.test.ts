@@ -154,6 +154,13 @@ describe.each(VARIANTS)('the %s variant', (variant) => {
     expect(wiringProblems(b)).toContainEqual(expect.stringContaining('vllm has no --shutdown-timeout'));
   });
 
+  it('catches a final_scrape_wait the grace period does not cover', () => {
+    const b = bundle();
+    const [name, source] = [...b.configMaps].find(([, s]) => 'tokentap.yaml' in s.data) as [string, ConfigSource];
+    b.configMaps.set(name, { ...source, data: { 'tokentap.yaml': `${source.data['tokentap.yaml']}final_scrape_wait: 15s\n` } });
+    expect(wiringProblems(b)).toEqual([expect.stringMatching(/terminationGracePeriodSeconds 100 < \d+ s needed \(.*final scrape wait/)]);
+  });
+
   it('catches an environment variable that refers to one defined after it', () => {
     const b = bundle();
     const env = sidecar(b).env ?? [];

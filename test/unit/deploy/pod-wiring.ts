@@ -274,11 +274,13 @@ export function settingsProblems(deployment: DeploymentLike, configMaps: Readonl
   if (!(shutdownTimeoutS > 0)) problems.push(`${where}: vllm has no --shutdown-timeout: it aborts in-flight requests on SIGTERM`);
   // After its drain, tokentap allows itself this long for the final OTLP export and exit.
   const flushS = SHUTDOWN_FLUSH_ALLOWANCE_MS / 1000;
+  // final_scrape_wait keeps /metrics answering after the drain, before that allowance begins.
   const drainS = settings.drainTimeoutMs / 1000;
+  const finalScrapeS = settings.finalScrapeWaitMs / 1000;
   const serverDoneS = preStopSeconds(server) + shutdownTimeoutS + VLLM_ENGINE_EXIT_S;
   const sidecarDoneS = sidecar.native
-    ? serverDoneS + drainS + flushS // stopped only after vllm has exited
-    : preStopSeconds(sidecar.container) + drainS + flushS; // stopped alongside vllm
+    ? serverDoneS + drainS + finalScrapeS + flushS // stopped only after vllm has exited
+    : preStopSeconds(sidecar.container) + drainS + finalScrapeS + flushS; // stopped alongside vllm
   if (!sidecar.native && drainS < shutdownTimeoutS + VLLM_ENGINE_EXIT_S) {
     problems.push(`${where}: drain_timeout ${drainS} s is shorter than vllm's drain (${shutdownTimeoutS} + ${VLLM_ENGINE_EXIT_S} s): the sidecar would cut streams vllm is finishing`);
   }
@@ -287,7 +289,7 @@ export function settingsProblems(deployment: DeploymentLike, configMaps: Readonl
   }
   const grace = pod.terminationGracePeriodSeconds ?? 30;
   const needed = Math.max(serverDoneS, sidecarDoneS);
-  if (grace < needed) problems.push(`${where}: terminationGracePeriodSeconds ${grace} < ${needed} s needed (preStop + vllm drain + engine exit + sidecar drain + flush)`);
+  if (grace < needed) problems.push(`${where}: terminationGracePeriodSeconds ${grace} < ${needed} s needed (preStop + vllm drain + engine exit + sidecar drain + final scrape wait + flush)`);
 
   // OpenTelemetry variables: valid as set, and still valid once an endpoint turns export on.
   for (const extra of [{}, { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://otel-collector:4318' }]) {
