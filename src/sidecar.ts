@@ -93,6 +93,7 @@ export async function startSidecar(
   const limits = settings.limits;
   const limitCounters = new LimitCounters();
   limitCounters.addSource('log_buffer_bytes', () => droppedLogLines(logger));
+  limitCounters.addSource('otlp_span_queue', () => otlp.droppedSpans());
   limitCounters.register(telemetry.meter);
   const heldBytes = new HeldBytesBudget(limits.heldBodyBytes);
   const profiles = settings.profiles === undefined || !settings.observe ? undefined : new ProfileStore(settings.profiles, clock, { key: extras.profileKey });

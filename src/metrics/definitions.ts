@@ -652,7 +652,8 @@ export const RELAY_METRICS = {
    * rewritten_body_bytes, held_body_bytes, pipelined_requests, min_request_chunk_bytes, interim_responses,
    * interim_response_bytes, log_buffer_bytes; HTTP/2: h2_max_header_list_bytes, h2_client_resets_per_second,
    * and the nghttp2 session bounds h2_continuation_frames, h2_flood, h2_invalid_frames). For
-   * log_buffer_bytes, one per log line dropped.
+   * log_buffer_bytes, one per log line dropped; otlp_span_queue (OTEL_BSP_MAX_QUEUE_SIZE), one per
+   * span dropped at a full span queue.
    */
   limitExceeded: {
     kind: 'counter',

@@ -18,6 +18,7 @@ export type LimitName =
   | 'interim_responses'
   | 'interim_response_bytes'
   | 'log_buffer_bytes'
+  | 'otlp_span_queue'
   | 'profile_time_share'
   | 'admin_connections'
   | 'admin_request_refused'

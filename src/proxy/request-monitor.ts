@@ -2,6 +2,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { Attributes } from '@opentelemetry/api';
 import type { Logger } from 'pino';
 import type { RequestLineWriter } from '../log/request-line.js';
+import { loggablePath } from '../log/loggable-path.js';
 import type { Clock } from '../clock/clock.js';
 import type { DrainState } from '../lifecycle/drain-state.js';
 import type { Workload } from '../config/load.js';
@@ -67,6 +68,8 @@ export class RequestMonitor implements InterTokenSink, TapContext {
   private readonly deps: MonitorDependencies;
   private readonly method: string;
   private readonly path: string;
+  /** The path as logs and spans carry it (log/loggable-path.ts): parameters, fragment and an encoded query hidden, bounded. */
+  private readonly loggedPath: string;
   private readonly headers: IncomingHttpHeaders;
   private workload: Workload | undefined;
   /** ITL SLO threshold and tallies, kept as tokens arrive so the SLO counter is touched once per request. */
@@ -112,6 +115,7 @@ export class RequestMonitor implements InterTokenSink, TapContext {
     // Only the path is logged: query strings can carry credentials.
     const query = url.indexOf('?');
     this.path = query === -1 ? url : url.slice(0, query);
+    this.loggedPath = loggablePath(this.path);
     this.protocol = (deps.taps ?? DEFAULT_TAP_SELECTOR).protocolFor(method, this.path);
     this.timeline = new TokenTimeline(deps.clock.nowMs(), this);
     deps.drain?.requestStarted();
@@ -160,7 +164,7 @@ export class RequestMonitor implements InterTokenSink, TapContext {
    */
   trace(upstreamHeaders: string[]): void {
     try {
-      this.span = (this.deps.tracer ?? NULL_TRACER).start(this.method, this.path, this.timeline.startMs, this.headers, upstreamHeaders);
+      this.span = (this.deps.tracer ?? NULL_TRACER).start(this.method, this.loggedPath, this.timeline.startMs, this.headers, upstreamHeaders);
     } catch (error) {
       this.observationFailed('trace', error);
     }
@@ -325,7 +329,7 @@ export class RequestMonitor implements InterTokenSink, TapContext {
     if (this.failureLogged) return;
     this.failureLogged = true;
     try {
-      this.deps.logger.warn({ err: error, step, method: this.method, path: this.path }, 'request monitor failed: observation of this request is incomplete, its stream goes on');
+      this.deps.logger.warn({ err: error, step, method: this.method, path: this.loggedPath }, 'request monitor failed: observation of this request is incomplete, its stream goes on');
     } catch {
       // The log sink itself failed: nothing is left to report to, and the stream must go on.
     }
@@ -477,7 +481,7 @@ export class RequestMonitor implements InterTokenSink, TapContext {
     this.span.end(summary, this.status, workload.name, this.requestedModel, goodput);
     this.deps.requestLines.write({
       method: this.method,
-      path: this.path,
+      path: this.loggedPath,
       status: this.status,
       outcome,
       workload: workload.name,

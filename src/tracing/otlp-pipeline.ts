@@ -1,9 +1,12 @@
 import type { Resource } from '@opentelemetry/resources';
 import type { AggregationTemporality, IMetricReader, InstrumentType, MetricProducer } from '@opentelemetry/sdk-metrics';
+import type { BufferConfig } from '@opentelemetry/sdk-trace-base';
+import type { SpanProcessorOptions } from '@opentelemetry/sdk-trace';
 import type { Logger } from 'pino';
 import type { Clock } from '../clock/clock.js';
 import { NULL_TRACER, type RequestTracer } from './request-span.js';
 import { loggableEndpoint, OtlpExportHealth, watchExports } from './otlp-export-health.js';
+import { SpanQueueDrops } from './span-queue-drops.js';
 import type { OtlpProtocol, OtlpSettings } from './otlp-settings.js';
 
 /** How histograms are pushed over OTLP (`metrics.otlp_histograms`). */
@@ -31,6 +34,8 @@ export interface OtlpPipeline {
   readonly tracer: RequestTracer;
   /** One per exporter: its failures, for tokentap_otlp_export_failures_total. */
   readonly exportHealth: readonly OtlpExportHealth[];
+  /** Spans dropped so far because the span queue was full, for tokentap_limit_exceeded_total{limit="otlp_span_queue"}. */
+  droppedSpans(): number;
   /** Exports the spans still buffered, then stops. */
   shutdown(): Promise<void>;
 }
@@ -40,6 +45,7 @@ export const OTLP_OFF: OtlpPipeline = Object.freeze({
   resource: undefined,
   tracer: NULL_TRACER,
   exportHealth: [],
+  droppedSpans: () => 0,
   shutdown: async () => undefined,
 });
 
@@ -90,11 +96,16 @@ export async function startOtlp(
   const traceHealth = new OtlpExportHealth('traces', loggableEndpoint(settings.traces.url), logger);
   exportHealth.push(traceHealth);
   const spanExporter = watchExports(new OTLPTraceExporter({ url: settings.traces.url }), traceHealth);
-  const provider = new BasicTracerProvider({ resource, spanProcessors: [new BatchSpanProcessor(spanExporter)] });
+  const drops = new SpanQueueDrops();
+  // BufferConfig's type lacks the option, but the processor passes its config on to sdk-trace's
+  // BatchSpanProcessor, whose options take it (sdk-trace 2.12 SpanProcessorOptions).
+  const processorOptions: BufferConfig & SpanProcessorOptions = { selfObsMeterProvider: drops };
+  const provider = new BasicTracerProvider({ resource, spanProcessors: [new BatchSpanProcessor(spanExporter, processorOptions)] });
   return {
     metricPush,
     resource,
     exportHealth,
+    droppedSpans: () => drops.dropped,
     tracer: new OtelRequestTracer(provider.getTracer('tokentap'), clock, upstream),
     shutdown: () => provider.shutdown(),
   };

@@ -44,6 +44,7 @@ export function loadOtlpSettings(env: Env): OtlpSettings | undefined {
   const intervalMs = positiveMs(env, 'OTEL_METRIC_EXPORT_INTERVAL', DEFAULT_EXPORT_INTERVAL_MS, problems);
   const timeoutMs = positiveMs(env, 'OTEL_METRIC_EXPORT_TIMEOUT', DEFAULT_EXPORT_TIMEOUT_MS, problems);
   const resourceAttributes = resource(env, problems);
+  if (tracesSignal !== undefined) checkSampler(env, problems);
   if (problems.length > 0) throw new TokentapError('TOKENTAP_ERR_CONFIG_INVALID', problems);
   if (metricsSignal === undefined && tracesSignal === undefined) return undefined;
   return Object.freeze({
@@ -85,6 +86,30 @@ function signal(env: Env, name: 'METRICS' | 'TRACES', path: string, problems: st
     return undefined;
   }
   return Object.freeze({ url, protocol });
+}
+
+/** The samplers OTEL_TRACES_SAMPLER may name for @opentelemetry/sdk-trace-base 2.12 (its config.js TracesSamplerValues). */
+const SAMPLERS = ['parentbased_always_on', 'always_on', 'always_off', 'traceidratio', 'parentbased_always_off', 'parentbased_traceidratio'];
+
+/**
+ * The span processor reads OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG itself, and takes any
+ * value it cannot use silently (a diag message nobody sees): an unknown sampler becomes
+ * parentbased_always_on, a ratio that is missing or outside [0, 1] becomes 1. A typo such as
+ * `OTEL_TRACES_SAMPLER_ARG=10%` would export every request's span, so both are checked here.
+ */
+function checkSampler(env: Env, problems: string[]): void {
+  const sampler = value(env, 'OTEL_TRACES_SAMPLER');
+  if (sampler === undefined) return;
+  if (!SAMPLERS.includes(sampler)) {
+    problems.push(`OTEL_TRACES_SAMPLER: "${sampler}" is not a sampler the OpenTelemetry SDK knows; expected one of ${SAMPLERS.join(', ')}`);
+    return;
+  }
+  if (!sampler.endsWith('traceidratio')) return;
+  const text = value(env, 'OTEL_TRACES_SAMPLER_ARG');
+  const ratio = text === undefined ? Number.NaN : Number(text);
+  if (!(ratio >= 0 && ratio <= 1)) {
+    problems.push(`OTEL_TRACES_SAMPLER_ARG: ${sampler} needs the share of traces to export, a number from 0 to 1 such as 0.1; got ${text === undefined ? 'nothing' : `"${text}"`}, which the SDK would take as 1 (every trace)`);
+  }
 }
 
 function positiveMs(env: Env, variable: string, fallback: number, problems: string[]): number {

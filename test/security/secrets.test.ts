@@ -122,6 +122,42 @@ describe('secrets in request targets', () => {
     expect(upstream.connections.map((c) => c.bytes.toString('latin1')).join('')).not.toContain('USERINFOSECRET');
   });
 
+  it('forwards a target with a path parameter, a fragment or an encoded "?" unchanged, and logs and traces the path with that part hidden (review reproduction: ";jsessionid=", "#token=" and "%3Fkey=" reached the log line and url.path)', async () => {
+    const targets = [
+      ['/v1/chat/completions;jsessionid=PARAMSECRET', '/v1/chat/completions;***'],
+      ['/v1/chat/completions#token=FRAGMENTSECRET', '/v1/chat/completions#***'],
+      ['/v1/chat/completions%3fkey=ENCODEDSECRET', '/v1/chat/completions%3F***'],
+    ];
+    for (const [target, logged] of targets) {
+      const linesBefore = logs.length;
+      const spansBefore = spans.getFinishedSpans().length;
+      const text = await send(`GET ${target} HTTP/1.1\r\nHost: model.example\r\n\r\n`);
+      expect(text).toMatch(/^HTTP\/1\.1 200 OK\r\n/);
+      // The upstream gets the target as the client sent it: tokentap relays, it does not rewrite.
+      expect(upstream.connections.at(-1)!.bytes.toString('latin1')).toContain(`GET ${target} HTTP/1.1\r\n`);
+      const line = await eventually(`the log line of ${target}`, () => logs.slice(linesBefore).find((l) => l.includes('"msg":"request"')), (l) => l !== undefined);
+      expect((JSON.parse(line!) as Record<string, unknown>).path).toBe(logged);
+      await eventually(`the span of ${target}`, () => spans.getFinishedSpans().length, (n) => n > spansBefore);
+      expect(spans.getFinishedSpans().at(-1)!.attributes['url.path']).toBe(logged);
+    }
+    const all = await observed();
+    for (const secret of ['PARAMSECRET', 'FRAGMENTSECRET', 'ENCODEDSECRET']) expect(all).not.toContain(secret);
+  });
+
+  it('logs and traces a 12 KiB path cut to 1,024 characters and marked, so a long target cannot make every line that long', async () => {
+    const longPath = `/v1/${'a'.repeat(12 * 1024)}`;
+    const linesBefore = logs.length;
+    const spansBefore = spans.getFinishedSpans().length;
+    const text = await send(`GET ${longPath} HTTP/1.1\r\nHost: model.example\r\n\r\n`);
+    expect(text).toMatch(/^HTTP\/1\.1 200 OK\r\n/);
+    expect(upstream.connections.at(-1)!.bytes.toString('latin1')).toContain(`GET ${longPath} HTTP/1.1\r\n`);
+    const line = await eventually('the long path log line', () => logs.slice(linesBefore).find((l) => l.includes('"msg":"request"')), (l) => l !== undefined);
+    expect((JSON.parse(line!) as Record<string, unknown>).path).toBe(`${longPath.slice(0, 1024)}…`);
+    expect(line!.length).toBeLessThan(2048);
+    await eventually('the long path span', () => spans.getFinishedSpans().length, (n) => n > spansBefore);
+    expect(spans.getFinishedSpans().at(-1)!.attributes['url.path']).toBe(`${longPath.slice(0, 1024)}…`);
+  });
+
   it('folds a model name holding ESC, NUL, CR or C1 controls into the label other, and the log line stays one escaped line', async () => {
     const names = ['evil\u001b[31m', 'nul\u0000x', 'cr\rx', 'c1\u009bx'];
     for (const name of names) {

@@ -40,6 +40,25 @@ describe('OTLP settings from the OTEL_* environment', () => {
     expect(settings?.resourceAttributes).toEqual({ 'service.name': 'from-variable', 'k8s.pod.name': 'pod-a', note: 'a,b c' });
   });
 
+  it('refuses an unknown OTEL_TRACES_SAMPLER and a missing or out-of-range ratio, which the SDK would silently take as "every trace" (review reproduction: OTEL_TRACES_SAMPLER_ARG=10% exported every span)', () => {
+    const traces = { OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://c:4318/v1/traces' };
+    expect(problems({ ...traces, OTEL_TRACES_SAMPLER: 'alwayson' })).toEqual([
+      'OTEL_TRACES_SAMPLER: "alwayson" is not a sampler the OpenTelemetry SDK knows; expected one of parentbased_always_on, always_on, always_off, traceidratio, parentbased_always_off, parentbased_traceidratio',
+    ]);
+    expect(problems({ ...traces, OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: '10%' })).toEqual([
+      'OTEL_TRACES_SAMPLER_ARG: traceidratio needs the share of traces to export, a number from 0 to 1 such as 0.1; got "10%", which the SDK would take as 1 (every trace)',
+    ]);
+    expect(problems({ ...traces, OTEL_TRACES_SAMPLER: 'parentbased_traceidratio' })).toEqual([
+      'OTEL_TRACES_SAMPLER_ARG: parentbased_traceidratio needs the share of traces to export, a number from 0 to 1 such as 0.1; got nothing, which the SDK would take as 1 (every trace)',
+    ]);
+    expect(problems({ ...traces, OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: '1.5' })).toHaveLength(1);
+    for (const ok of [{ OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.25' }, { OTEL_TRACES_SAMPLER: 'always_on' }, { OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '0' }]) {
+      expect(loadOtlpSettings({ ...traces, ...ok })?.traces).toBeDefined();
+    }
+    // Metrics alone: the span processor never reads the sampler.
+    expect(loadOtlpSettings({ OTEL_EXPORTER_OTLP_METRICS_ENDPOINT: 'http://c:4318/v1/metrics', OTEL_TRACES_SAMPLER: 'alwayson' })?.metrics).toBeDefined();
+  });
+
   it('refuses gRPC and other bad values, naming every variable at once', () => {
     expect(
       problems({
