@@ -121,6 +121,16 @@ describe.each(['http1', 'h2c'] as const)('upstream_protocol: %s', (protocol) => 
       expect(client.goawayCode()).toBeUndefined();
     });
   }
+
+  it('answers 400 to a :path with a fragment and forwards nothing of it (RFC 9113 8.3.1: path and query only); the session goes on', async () => {
+    const { sidecar, received, answer } = await setUp(protocol);
+    const client = await connect(sidecar.proxyUrl);
+    await send(client, 1, request('GET', '/v1/models#token=FRAGMENT'));
+    expect(client.data(1).toString('latin1')).toBe('tokentap: the :path carries a fragment (#...), which clients do not send\n');
+    await send(client, 3, request('GET', '/v1/models'));
+    expect(received()).toBe(WELL_FORMED[protocol]);
+    expect(client.data(3).toString('latin1')).toBe(answer('/v1/models'));
+  });
 });
 
 describe('well-formed HTTP/2 requests HTTP/1.1 writes differently', () => {

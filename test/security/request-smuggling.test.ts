@@ -125,6 +125,7 @@ const refused: Array<[string, string, number]> = [
   ['the * target outside OPTIONS', 'GET * HTTP/1.1\r\nHost: x\r\n\r\n', 400],
   ['an absolute-form target with userinfo', 'GET http://u:SECRET@x/v1/echo HTTP/1.1\r\nHost: x\r\n\r\n', 400],
   ['an absolute-form target of another scheme', 'GET ftp://x/v1/echo HTTP/1.1\r\nHost: x\r\n\r\n', 400],
+  ['an origin-form target with a fragment', 'POST /v1/chat/completions#x HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n', 400],
 ];
 
 /** Body errors: the head was accepted and forwarded, the body is not chunked framing. */

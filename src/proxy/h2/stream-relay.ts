@@ -170,6 +170,12 @@ export class StreamRelay implements IdleWatched {
       this.answer(501, 'upstream_error', 'CONNECT is not proxied over HTTP/2');
       return;
     }
+    // RFC 9113 section 8.3.1: `:path` holds the target's path and query, no fragment (as HTTP/1.1's
+    // request-rules.ts refuses it).
+    if (path.includes('#')) {
+      this.answer(400, 'client_error', 'the :path carries a fragment (#...), which clients do not send');
+      return;
+    }
     if (grpc && !context.upstreamHttp2) {
       this.grpcUnavailable();
       return;

@@ -83,6 +83,11 @@ export function checkRequestHead(major: number, minor: number, method: string, t
 
   let forwardTarget = target;
   let host: string | undefined;
+  // RFC 9112 section 3.2: a request target carries no fragment (section 3: an invalid request line
+  // SHOULD get 400). Servers differ on it: Node's takes `#x` as part of the path (a 404 from any
+  // route), uvicorn's parser drops it and serves the route, where tokentap's routes and workload
+  // matchers would not see it: refused, whatever the form (the absolute form's pattern excludes it).
+  if (target.includes('#')) return refused(400, 'the request target carries a fragment (#...), which clients do not send');
   if (target === '*') {
     // RFC 9112 section 3.2.4: the asterisk form is for OPTIONS only.
     if (method !== 'OPTIONS') return refused(400, `the target * is only valid for OPTIONS, not ${method}`);
