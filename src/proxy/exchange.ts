@@ -606,8 +606,10 @@ export class Exchange implements UpstreamOwner, IdleWatched {
     if (read === undefined) return;
     const { head, headBytes } = read;
     const rest = headBytes < buffer.length ? buffer.subarray(headBytes) : undefined;
-    if (head.status < 100) {
-      this.unforwardable(`status ${head.status} is below 100`);
+    // RFC 9110 section 15: status codes are 100-599, and llhttp reads any three digits. Relayed,
+    // 600-999 reached clients that cannot know what it means (the HTTP/2 path answers 502 too).
+    if (head.status < 100 || head.status > 599) {
+      this.unforwardable(`status ${head.status} is outside 100-599`);
       return;
     }
     if (head.status < 200) {

@@ -215,19 +215,21 @@ describe('upstream down', () => {
 });
 
 describe('an upstream answer Node cannot forward', () => {
-  it('answers 502 naming it (a status below 100), counts upstream_error, and keeps serving', async () => {
-    const odd = net.createServer((socket) => socket.once('data', () => socket.end('HTTP/1.1 099 Odd\r\ncontent-length: 2\r\n\r\nok')));
+  it('answers 502 naming it (a status below 100 or above 599), counts upstream_error, and keeps serving', async () => {
+    const statuses = ['099', '600', '999'];
+    let next = 0;
+    const odd = net.createServer((socket) => socket.once('data', () => socket.end(`HTTP/1.1 ${statuses[next++ % statuses.length]} Odd\r\ncontent-length: 2\r\n\r\nok`)));
     await new Promise<void>((resolve) => odd.listen(0, '127.0.0.1', resolve));
     const oddUrl = `http://127.0.0.1:${(odd.address() as AddressInfo).port}`;
     const proxied = await startTestSidecar(oddUrl);
     try {
-      for (let i = 0; i < 2; i++) {
+      for (const status of statuses) {
         const result = await exchange(`${proxied.proxyUrl}/v1/chat/completions`, { method: 'POST', body: chatBody(), headers: { 'content-type': 'application/json' } });
         expect(result.status).toBe(502);
-        expect(JSON.parse(result.body.toString()).error.message).toMatch(new RegExp(`^tokentap: upstream ${new URL(oddUrl).host} sent a response that cannot be forwarded \\(.*99`));
+        expect(JSON.parse(result.body.toString()).error.message).toBe(`tokentap: upstream ${new URL(oddUrl).host} sent a response that cannot be forwarded (status ${Number(status)} is outside 100-599)`);
       }
-      const m = await eventually('counted', () => scrape(proxied.adminUrl), (x) => sumValues(x, 'tokentap_requests_total', { outcome: 'upstream_error' }) === 2);
-      expect(sumValues(m, 'tokentap_requests_total', { outcome: 'upstream_error', http_status_class: '5xx' })).toBe(2);
+      const m = await eventually('counted', () => scrape(proxied.adminUrl), (x) => sumValues(x, 'tokentap_requests_total', { outcome: 'upstream_error' }) === statuses.length);
+      expect(sumValues(m, 'tokentap_requests_total', { outcome: 'upstream_error', http_status_class: '5xx' })).toBe(statuses.length);
     } finally {
       await proxied.close();
       await new Promise((resolve) => odd.close(resolve));
