@@ -84,6 +84,8 @@ export class RequestMonitor implements InterTokenSink, TapContext {
   private tap: Tap | undefined;
   private streaming = false;
   private status = 0;
+  /** The response's `grpc-encoding`, read by the gRPC taps (TapContext). */
+  grpcEncoding: string | undefined;
   private endedOutcome: Outcome | undefined;
   private done = false;
   private span: RequestSpan = NULL_SPAN;
@@ -166,8 +168,10 @@ export class RequestMonitor implements InterTokenSink, TapContext {
     }
   }
 
-  response(status: number, contentType: string | undefined): void {
+  /** The response head: its status, Content-Type and, over HTTP/2, its `grpc-encoding`; chooses the tap. */
+  response(status: number, contentType: string | undefined, grpcEncoding?: string): void {
     this.status = status;
+    this.grpcEncoding = grpcEncoding;
     if (status < 200 || status >= 300) return;
     try {
       const choice = (this.deps.taps ?? DEFAULT_TAP_SELECTOR).selectOn(this.protocol, this.method, this.path, contentType);

@@ -31,6 +31,8 @@ export type TapProblemReason = 'malformed_event' | 'oversized_event' | 'oversize
 
 export interface TapContext {
   readonly timeline: TokenTimeline;
+  /** The response's `grpc-encoding` (HTTP/2 only): whether a gRPC message's compressed flag is allowed (grpc/grpc-frame-decoder.ts). */
+  readonly grpcEncoding?: string | undefined;
   problem(reason: TapProblemReason): void;
 }
 

@@ -442,7 +442,8 @@ export class StreamRelay implements IdleWatched {
       return;
     }
     this.responseStarted = true;
-    this.monitor.response(status, contentType);
+    const grpcEncoding = headers['grpc-encoding'];
+    this.monitor.response(status, contentType, typeof grpcEncoding === 'string' ? grpcEncoding : undefined);
     if (endStream) {
       // No body: a bodiless answer, or gRPC's trailers-only response, whose status is in these fields.
       this.monitor.trailers(headers);

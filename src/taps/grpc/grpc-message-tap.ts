@@ -47,6 +47,13 @@ export function createGrpcStatusTap(context: TapContext): Tap {
  * the trailers. Counted, never thrown: a message over the cap (`oversized_event`), one that is not
  * the engine's protobuf or a prefix cut off by the end of the body (`malformed_event`), and a
  * response with compressed messages (`compressed_message`, once per response).
+ *
+ * Framing a gRPC client cannot read makes the call an upstream error whatever grpc-status follows
+ * (a failing status still names its own outcome): a prefix that is not gRPC framing (its flag
+ * neither 0 nor 1, or 1 with no `grpc-encoding` declared), after which nothing is read, and a
+ * message cut off by a status that says the call ended. grpc-go fails such a call (INTERNAL),
+ * so a `completed` here would count as served an answer its client did not get. A message cut
+ * off by a body that ends without a status leaves the call `truncated`, as any stream cut short.
  */
 export abstract class GrpcMessageTap implements Tap {
   protected readonly context: TapContext;
@@ -57,12 +64,16 @@ export abstract class GrpcMessageTap implements Tap {
 
   constructor(context: TapContext) {
     this.context = context;
-    this.decoder = new GrpcFrameDecoder({
-      onMessage: (message) => this.onMessage(message),
-      onCompressed: () => this.compressed(),
-      onOversized: () => context.problem('oversized_event'),
-      onTruncated: () => context.problem('malformed_event'),
-    });
+    this.decoder = new GrpcFrameDecoder(
+      {
+        onMessage: (message) => this.onMessage(message),
+        onCompressed: () => this.compressed(),
+        onOversized: () => context.problem('oversized_event'),
+        onTruncated: () => this.unreadable(context.timeline.terminal),
+        onMalformed: () => this.unreadable(true),
+      },
+      { compressionDeclared: declaresCompression(context.grpcEncoding) },
+    );
   }
 
   write(chunk: Buffer, nowMs: number): void {
@@ -103,6 +114,19 @@ export abstract class GrpcMessageTap implements Tap {
     this.context.timeline.content(this.nowMs, 1);
   }
 
+  /** Framing the client cannot read: counted, and with `failsCall` the call is an upstream error. */
+  private unreadable(failsCall: boolean): void {
+    this.context.problem('malformed_event');
+    if (failsCall) this.context.timeline.errorEvent = true;
+  }
+
   /** One uncompressed message, valid only during this call. */
   protected abstract onMessage(message: Buffer): void;
+}
+
+/** A `grpc-encoding` that names a compression (anything but absent, empty or `identity`, per PROTOCOL-HTTP2.md). */
+function declaresCompression(encoding: string | undefined): boolean {
+  if (encoding === undefined) return false;
+  const name = encoding.trim().toLowerCase();
+  return name !== '' && name !== 'identity';
 }
