@@ -9,8 +9,11 @@ import type { Outcome } from '../../metrics/recorder.js';
  * client asked for wrong is `client_error`, what the server failed to do is `upstream_error`.
  *
  * - OK: `completed` (unless the stream itself reported an error, as Triton does in a message).
- * - CANCELLED: `client_cancelled`. A server answers CANCELLED when its caller went away; a client
- *   that resets its stream is seen by the proxy first, which ends the request the same way.
+ * - CANCELLED: `upstream_error`. A client cancels by resetting its stream (RST_STREAM), never with a
+ *   status: the proxy sees that reset first and records the request `client_cancelled` there
+ *   (stream-relay.ts clientClosed), before any trailer could arrive. A CANCELLED that reaches the
+ *   monitor in trailers was sent by the engine (or a proxy before it) to a client still waiting:
+ *   the server side gave up, and counting it as the client's would keep it out of the SLO.
  * - DEADLINE_EXCEEDED: `timeout` (the `grpc-timeout` the client set, or the server's own, ran out).
  * - INVALID_ARGUMENT, NOT_FOUND, ALREADY_EXISTS, PERMISSION_DENIED, FAILED_PRECONDITION,
  *   OUT_OF_RANGE, UNAUTHENTICATED: `client_error` (HTTP 400, 404, 409, 403, 400, 400, 401).
@@ -20,7 +23,7 @@ import type { Outcome } from '../../metrics/recorder.js';
  */
 const OUTCOME_BY_CODE: readonly Outcome[] = [
   'completed', // 0 OK
-  'client_cancelled', // 1 CANCELLED
+  'upstream_error', // 1 CANCELLED (sent by the server: a client's cancel is its RST_STREAM, seen by the proxy)
   'upstream_error', // 2 UNKNOWN
   'client_error', // 3 INVALID_ARGUMENT
   'timeout', // 4 DEADLINE_EXCEEDED
