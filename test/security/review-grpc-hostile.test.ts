@@ -156,6 +156,26 @@ describe('framing a gRPC client cannot read, from the engine', () => {
   });
 });
 
+describe('a gRPC call answered in something other than gRPC', () => {
+  it('relays an HTML page answered 200 to a Generate call byte for byte, and records the call upstream_error as @grpc/grpc-js fails it', async () => {
+    // Reproduction: recorded `completed` (no token, a good e2e event) while grpc-js failed the call.
+    const page = '<html><body>502 Bad Gateway (ingress)</body></html>';
+    const engine = await scriptedEngine({ headers: { 'content-type': 'text/html' }, frames: [Buffer.from(page)] });
+    const sidecar = await sidecarFor(engine.url);
+    const raw = await rawCall(sidecar.proxyUrl);
+    expect(raw.head['content-type']).toBe('text/html');
+    expect(raw.body.toString()).toBe(page);
+    const call = grpcClient(sidecar.proxyUrl).Generate(GenerateRequest.fromObject({ request_id: 'r2', stream: true }), new Metadata());
+    const error = await new Promise<ServiceError>((resolve) => {
+      call.on('data', () => {});
+      call.on('error', resolve);
+    });
+    expect(error.code).not.toBe(GrpcStatus.OK);
+    const lines = await eventually('both request lines', () => sidecar.logs.filter((l) => l.msg === 'request'), (l) => l.length === 2);
+    expect(lines.map((line) => line.outcome)).toEqual(['upstream_error', 'upstream_error']);
+  });
+});
+
 describe('who cancelled: the client`s cancel and the engine`s CANCELLED', () => {
   const SLO = 'workloads:\n  - name: default\n    slo: { objective: 0.99, e2e: 60s }\n';
 

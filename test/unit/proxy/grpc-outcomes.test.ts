@@ -146,6 +146,43 @@ describe('gRPC calls through the request monitor', () => {
     expect(sumValues(m, 'tokentap_requests_total', { operation: 'other' })).toBe(1);
   });
 
+  it.each([['text/html; charset=utf-8'], ['application/json'], ['application/grpc-web'], [undefined]])(
+    'makes a gRPC call answered 200 with Content-Type %s (not gRPC) an upstream error, whatever its body',
+    async (contentType) => {
+      // Reproduction: an ingress's HTML page answered 200 to a Generate call was `completed` (a good
+      // e2e event) while @grpc/grpc-js failed the call RESOURCE_EXHAUSTED, reading "<htm" as a length.
+      const { clock, telemetry, deps } = setup();
+      const monitor = new RequestMonitor(deps, 'POST', GENERATE, { ':path': GENERATE, 'content-type': 'application/grpc', te: 'trailers' });
+      monitor.requestBody(undefined);
+      monitor.response(200, contentType);
+      clock.advance(10);
+      monitor.arrived();
+      monitor.body(Buffer.from('<html>bad gateway</html>'));
+      monitor.bodyEnd();
+      monitor.delivered();
+      expect(await outcomes(telemetry)).toEqual({ upstream_error: 1 });
+    },
+  );
+
+  it('reads a gRPC answer of any gRPC content subtype (application/grpc+proto; charset) as gRPC, and a gRPC-Web request answered in JSON as before', async () => {
+    const { clock, telemetry, deps } = setup();
+    const grpcProto = new RequestMonitor(deps, 'POST', GENERATE, { ':path': GENERATE, 'content-type': 'application/grpc+proto' });
+    grpcProto.requestBody(undefined);
+    grpcProto.response(200, 'Application/gRPC+proto; charset=utf-8');
+    clock.advance(10);
+    grpcProto.arrived();
+    grpcProto.body(chunk([1]));
+    grpcProto.trailers({ 'grpc-status': '0' });
+    grpcProto.bodyEnd();
+    grpcProto.delivered();
+    const web = new RequestMonitor(deps, 'POST', '/x.Y/Z', { ':path': '/x.Y/Z', 'content-type': 'application/grpc-web+proto' });
+    web.requestBody(undefined);
+    web.response(200, 'application/json');
+    web.bodyEnd();
+    web.delivered();
+    expect(await outcomes(telemetry)).toEqual({ completed: 2 });
+  });
+
   it('counts a trailers call of a response that has no tap as nothing, and leaves HTTP/1.1 outcomes as they were', async () => {
     const { clock, telemetry, deps } = setup();
     const monitor = new RequestMonitor(deps, 'POST', '/v1/chat/completions', {});
