@@ -156,6 +156,19 @@ describe('framing a gRPC client cannot read, from the engine', () => {
   });
 });
 
+describe('messages however the engine frames them', () => {
+  it('relays messages packed into one DATA frame and a message spread over one-byte DATA frames byte for byte, and counts exactly the token_ids the proto says', async () => {
+    const stream = Buffer.concat([chunk([1]), chunk([2, 3]), grpcFrame(Buffer.alloc(0)), chunk([4, 5, 6]), complete(6)]);
+    const packed = chunk([1]).length + chunk([2, 3]).length + 5;
+    const frames = [stream.subarray(0, packed), ...Array.from(stream.subarray(packed), (byte) => Buffer.from([byte]))];
+    const engine = await scriptedEngine({ frames, trailers: { 'grpc-status': '0' } });
+    const sidecar = await sidecarFor(engine.url);
+    const answer = await rawCall(sidecar.proxyUrl);
+    expect(answer.body.equals(stream)).toBe(true);
+    expect(await requestLine(sidecar)).toMatchObject({ outcome: 'completed', content_events: 3, counted_tokens: 6, output_tokens: 6, input_tokens: 7 });
+  });
+});
+
 describe('a gRPC call answered in something other than gRPC', () => {
   it('relays an HTML page answered 200 to a Generate call byte for byte, and records the call upstream_error as @grpc/grpc-js fails it', async () => {
     // Reproduction: recorded `completed` (no token, a good e2e event) while grpc-js failed the call.
