@@ -189,6 +189,75 @@ describe('a gRPC call answered in something other than gRPC', () => {
   });
 });
 
+describe('an engine that answers before the request has ended, then closes its stream', () => {
+  /** Answers at the request's head, before its body ends, then resets its stream NO_ERROR (RFC 9113 8.1), as grpc-go does. */
+  async function earlyAnswerEngine(frames: readonly Buffer[]) {
+    const server = http2.createServer();
+    server.on('session', (session) => session.on('error', () => {}));
+    server.on('stream', (stream: http2.ServerHttp2Stream) => {
+      stream.on('error', () => {});
+      stream.resume();
+      const reset = () => setTimeout(() => stream.close(http2.constants.NGHTTP2_NO_ERROR), 20);
+      if (frames.length === 0) {
+        stream.respond({ ':status': 200, 'content-type': 'application/grpc', 'grpc-status': '12', 'grpc-message': 'unimplemented' }, { endStream: true });
+        reset();
+        return;
+      }
+      stream.respond({ ':status': 200, 'content-type': 'application/grpc' }, { waitForTrailers: true });
+      stream.once('wantTrailers', () => {
+        stream.sendTrailers({ 'grpc-status': '3' });
+        reset();
+      });
+      for (const frame of frames) stream.write(frame);
+      stream.end();
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    cleanups.push(() => new Promise<void>((resolve) => server.close(() => resolve())));
+    return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  }
+
+  /** A call whose request never ends: its head and part of a message. How its stream closed (or that it did not within 5 s), and what it received. */
+  async function unendedCall(proxyUrl: string) {
+    const session = connectH2(proxyUrl, cleanups);
+    const stream = session.request({ ':method': 'POST', ':path': GENERATE, 'content-type': 'application/grpc', te: 'trailers' });
+    stream.on('error', () => {});
+    stream.write(Buffer.from([0, 0, 0, 0, 10, 1]));
+    const received: { head?: http2.IncomingHttpHeaders; trailers?: http2.IncomingHttpHeaders; body: Buffer[] } = { body: [] };
+    stream.on('response', (head) => (received.head = head));
+    stream.on('trailers', (trailers) => (received.trailers = trailers));
+    stream.on('data', (chunk: Buffer) => received.body.push(chunk));
+    const closed = await new Promise<number | 'open'>((resolve) => {
+      const timer = setTimeout(() => resolve('open'), 5000);
+      stream.on('close', () => {
+        clearTimeout(timer);
+        resolve(stream.rstCode ?? 0);
+      });
+    });
+    stream.destroy();
+    return { ...received, closed };
+  }
+
+  it('closes the client`s stream NO_ERROR after relaying a trailers-only answer, as the engine closed its own', async () => {
+    // Reproduction: the client's stream stayed open with no timer on it (still open after 5 s; a
+    // direct client's closed at once), so a client that never ends its request held it for good.
+    const sidecar = await sidecarFor(await earlyAnswerEngine([]));
+    const call = await unendedCall(sidecar.proxyUrl);
+    expect(call.head).toMatchObject({ ':status': 200, 'grpc-status': '12', 'grpc-message': 'unimplemented' });
+    expect(call.closed).toBe(http2.constants.NGHTTP2_NO_ERROR);
+    expect(await requestLine(sidecar)).toMatchObject({ outcome: 'upstream_error' });
+  });
+
+  it('closes it only after the whole answer, its messages and trailers, has been relayed', async () => {
+    const frames = [chunk([1]), chunk([2, 3])];
+    const sidecar = await sidecarFor(await earlyAnswerEngine(frames));
+    const call = await unendedCall(sidecar.proxyUrl);
+    expect(Buffer.concat(call.body).equals(Buffer.concat(frames))).toBe(true);
+    expect(call.trailers?.['grpc-status']).toBe('3');
+    expect(call.closed).toBe(http2.constants.NGHTTP2_NO_ERROR);
+    expect(await requestLine(sidecar)).toMatchObject({ outcome: 'client_error' });
+  });
+});
+
 describe('who cancelled: the client`s cancel and the engine`s CANCELLED', () => {
   const SLO = 'workloads:\n  - name: default\n    slo: { objective: 0.99, e2e: 60s }\n';
 
