@@ -40,7 +40,7 @@ export interface GrpcFrameOptions {
   /** Messages over this are skipped by their length, never held. */
   readonly maxMessageBytes?: number;
   /** The response declared a `grpc-encoding` other than identity: flag 1 is a compressed message, not malformed framing. */
-  readonly compressionDeclared?: boolean;
+  readonly compressionDeclared: boolean;
 }
 
 export class GrpcFrameDecoder {
@@ -59,10 +59,10 @@ export class GrpcFrameDecoder {
   /** A prefix was not gRPC framing: nothing more is decoded. */
   private stopped = false;
 
-  constructor(handlers: GrpcFrameHandlers, options: GrpcFrameOptions = {}) {
+  constructor(handlers: GrpcFrameHandlers, options: GrpcFrameOptions) {
     this.handlers = handlers;
     this.maxMessageBytes = options.maxMessageBytes ?? MAX_MESSAGE_BYTES;
-    this.compressionDeclared = options.compressionDeclared ?? false;
+    this.compressionDeclared = options.compressionDeclared;
   }
 
   write(chunk: Buffer): void {
@@ -95,7 +95,8 @@ export class GrpcFrameDecoder {
 
   /** The body ended: a prefix or message left incomplete was cut off. */
   end(): void {
-    if (!this.stopped && (this.inMessage || this.prefixFilled > 0)) this.handlers.onTruncated();
+    // A malformed prefix left neither a message nor a prefix open (startMessage), so nothing is cut off after it.
+    if (this.inMessage || this.prefixFilled > 0) this.handlers.onTruncated();
     this.inMessage = false;
     this.prefixFilled = 0;
     this.gathered = undefined;

@@ -164,23 +164,29 @@ describe('gRPC calls through the request monitor', () => {
     },
   );
 
-  it('reads a gRPC answer of any gRPC content subtype (application/grpc+proto; charset) as gRPC, and a gRPC-Web request answered in JSON as before', async () => {
+  it('reads a gRPC answer in any gRPC content type (a + subtype, parameters, any case) as gRPC, and a gRPC-Web request answered in JSON as before', async () => {
     const { clock, telemetry, deps } = setup();
-    const grpcProto = new RequestMonitor(deps, 'POST', GENERATE, { ':path': GENERATE, 'content-type': 'application/grpc+proto' });
-    grpcProto.requestBody(undefined);
-    grpcProto.response(200, 'Application/gRPC+proto; charset=utf-8');
-    clock.advance(10);
-    grpcProto.arrived();
-    grpcProto.body(chunk([1]));
-    grpcProto.trailers({ 'grpc-status': '0' });
-    grpcProto.bodyEnd();
-    grpcProto.delivered();
+    const pairs = [
+      ['application/grpc', 'Application/gRPC+proto; charset=utf-8'],
+      ['application/grpc+proto', 'application/grpc;charset=utf-8'],
+    ];
+    for (const [request, response] of pairs) {
+      const monitor = new RequestMonitor(deps, 'POST', GENERATE, { ':path': GENERATE, 'content-type': request });
+      monitor.requestBody(undefined);
+      monitor.response(200, response);
+      clock.advance(10);
+      monitor.arrived();
+      monitor.body(chunk([1]));
+      monitor.trailers({ 'grpc-status': '0' });
+      monitor.bodyEnd();
+      monitor.delivered();
+    }
     const web = new RequestMonitor(deps, 'POST', '/x.Y/Z', { ':path': '/x.Y/Z', 'content-type': 'application/grpc-web+proto' });
     web.requestBody(undefined);
     web.response(200, 'application/json');
     web.bodyEnd();
     web.delivered();
-    expect(await outcomes(telemetry)).toEqual({ completed: 2 });
+    expect(await outcomes(telemetry)).toEqual({ completed: 3 });
   });
 
   it('counts a trailers call of a response that has no tap as nothing, and leaves HTTP/1.1 outcomes as they were', async () => {
