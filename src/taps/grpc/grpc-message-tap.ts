@@ -30,13 +30,21 @@ export function readGrpcStatus(trailers: IncomingHttpHeaders, context: TapContex
  * A gRPC call whose messages tokentap does not read (a method without a tap: a health check, model
  * info): only a failure's outcome, from the trailers. Its body is not decoded at all, and its
  * status is not a terminal event, so such a call stays an `other` operation, not a generation, and
- * is not a stream that can be truncated (the tap is chosen as not streaming: select.ts).
+ * is not a stream that can be truncated (the tap is chosen as not streaming: select.ts). A body
+ * that ends without any grpc-status is an upstream error: its client fails the call (grpc-js:
+ * INTERNAL, "Call ended without gRPC status").
  */
 export function createGrpcStatusTap(context: TapContext): Tap {
+  let statusSeen = false;
   return {
     write() {},
-    end() {},
-    trailers: (trailers) => readGrpcStatus(trailers, context, false),
+    end() {
+      if (!statusSeen) context.timeline.errorEvent = true;
+    },
+    trailers(trailers) {
+      if (trailers['grpc-status'] !== undefined) statusSeen = true;
+      readGrpcStatus(trailers, context, false);
+    },
   };
 }
 

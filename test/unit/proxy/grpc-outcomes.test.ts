@@ -189,6 +189,17 @@ describe('gRPC calls through the request monitor', () => {
     expect(await outcomes(telemetry)).toEqual({ completed: 3 });
   });
 
+  it('makes a call to a method without a tap whose body ends without any grpc-status an upstream error, and one ended OK completed', async () => {
+    // Reproduction: recorded `completed` while @grpc/grpc-js failed the call INTERNAL ("Call ended without gRPC status").
+    const { clock, telemetry, deps } = setup();
+    const health = '/vllm.grpc.engine.VllmEngine/HealthCheck';
+    const healthy = grpcFrame(encode('vllm.grpc.engine.HealthCheckResponse', { healthy: true }));
+    generate(deps, clock, [healthy], [3], undefined, health);
+    expect(await outcomes(telemetry)).toEqual({ upstream_error: 1 });
+    generate(deps, clock, [healthy], [3], { 'grpc-status': '0' }, health);
+    expect(await outcomes(telemetry)).toEqual({ upstream_error: 1, completed: 1 });
+  });
+
   it('counts a trailers call of a response that has no tap as nothing, and leaves HTTP/1.1 outcomes as they were', async () => {
     const { clock, telemetry, deps } = setup();
     const monitor = new RequestMonitor(deps, 'POST', '/v1/chat/completions', {});
