@@ -169,6 +169,11 @@ export class RequestMonitor implements InterTokenSink, TapContext {
     }
   }
 
+  /** The request set a gRPC deadline (TapContext). */
+  get clientDeadline(): boolean {
+    return this.headers['grpc-timeout'] !== undefined;
+  }
+
   /** The response head: its status, Content-Type and, over HTTP/2, its `grpc-encoding`; chooses the tap. */
   response(status: number, contentType: string | undefined, grpcEncoding?: string): void {
     this.status = status;

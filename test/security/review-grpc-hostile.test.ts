@@ -53,6 +53,8 @@ interface Answer {
   delayMs?: number;
   /** Never end the stream after the frames (the client or tokentap ends it). */
   hang?: boolean;
+  /** A trailers-only answer: the head (with `headers`) and END_STREAM, nothing else. */
+  headOnly?: boolean;
 }
 
 /** An h2c upstream answering every stream with `answer`, one DATA write per frame, recording each request's raw header list. */
@@ -68,6 +70,10 @@ async function scriptedEngine(answer: Answer) {
       if (answer.delayMs !== undefined) await new Promise((r) => setTimeout(r, answer.delayMs));
       if (stream.destroyed) return;
       const trailers = answer.trailers;
+      if (answer.headOnly) {
+        stream.respond({ ':status': 200, 'content-type': 'application/grpc', ...answer.headers }, { endStream: true });
+        return;
+      }
       stream.respond({ ':status': 200, 'content-type': 'application/grpc', ...answer.headers }, { waitForTrailers: trailers !== undefined });
       if (trailers !== undefined) stream.once('wantTrailers', () => stream.sendTrailers(trailers));
       for (const frame of answer.frames) stream.write(frame);
@@ -331,6 +337,25 @@ describe('grpc-timeout from a hostile client', () => {
     expect(forwarded).toEqual(values);
     const lines = await eventually('the request lines', () => sidecar.logs.filter((l) => l.msg === 'request'), (l) => l.length === values.length);
     expect(lines.map((line) => line.outcome)).toEqual(values.map(() => 'completed'));
+  });
+
+  it('does not let a client`s tiny grpc-timeout burn the SLO: the engine`s DEADLINE_EXCEEDED for it is client_cancelled, without it a timeout', async () => {
+    // Reproduction: `grpc-timeout: 1m` made the engine answer DEADLINE_EXCEEDED at once and every
+    // such call a `timeout`: bad TTFT and e2e events, the same client deadline that is
+    // client_cancelled when the client's own timer fires first.
+    const engine = await scriptedEngine({ headers: { 'grpc-status': String(GrpcStatus.DEADLINE_EXCEEDED) }, frames: [], headOnly: true });
+    const sidecar = await sidecarFor(engine.url, 'workloads:\n  - name: default\n    slo: { objective: 0.99, ttft: 10s, e2e: 60s }\n');
+    const withDeadline = await rawCall(sidecar.proxyUrl, { 'grpc-timeout': '1m' });
+    expect(withDeadline.head['grpc-status']).toBe('4');
+    await eventually('the request line', () => sidecar.logs.filter((l) => l.msg === 'request'), (lines) => lines.length === 1);
+    let metrics = await scrape(sidecar.adminUrl);
+    expect(sumValues(metrics, 'tokentap_requests_total', { outcome: 'client_cancelled' })).toBe(1);
+    expect(sumValues(metrics, 'tokentap_slo_events_total')).toBe(0);
+    await rawCall(sidecar.proxyUrl);
+    await eventually('both request lines', () => sidecar.logs.filter((l) => l.msg === 'request'), (lines) => lines.length === 2);
+    metrics = await scrape(sidecar.adminUrl);
+    expect(sumValues(metrics, 'tokentap_requests_total', { outcome: 'timeout' })).toBe(1);
+    expect(sumValues(metrics, 'tokentap_slo_events_total', { result: 'bad' })).toBe(2);
   });
 
   it('cuts a silent engine at upstream_idle_timeout whatever grpc-timeout the client asked for', async () => {

@@ -21,7 +21,7 @@ export function readGrpcStatus(trailers: IncomingHttpHeaders, context: TapContex
     timeline.statusOutcome = 'upstream_error';
     return;
   }
-  const outcome = outcomeOfGrpcStatus(code);
+  const outcome = outcomeOfGrpcStatus(code, context.clientDeadline === true);
   // Success leaves the outcome to the stream (an error it reported in a message still counts).
   if (outcome !== 'completed') timeline.statusOutcome = outcome;
 }

@@ -14,7 +14,12 @@ import type { Outcome } from '../../metrics/recorder.js';
  *   (stream-relay.ts clientClosed), before any trailer could arrive. A CANCELLED that reaches the
  *   monitor in trailers was sent by the engine (or a proxy before it) to a client still waiting:
  *   the server side gave up, and counting it as the client's would keep it out of the SLO.
- * - DEADLINE_EXCEEDED: `timeout` (the `grpc-timeout` the client set, or the server's own, ran out).
+ * - DEADLINE_EXCEEDED: `timeout` when the client set no deadline (the server's own ran out). When
+ *   the request carried `grpc-timeout`, `client_cancelled`: the client's deadline ran out, the same
+ *   event as a client that resets its stream when its own timer fires first (which of the two
+ *   timers wins is a race), judged as a client that left after waiting that long (slo-events.ts:
+ *   bad once it waited past a threshold). As `timeout`, any client could burn the SLO at any
+ *   speed of service by asking for `grpc-timeout: 1m`.
  * - INVALID_ARGUMENT, NOT_FOUND, ALREADY_EXISTS, PERMISSION_DENIED, FAILED_PRECONDITION,
  *   OUT_OF_RANGE, UNAUTHENTICATED: `client_error` (HTTP 400, 404, 409, 403, 400, 400, 401).
  * - UNKNOWN, RESOURCE_EXHAUSTED (the engine is full: HTTP 429, counted as a failure like 429),
@@ -41,8 +46,11 @@ const OUTCOME_BY_CODE: readonly Outcome[] = [
   'client_error', // 16 UNAUTHENTICATED
 ];
 
-/** The outcome of a call that ended with status `code`. */
-export function outcomeOfGrpcStatus(code: number): Outcome {
+const DEADLINE_EXCEEDED = 4;
+
+/** The outcome of a call that ended with status `code`; `clientDeadline`: the request set `grpc-timeout`. */
+export function outcomeOfGrpcStatus(code: number, clientDeadline: boolean): Outcome {
+  if (code === DEADLINE_EXCEEDED && clientDeadline) return 'client_cancelled';
   return OUTCOME_BY_CODE[code] ?? 'upstream_error';
 }
 

@@ -124,6 +124,24 @@ describe('gRPC calls through the request monitor', () => {
     expect(sumValues(m, 'tokentap_requests_total', { operation: 'generation' })).toBe(1);
   });
 
+  it('ends a call with DEADLINE_EXCEEDED as client_cancelled when the client set grpc-timeout (its deadline), as timeout when it did not', async () => {
+    // Reproduction: `grpc-timeout: 1m` from any client made every call a `timeout`, a bad e2e event at any speed.
+    const { clock, telemetry, deps } = setup('workloads:\n  - name: default\n    slo: { objective: 0.99, e2e: 60s }\n');
+    for (const headers of [{ 'grpc-timeout': '1m' }, {}]) {
+      const monitor = new RequestMonitor(deps, 'POST', GENERATE, { ':path': GENERATE, 'content-type': 'application/grpc', te: 'trailers', ...headers });
+      monitor.requestBody(undefined);
+      monitor.response(200, 'application/grpc');
+      clock.advance(5);
+      monitor.trailers({ 'grpc-status': '4' });
+      monitor.bodyEnd();
+      monitor.delivered();
+    }
+    expect(await outcomes(telemetry)).toEqual({ client_cancelled: 1, timeout: 1 });
+    const m = parsePrometheusText(await telemetry.scrape());
+    expect(sumValues(m, 'tokentap_slo_events_total', { slo: 'e2e', result: 'bad' })).toBe(1);
+    expect(sumValues(m, 'tokentap_slo_events_total', { slo: 'e2e', result: 'good' })).toBe(0);
+  });
+
   it('makes a call whose body ends without grpc-status truncated', async () => {
     const { clock, telemetry, deps } = setup();
     generate(deps, clock, [chunk([1]), chunk([2])], [100, 120], undefined);
