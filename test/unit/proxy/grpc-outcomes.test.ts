@@ -187,6 +187,7 @@ describe('gRPC calls through the request monitor', () => {
     const pairs = [
       ['application/grpc', 'Application/gRPC+proto; charset=utf-8'],
       ['application/grpc+proto', 'application/grpc;charset=utf-8'],
+      ['application/grpc', 'application/grpc ; charset=utf-8'],
     ];
     for (const [request, response] of pairs) {
       const monitor = new RequestMonitor(deps, 'POST', GENERATE, { ':path': GENERATE, 'content-type': request });
@@ -204,7 +205,7 @@ describe('gRPC calls through the request monitor', () => {
     web.response(200, 'application/json');
     web.bodyEnd();
     web.delivered();
-    expect(await outcomes(telemetry)).toEqual({ completed: 3 });
+    expect(await outcomes(telemetry)).toEqual({ completed: 4 });
   });
 
   it('makes a call to a method without a tap whose body ends without any grpc-status an upstream error, and one ended OK completed', async () => {
