@@ -17,6 +17,7 @@ import type { InterTokenSeries, Outcome, Recorder, RequestSummary } from '../met
 import { metEverySlo } from '../slo/goodput.js';
 import { interTokenIsBad, isClientErrorStatus, recordSloEvents, ttftResult } from '../slo/slo-events.js';
 import type { WorkloadMatcher } from '../slo/workload-matcher.js';
+import { isGrpcContentType } from '../taps/grpc/grpc-content-type.js';
 import { DEFAULT_TAP_SELECTOR, type TapSelector } from '../taps/select.js';
 import type { Tap, TapContext, TapProblemReason } from '../taps/tap.js';
 import type { Protocol } from '../taps/route-table.js';
@@ -87,6 +88,8 @@ export class RequestMonitor implements InterTokenSink, TapContext {
   private tap: Tap | undefined;
   private streaming = false;
   private status = 0;
+  /** The response's `grpc-encoding`, read by the gRPC taps (TapContext). */
+  grpcEncoding: string | undefined;
   private endedOutcome: Outcome | undefined;
   private done = false;
   private span: RequestSpan = NULL_SPAN;
@@ -170,9 +173,23 @@ export class RequestMonitor implements InterTokenSink, TapContext {
     }
   }
 
-  response(status: number, contentType: string | undefined): void {
+  /** The request set a gRPC deadline (TapContext). */
+  get clientDeadline(): boolean {
+    return this.headers['grpc-timeout'] !== undefined;
+  }
+
+  /** The response head: its status, Content-Type and, over HTTP/2, its `grpc-encoding`; chooses the tap. */
+  response(status: number, contentType: string | undefined, grpcEncoding?: string): void {
     this.status = status;
+    this.grpcEncoding = grpcEncoding;
     if (status < 200 || status >= 300) return;
+    // A gRPC call answered 2xx in anything but gRPC (an HTML page from a proxy or ingress on the
+    // way, an empty answer) failed for its client: grpc-js reads the page as a message prefix
+    // (RESOURCE_EXHAUSTED, or INTERNAL without grpc-status). It was recorded `completed`.
+    if (isGrpcContentType(this.headers['content-type']) && !isGrpcContentType(contentType)) {
+      this.timeline.errorEvent = true;
+      return;
+    }
     try {
       const choice = (this.deps.taps ?? DEFAULT_TAP_SELECTOR).selectOn(this.protocol, this.method, this.path, contentType);
       if (choice === undefined) return;

@@ -360,8 +360,10 @@ export function serveTritonModelStreamInfer(stream: ServerHttp2Stream, headers: 
       onCompressed: () => write({ error_message: 'compressed requests are not supported' }),
       onOversized: () => write({ error_message: `request larger than ${MAX_REQUEST_MESSAGE_BYTES} bytes` }),
       onTruncated: () => {},
+      onMalformed: () => write({ error_message: 'the request is not gRPC framing (a compressed flag other than 0 or 1)' }),
     },
-    MAX_REQUEST_MESSAGE_BYTES,
+    // Any flag 1 is answered as a compressed request, whether or not grpc-encoding declared it.
+    { maxMessageBytes: MAX_REQUEST_MESSAGE_BYTES, compressionDeclared: true },
   );
   stream.on('data', (chunk: Buffer) => decoder.write(chunk));
   stream.on('end', () => {

@@ -31,6 +31,10 @@ export type TapProblemReason = 'malformed_event' | 'oversized_event' | 'oversize
 
 export interface TapContext {
   readonly timeline: TokenTimeline;
+  /** The response's `grpc-encoding` (HTTP/2 only): whether a gRPC message's compressed flag is allowed (grpc/grpc-frame-decoder.ts). */
+  readonly grpcEncoding?: string | undefined;
+  /** The request set a deadline (`grpc-timeout`): a DEADLINE_EXCEEDED is then the client's deadline running out (grpc/grpc-status.ts). */
+  readonly clientDeadline?: boolean;
   problem(reason: TapProblemReason): void;
 }
 

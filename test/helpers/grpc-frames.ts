@@ -24,14 +24,14 @@ export function encode(typeName: string, object: Record<string, unknown>): Uint8
 
 /**
  * Feeds `chunks` to a gRPC tap as runTap does (chunk i at startMs + i * stepMs on a fake clock),
- * then the `trailers`, then the end of the body.
+ * then the `trailers`, then the end of the body; the response declared `grpcEncoding` if given.
  */
-export function runGrpcTap(create: TapFactory, chunks: readonly Buffer[], trailers: IncomingHttpHeaders | undefined, stepMs = 10, startMs = 100): TapRun {
+export function runGrpcTap(create: TapFactory, chunks: readonly Buffer[], trailers: IncomingHttpHeaders | undefined, stepMs = 10, startMs = 100, grpcEncoding?: string): TapRun {
   const clock = new ManualClock(0);
   const gaps: Array<[number, number]> = [];
   const problems: TapRun['problems'] = [];
   const timeline = new TokenTimeline(clock.nowMs(), { interToken: (gapMs, tokens) => gaps.push([gapMs, tokens]) });
-  const tap = create({ timeline, problem: (reason) => problems.push(reason) });
+  const tap = create({ timeline, grpcEncoding, problem: (reason) => problems.push(reason) });
   clock.advance(startMs - stepMs);
   for (const chunk of chunks) {
     clock.advance(stepMs);

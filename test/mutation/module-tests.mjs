@@ -69,6 +69,7 @@ export const moduleTests = {
   'src/taps/grpc/generate-stream-tap.ts': ['test/unit/taps/grpc/*.test.ts', 'test/unit/proxy/grpc-outcomes.test.ts'],
   'src/taps/triton-grpc.ts': ['test/unit/taps/grpc/*.test.ts'],
   'src/taps/grpc/request-model.ts': ['test/unit/taps/grpc/triton-grpc.test.ts'],
+  'src/taps/grpc/grpc-content-type.ts': ['test/unit/proxy/grpc-outcomes.test.ts'],
   'src/taps/openai-sse.ts': OPENAI_SSE_TAP_TESTS,
   ...Object.fromEntries(
     ['anthropic-sse', 'openai-responses-sse', 'tgi-sse', 'llamacpp-sse', 'triton-sse', 'ollama-ndjson', 'openai-json'].map((name) => [

@@ -448,7 +448,8 @@ export class StreamRelay implements IdleWatched {
       return;
     }
     this.responseStarted = true;
-    this.monitor.response(status, contentType);
+    const grpcEncoding = headers['grpc-encoding'];
+    this.monitor.response(status, contentType, typeof grpcEncoding === 'string' ? grpcEncoding : undefined);
     if (endStream) {
       // No body: a bodiless answer, or gRPC's trailers-only response, whose status is in these fields.
       this.monitor.trailers(headers);
@@ -512,7 +513,11 @@ export class StreamRelay implements IdleWatched {
 
   /** The upstream stream closed: after its end, nothing to do; before it, a failure or a refusal to retry. */
   private upstreamClosed(upstream: UpstreamStream): void {
-    if (this.settled || upstream !== this.upstream) return;
+    if (upstream !== this.upstream) return;
+    if (this.settled) {
+      this.requestUnwanted();
+      return;
+    }
     const code = upstream.rstCode ?? NGHTTP2_NO_ERROR;
     const why = this.upstreamError ?? `the stream or its connection closed without END_STREAM (HTTP/2 code ${code})`;
     const sessions = this.context.upstream;
@@ -523,6 +528,24 @@ export class StreamRelay implements IdleWatched {
     const detail = `upstream ${this.context.upstreamAddress} failed (${why})`;
     if (!this.responseStarted) this.answer(502, 'upstream_error', detail);
     else this.failMidBody('upstream_error', detail);
+  }
+
+  /**
+   * The upstream closed its stream after the answer while the client was still sending its request
+   * (a gRPC server answers trailers-only before reading a body it refuses, then resets its stream
+   * NO_ERROR, as grpc-go does): the rest of the request has nowhere to go. The client's stream is
+   * closed with NO_ERROR once its answer has gone out (RFC 9113 section 8.1), as the upstream
+   * closed its own; left open, a client that never ends its request held the stream (and a slot of
+   * its session) for good, with no timer on it, its bytes dropped unread.
+   */
+  private requestUnwanted(): void {
+    const client = this.client;
+    if (this.requestEnded || client.destroyed || !client.writableEnded) return;
+    const close = (): void => {
+      if (!client.destroyed) client.close(NGHTTP2_NO_ERROR);
+    };
+    if (client.writableFinished) close();
+    else client.once('finish', close);
   }
 
   /** The upstream provably did not process the request: sent once more on a fresh stream if its body is held, else 502. */

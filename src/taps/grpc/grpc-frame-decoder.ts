@@ -10,6 +10,12 @@
  * unknown until it is decompressed: it is skipped the same way and reported through onCompressed,
  * which gives its arrival. A message cut off by the end of the body is reported through onTruncated.
  *
+ * A prefix that is not gRPC framing stops the decoding for good, reported once through onMalformed:
+ * a flag other than 0 or 1, or flag 1 on a response that declared no `grpc-encoding` (PROTOCOL-HTTP2.md:
+ * "If the Message-Encoding header is omitted then the Compressed-Flag must be 0"; grpc-go fails the
+ * call on either). What follows such a prefix has no known message boundary: read on, its bytes
+ * would be taken for messages and tokens. Nothing of it is held; the bytes still reach the client.
+ *
  * A message wholly inside one chunk is handed over as a view of that chunk (no copy); one spread
  * over chunks is gathered into a buffer that starts at one HTTP/2 DATA frame (16 KiB) and doubles as
  * bytes arrive, up to the announced length: what is held is at most twice what was received, never
@@ -27,11 +33,20 @@ export interface GrpcFrameHandlers {
   onCompressed(): void;
   onOversized(): void;
   onTruncated(): void;
+  onMalformed(): void;
+}
+
+export interface GrpcFrameOptions {
+  /** Messages over this are skipped by their length, never held. */
+  readonly maxMessageBytes?: number;
+  /** The response declared a `grpc-encoding` other than identity: flag 1 is a compressed message, not malformed framing. */
+  readonly compressionDeclared: boolean;
 }
 
 export class GrpcFrameDecoder {
   private readonly handlers: GrpcFrameHandlers;
   private readonly maxMessageBytes: number;
+  private readonly compressionDeclared: boolean;
   private readonly prefix = Buffer.alloc(PREFIX_BYTES);
   private prefixFilled = 0;
   /** Bytes of the current message still to come; 0 while reading a prefix. */
@@ -41,13 +56,17 @@ export class GrpcFrameDecoder {
   private gatheredLength = 0;
   /** Inside a message (its prefix was read and it has bytes to come). */
   private inMessage = false;
+  /** A prefix was not gRPC framing: nothing more is decoded. */
+  private stopped = false;
 
-  constructor(handlers: GrpcFrameHandlers, maxMessageBytes = MAX_MESSAGE_BYTES) {
+  constructor(handlers: GrpcFrameHandlers, options: GrpcFrameOptions) {
     this.handlers = handlers;
-    this.maxMessageBytes = maxMessageBytes;
+    this.maxMessageBytes = options.maxMessageBytes ?? MAX_MESSAGE_BYTES;
+    this.compressionDeclared = options.compressionDeclared;
   }
 
   write(chunk: Buffer): void {
+    if (this.stopped) return;
     let offset = 0;
     const length = chunk.length;
     while (offset < length) {
@@ -76,6 +95,7 @@ export class GrpcFrameDecoder {
 
   /** The body ended: a prefix or message left incomplete was cut off. */
   end(): void {
+    // A malformed prefix left neither a message nor a prefix open (startMessage), so nothing is cut off after it.
     if (this.inMessage || this.prefixFilled > 0) this.handlers.onTruncated();
     this.inMessage = false;
     this.prefixFilled = 0;
@@ -84,9 +104,12 @@ export class GrpcFrameDecoder {
 
   /** A prefix was read; the message's bytes start at `offset` of `chunk`. Returns the offset after what it consumed. */
   private startMessage(flag: number, messageLength: number, chunk: Buffer, offset: number): number {
-    if (flag !== 0) {
-      // Flag 1 is a compressed message; any other value is not gRPC framing but is skipped alike,
-      // as the prefix still says how long the message is.
+    if (flag > 1 || (flag === 1 && !this.compressionDeclared)) {
+      this.stopped = true;
+      this.handlers.onMalformed();
+      return chunk.length;
+    }
+    if (flag === 1) {
       this.handlers.onCompressed();
     } else if (messageLength > this.maxMessageBytes) {
       this.handlers.onOversized();

@@ -21,7 +21,7 @@ export function readGrpcStatus(trailers: IncomingHttpHeaders, context: TapContex
     timeline.statusOutcome = 'upstream_error';
     return;
   }
-  const outcome = outcomeOfGrpcStatus(code);
+  const outcome = outcomeOfGrpcStatus(code, context.clientDeadline === true);
   // Success leaves the outcome to the stream (an error it reported in a message still counts).
   if (outcome !== 'completed') timeline.statusOutcome = outcome;
 }
@@ -30,13 +30,21 @@ export function readGrpcStatus(trailers: IncomingHttpHeaders, context: TapContex
  * A gRPC call whose messages tokentap does not read (a method without a tap: a health check, model
  * info): only a failure's outcome, from the trailers. Its body is not decoded at all, and its
  * status is not a terminal event, so such a call stays an `other` operation, not a generation, and
- * is not a stream that can be truncated (the tap is chosen as not streaming: select.ts).
+ * is not a stream that can be truncated (the tap is chosen as not streaming: select.ts). A body
+ * that ends without any grpc-status is an upstream error: its client fails the call (grpc-js:
+ * INTERNAL, "Call ended without gRPC status").
  */
 export function createGrpcStatusTap(context: TapContext): Tap {
+  let statusSeen = false;
   return {
     write() {},
-    end() {},
-    trailers: (trailers) => readGrpcStatus(trailers, context, false),
+    end() {
+      if (!statusSeen) context.timeline.errorEvent = true;
+    },
+    trailers(trailers) {
+      if (trailers['grpc-status'] !== undefined) statusSeen = true;
+      readGrpcStatus(trailers, context, false);
+    },
   };
 }
 
@@ -47,6 +55,13 @@ export function createGrpcStatusTap(context: TapContext): Tap {
  * the trailers. Counted, never thrown: a message over the cap (`oversized_event`), one that is not
  * the engine's protobuf or a prefix cut off by the end of the body (`malformed_event`), and a
  * response with compressed messages (`compressed_message`, once per response).
+ *
+ * Framing a gRPC client cannot read makes the call an upstream error whatever grpc-status follows
+ * (a failing status still names its own outcome): a prefix that is not gRPC framing (its flag
+ * neither 0 nor 1, or 1 with no `grpc-encoding` declared), after which nothing is read, and a
+ * message cut off by a status that says the call ended. grpc-go fails such a call (INTERNAL),
+ * so a `completed` here would count as served an answer its client did not get. A message cut
+ * off by a body that ends without a status leaves the call `truncated`, as any stream cut short.
  */
 export abstract class GrpcMessageTap implements Tap {
   protected readonly context: TapContext;
@@ -57,12 +72,16 @@ export abstract class GrpcMessageTap implements Tap {
 
   constructor(context: TapContext) {
     this.context = context;
-    this.decoder = new GrpcFrameDecoder({
-      onMessage: (message) => this.onMessage(message),
-      onCompressed: () => this.compressed(),
-      onOversized: () => context.problem('oversized_event'),
-      onTruncated: () => context.problem('malformed_event'),
-    });
+    this.decoder = new GrpcFrameDecoder(
+      {
+        onMessage: (message) => this.onMessage(message),
+        onCompressed: () => this.compressed(),
+        onOversized: () => context.problem('oversized_event'),
+        onTruncated: () => this.unreadable(context.timeline.terminal),
+        onMalformed: () => this.unreadable(true),
+      },
+      { compressionDeclared: declaresCompression(context.grpcEncoding) },
+    );
   }
 
   write(chunk: Buffer, nowMs: number): void {
@@ -103,6 +122,19 @@ export abstract class GrpcMessageTap implements Tap {
     this.context.timeline.content(this.nowMs, 1);
   }
 
+  /** Framing the client cannot read: counted, and with `failsCall` the call is an upstream error. */
+  private unreadable(failsCall: boolean): void {
+    this.context.problem('malformed_event');
+    if (failsCall) this.context.timeline.errorEvent = true;
+  }
+
   /** One uncompressed message, valid only during this call. */
   protected abstract onMessage(message: Buffer): void;
+}
+
+/** A `grpc-encoding` that names a compression (anything but absent, empty or `identity`, per PROTOCOL-HTTP2.md). */
+function declaresCompression(encoding: string | undefined): boolean {
+  if (encoding === undefined) return false;
+  const name = encoding.trim().toLowerCase();
+  return name !== '' && name !== 'identity';
 }

@@ -9,9 +9,17 @@ import type { Outcome } from '../../metrics/recorder.js';
  * client asked for wrong is `client_error`, what the server failed to do is `upstream_error`.
  *
  * - OK: `completed` (unless the stream itself reported an error, as Triton does in a message).
- * - CANCELLED: `client_cancelled`. A server answers CANCELLED when its caller went away; a client
- *   that resets its stream is seen by the proxy first, which ends the request the same way.
- * - DEADLINE_EXCEEDED: `timeout` (the `grpc-timeout` the client set, or the server's own, ran out).
+ * - CANCELLED: `upstream_error`. A client cancels by resetting its stream (RST_STREAM), never with a
+ *   status: the proxy sees that reset first and records the request `client_cancelled` there
+ *   (stream-relay.ts clientClosed), before any trailer could arrive. A CANCELLED that reaches the
+ *   monitor in trailers was sent by the engine (or a proxy before it) to a client still waiting:
+ *   the server side gave up, and counting it as the client's would keep it out of the SLO.
+ * - DEADLINE_EXCEEDED: `timeout` when the client set no deadline (the server's own ran out). When
+ *   the request carried `grpc-timeout`, `client_cancelled`: the client's deadline ran out, the same
+ *   event as a client that resets its stream when its own timer fires first (which of the two
+ *   timers wins is a race), judged as a client that left after waiting that long (slo-events.ts:
+ *   bad once it waited past a threshold). As `timeout`, any client could burn the SLO at any
+ *   speed of service by asking for `grpc-timeout: 1m`.
  * - INVALID_ARGUMENT, NOT_FOUND, ALREADY_EXISTS, PERMISSION_DENIED, FAILED_PRECONDITION,
  *   OUT_OF_RANGE, UNAUTHENTICATED: `client_error` (HTTP 400, 404, 409, 403, 400, 400, 401).
  * - UNKNOWN, RESOURCE_EXHAUSTED (the engine is full: HTTP 429, counted as a failure like 429),
@@ -20,7 +28,7 @@ import type { Outcome } from '../../metrics/recorder.js';
  */
 const OUTCOME_BY_CODE: readonly Outcome[] = [
   'completed', // 0 OK
-  'client_cancelled', // 1 CANCELLED
+  'upstream_error', // 1 CANCELLED (sent by the server: a client's cancel is its RST_STREAM, seen by the proxy)
   'upstream_error', // 2 UNKNOWN
   'client_error', // 3 INVALID_ARGUMENT
   'timeout', // 4 DEADLINE_EXCEEDED
@@ -38,8 +46,11 @@ const OUTCOME_BY_CODE: readonly Outcome[] = [
   'client_error', // 16 UNAUTHENTICATED
 ];
 
-/** The outcome of a call that ended with status `code`. */
-export function outcomeOfGrpcStatus(code: number): Outcome {
+const DEADLINE_EXCEEDED = 4;
+
+/** The outcome of a call that ended with status `code`; `clientDeadline`: the request set `grpc-timeout`. */
+export function outcomeOfGrpcStatus(code: number, clientDeadline: boolean): Outcome {
+  if (code === DEADLINE_EXCEEDED && clientDeadline) return 'client_cancelled';
   return OUTCOME_BY_CODE[code] ?? 'upstream_error';
 }
 

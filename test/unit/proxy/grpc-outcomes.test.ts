@@ -124,6 +124,24 @@ describe('gRPC calls through the request monitor', () => {
     expect(sumValues(m, 'tokentap_requests_total', { operation: 'generation' })).toBe(1);
   });
 
+  it('ends a call with DEADLINE_EXCEEDED as client_cancelled when the client set grpc-timeout (its deadline), as timeout when it did not', async () => {
+    // Reproduction: `grpc-timeout: 1m` from any client made every call a `timeout`, a bad e2e event at any speed.
+    const { clock, telemetry, deps } = setup('workloads:\n  - name: default\n    slo: { objective: 0.99, e2e: 60s }\n');
+    for (const headers of [{ 'grpc-timeout': '1m' }, {}]) {
+      const monitor = new RequestMonitor(deps, 'POST', GENERATE, { ':path': GENERATE, 'content-type': 'application/grpc', te: 'trailers', ...headers });
+      monitor.requestBody(undefined);
+      monitor.response(200, 'application/grpc');
+      clock.advance(5);
+      monitor.trailers({ 'grpc-status': '4' });
+      monitor.bodyEnd();
+      monitor.delivered();
+    }
+    expect(await outcomes(telemetry)).toEqual({ client_cancelled: 1, timeout: 1 });
+    const m = parsePrometheusText(await telemetry.scrape());
+    expect(sumValues(m, 'tokentap_slo_events_total', { slo: 'e2e', result: 'bad' })).toBe(1);
+    expect(sumValues(m, 'tokentap_slo_events_total', { slo: 'e2e', result: 'good' })).toBe(0);
+  });
+
   it('makes a call whose body ends without grpc-status truncated', async () => {
     const { clock, telemetry, deps } = setup();
     generate(deps, clock, [chunk([1]), chunk([2])], [100, 120], undefined);
@@ -144,6 +162,61 @@ describe('gRPC calls through the request monitor', () => {
     expect(await outcomes(telemetry)).toEqual({ client_error: 1 });
     const m = parsePrometheusText(await telemetry.scrape());
     expect(sumValues(m, 'tokentap_requests_total', { operation: 'other' })).toBe(1);
+  });
+
+  it.each([['text/html; charset=utf-8'], ['application/json'], ['application/grpc-web'], [undefined]])(
+    'makes a gRPC call answered 200 with Content-Type %s (not gRPC) an upstream error, whatever its body',
+    async (contentType) => {
+      // Reproduction: an ingress's HTML page answered 200 to a Generate call was `completed` (a good
+      // e2e event) while @grpc/grpc-js failed the call RESOURCE_EXHAUSTED, reading "<htm" as a length.
+      const { clock, telemetry, deps } = setup();
+      const monitor = new RequestMonitor(deps, 'POST', GENERATE, { ':path': GENERATE, 'content-type': 'application/grpc', te: 'trailers' });
+      monitor.requestBody(undefined);
+      monitor.response(200, contentType);
+      clock.advance(10);
+      monitor.arrived();
+      monitor.body(Buffer.from('<html>bad gateway</html>'));
+      monitor.bodyEnd();
+      monitor.delivered();
+      expect(await outcomes(telemetry)).toEqual({ upstream_error: 1 });
+    },
+  );
+
+  it('reads a gRPC answer in any gRPC content type (a + subtype, parameters, any case) as gRPC, and a gRPC-Web request answered in JSON as before', async () => {
+    const { clock, telemetry, deps } = setup();
+    const pairs = [
+      ['application/grpc', 'Application/gRPC+proto; charset=utf-8'],
+      ['application/grpc+proto', 'application/grpc;charset=utf-8'],
+      ['application/grpc', 'application/grpc ; charset=utf-8'],
+    ];
+    for (const [request, response] of pairs) {
+      const monitor = new RequestMonitor(deps, 'POST', GENERATE, { ':path': GENERATE, 'content-type': request });
+      monitor.requestBody(undefined);
+      monitor.response(200, response);
+      clock.advance(10);
+      monitor.arrived();
+      monitor.body(chunk([1]));
+      monitor.trailers({ 'grpc-status': '0' });
+      monitor.bodyEnd();
+      monitor.delivered();
+    }
+    const web = new RequestMonitor(deps, 'POST', '/x.Y/Z', { ':path': '/x.Y/Z', 'content-type': 'application/grpc-web+proto' });
+    web.requestBody(undefined);
+    web.response(200, 'application/json');
+    web.bodyEnd();
+    web.delivered();
+    expect(await outcomes(telemetry)).toEqual({ completed: 4 });
+  });
+
+  it('makes a call to a method without a tap whose body ends without any grpc-status an upstream error, and one ended OK completed', async () => {
+    // Reproduction: recorded `completed` while @grpc/grpc-js failed the call INTERNAL ("Call ended without gRPC status").
+    const { clock, telemetry, deps } = setup();
+    const health = '/vllm.grpc.engine.VllmEngine/HealthCheck';
+    const healthy = grpcFrame(encode('vllm.grpc.engine.HealthCheckResponse', { healthy: true }));
+    generate(deps, clock, [healthy], [3], undefined, health);
+    expect(await outcomes(telemetry)).toEqual({ upstream_error: 1 });
+    generate(deps, clock, [healthy], [3], { 'grpc-status': '0' }, health);
+    expect(await outcomes(telemetry)).toEqual({ upstream_error: 1, completed: 1 });
   });
 
   it('counts a trailers call of a response that has no tap as nothing, and leaves HTTP/1.1 outcomes as they were', async () => {

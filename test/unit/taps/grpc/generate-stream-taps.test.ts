@@ -149,9 +149,44 @@ describe.each(ENGINES)('$name tap', ({ create, response, logprobs }) => {
 
     it('measures compressed messages by their arrival only, counted once per response', () => {
       const compressed = [grpcFrame(Buffer.from('not decompressed'), true), grpcFrame(Buffer.from('not decompressed either'), true)];
-      const run = runGrpcTap(create, compressed, OK);
+      const run = runGrpcTap(create, compressed, OK, 10, 100, 'gzip');
       expect(run.problems).toEqual(['compressed_message']);
       expect(measurements(run)).toMatchObject({ ttft: 100, events: 2, counted: 2, gaps: [[10, 1]], terminal: true });
+      expect(run.timeline.errorEvent).toBe(false);
+    });
+
+    it('stops reading at a compressed flag the response declared no grpc-encoding for, and makes the call an upstream error although it ended OK', () => {
+      // Reproduction: timed as compressed content (TTFT, 3 output tokens, completed) while grpc-go
+      // fails such a call and @grpc/grpc-js delivered none of its messages.
+      for (const encoding of [undefined, 'identity', ' Identity ', '']) {
+        const run = runGrpcTap(create, [chunk([1], 1), grpcFrame(Buffer.from('flagged, not compressed'), true), chunk([2, 3], 3), complete(3)], OK, 10, 100, encoding);
+        expect(run.problems, String(encoding)).toEqual(['malformed_event']);
+        expect(run.timeline.countedTokens).toBe(1);
+        expect(run.timeline.errorEvent).toBe(true);
+        expect(run.timeline.statusOutcome).toBeUndefined();
+      }
+    });
+
+    it('stops reading at a prefix whose flag is neither 0 nor 1: counted once, no token taken from what follows, an upstream error', () => {
+      // Reproduction: flag 2 was timed as a compressed message and the bytes after it read on as messages.
+      const odd = chunk([9, 9, 9], 3);
+      odd[0] = 2;
+      const run = runGrpcTap(create, [chunk([1], 1), odd, chunk([2, 3], 3), Buffer.from([0, 0, 0])], OK, 10, 100, 'gzip');
+      expect(run.problems).toEqual(['malformed_event']);
+      expect(measurements(run)).toMatchObject({ events: 1, counted: 1 });
+      expect(run.timeline.errorEvent).toBe(true);
+    });
+
+    it('makes a message cut off before a status that says the call ended an upstream error; cut off with no status, the call stays unterminated', () => {
+      // Reproduction: a cut message followed by grpc-status 0 was `completed`.
+      const frame = chunk([2, 3], 3);
+      const cut = [chunk([1], 1), frame.subarray(0, frame.length - 1)];
+      const withStatus = runGrpcTap(create, cut, OK);
+      expect(withStatus.problems).toEqual(['malformed_event']);
+      expect(withStatus.timeline.errorEvent).toBe(true);
+      const withoutStatus = runGrpcTap(create, cut, undefined);
+      expect(withoutStatus.timeline.errorEvent).toBe(false);
+      expect(withoutStatus.timeline.terminal).toBe(false);
     });
   });
 });

@@ -2,8 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { GrpcFrameDecoder } from '../../../../src/taps/grpc/grpc-frame-decoder.js';
 import { grpcFrame } from '../../../helpers/grpc-frames.js';
 
-/** Everything a decoder reported, in order: delivered messages as hex, the rest by name. */
-function decode(pieces: readonly Buffer[], maxMessageBytes?: number): string[] {
+/** Everything a decoder reported, in order: delivered messages as hex, the rest by name. Compression is declared unless `compressionDeclared` says not. */
+function decode(pieces: readonly Buffer[], maxMessageBytes?: number, compressionDeclared = true): string[] {
   const seen: string[] = [];
   const decoder = new GrpcFrameDecoder(
     {
@@ -11,8 +11,9 @@ function decode(pieces: readonly Buffer[], maxMessageBytes?: number): string[] {
       onCompressed: () => seen.push('compressed'),
       onOversized: () => seen.push('oversized'),
       onTruncated: () => seen.push('truncated'),
+      onMalformed: () => seen.push('malformed'),
     },
-    maxMessageBytes,
+    { maxMessageBytes, compressionDeclared },
   );
   for (const piece of pieces) decoder.write(piece);
   decoder.end();
@@ -77,10 +78,24 @@ describe('gRPC message framing', () => {
     expect(decode([grpcFrame(bytes(3, 1))], 2)).toEqual(['oversized']);
   });
 
-  it('skips a message whose flag is neither 0 nor 1 as it skips a compressed one', () => {
-    const odd = grpcFrame(bytes(3, 1));
-    odd[0] = 0x80;
-    expect(decode([Buffer.concat([odd, grpcFrame(bytes(2, 2))])])).toEqual(['compressed', 'message ' + bytes(2, 2).toString('hex')]);
+  it('stops at a prefix whose flag is neither 0 nor 1, reports it once and reads nothing after it, at any cut', () => {
+    // Reproduction: flag 0x80 was skipped as a compressed message and the decoder went on taking
+    // the bytes after it, framed by a length from a prefix that is not gRPC's, for messages.
+    for (const flag of [2, 0x80, 0xff]) {
+      const odd = grpcFrame(bytes(3, 1));
+      odd[0] = flag;
+      const stream = Buffer.concat([grpcFrame(bytes(4, 3)), odd, grpcFrame(bytes(2, 2)), Buffer.from([0, 0, 0])]);
+      for (let cut = 1; cut < stream.length; cut++) {
+        expect(decode([stream.subarray(0, cut), stream.subarray(cut)]), `flag ${flag}, cut at byte ${cut}`).toEqual(['message ' + bytes(4, 3).toString('hex'), 'malformed']);
+      }
+    }
+  });
+
+  it('stops at a compressed flag on a response that declared no grpc-encoding, and reads nothing after it', () => {
+    // PROTOCOL-HTTP2.md: "If the Message-Encoding header is omitted then the Compressed-Flag must be 0".
+    const stream = Buffer.concat([grpcFrame(bytes(4, 3)), grpcFrame(bytes(40, 3), true), grpcFrame(bytes(7, 4))]);
+    expect(decode([stream], undefined, false)).toEqual(['message ' + bytes(4, 3).toString('hex'), 'malformed']);
+    expect(decode([stream], undefined, true)).toEqual(['message ' + bytes(4, 3).toString('hex'), 'compressed', 'message ' + bytes(7, 4).toString('hex')]);
   });
 });
 
@@ -89,10 +104,10 @@ describe('gRPC message framing', () => {
 // is equivalent (a buffer exactly full is grown one step early, never past the message's length).
 describe('gRPC message framing against an upstream that announces more than it sends', () => {
   it('holds what arrived, not the 1 MiB each of 200 streams announces in a prefix followed by one byte', () => {
-    const handlers = { onMessage: () => undefined, onCompressed: () => undefined, onOversized: () => undefined, onTruncated: () => undefined };
+    const handlers = { onMessage: () => undefined, onCompressed: () => undefined, onOversized: () => undefined, onTruncated: () => undefined, onMalformed: () => undefined };
     const prefix = Buffer.from([0, 0, 0x10, 0, 0, 0x41]); // uncompressed, 1,048,576 bytes announced, 1 byte sent
     const before = process.memoryUsage().arrayBuffers;
-    const decoders = Array.from({ length: 200 }, () => new GrpcFrameDecoder(handlers));
+    const decoders = Array.from({ length: 200 }, () => new GrpcFrameDecoder(handlers, { compressionDeclared: false }));
     for (const decoder of decoders) decoder.write(prefix);
     // At most one 16 KiB DATA frame's buffer each (3.2 MiB); allocated up front it was 200 MiB.
     expect(process.memoryUsage().arrayBuffers - before).toBeLessThan(8 * 1024 * 1024);
