@@ -7,6 +7,8 @@ import { describe, expect, it } from 'vitest';
 import { find, podMonitorProblems, podOf, serviceProblems, SIDECAR, workloadProblems, type KubeObject } from './injection-checks.js';
 import { defaultContainerProblems, graceProblems, restrictedProblems, scrapeJobProblems } from './pod-promises.js';
 import { schemaProblems } from './kube-schema.js';
+import { resolvedEnv, sidecarOf } from './pod-wiring.js';
+import { loadSettings } from '../../../src/config/load.js';
 import { findKustomize, findKustomizes, KUSTOMIZE_TEST_TIMEOUT_MS, kustomizeBuild, NO_KUSTOMIZE, parseYamlFile, pathWithKustomize, REPO } from './kustomize-tree.js';
 
 /**
@@ -280,6 +282,31 @@ describe.skipIf(kustomizes.length === 0)('the Path 1 overlay of docs/kubernetes.
     const after = kustomizeBuild(command, overlay) as unknown as KubeObject[];
     expect(after.map((o) => o.kind).sort()).toEqual(['ConfigMap', 'Deployment', 'PodMonitor', 'Service']);
     expect(podMonitorProblems(find(after, 'PodMonitor'), find(after, 'Deployment') as KubeObject, 'mistral-7b', 'with the patch')).toEqual([]);
+  });
+
+  it.each(kustomizes.map((k) => [k.join(' '), k] as const))('with %s: the DCGM patch gives the native sidecar the node-local exporter\'s URL, and the config reads it', (_name, command) => {
+    // Reproduction: docs/gpu-dcgm.md said to set TOKENTAP_DCGM_URL "in the sidecar container of the pod
+    // spec", which Path 1 never writes (the Component does): nothing said where that container is.
+    const { overlay, files } = documentedOverlay();
+    const before = kustomizeBuild(command, overlay) as unknown as KubeObject[];
+    const [, , dcgmBlock] = codeBlocks(docsSection('### Path 1', '### Path 2'), 'yaml');
+    expect(dcgmBlock).toContain('TOKENTAP_DCGM_URL');
+    const kustomization = parse(readFileSync(path.join(overlay, 'kustomization.yaml'), 'utf8')) as { patches: unknown[] };
+    kustomization.patches.push(...(parse(dcgmBlock as string) as { patches: unknown[] }).patches);
+    writeFileSync(path.join(overlay, 'kustomization.yaml'), stringify(kustomization));
+    const after = kustomizeBuild(command, overlay) as unknown as KubeObject[];
+
+    const sidecar = sidecarOf(podOf(find(after, 'Deployment') as KubeObject).pod);
+    expect(sidecar?.native).toBe(true);
+    const problems: string[] = [];
+    const env = resolvedEnv(sidecar?.container as Parameters<typeof resolvedEnv>[0], problems, 'docs Path 1 DCGM', { 'status.hostIP': '10.0.0.7', 'metadata.name': 'mistral-7b-abc', 'metadata.namespace': 'default' });
+    expect(problems).toEqual([]);
+    expect([env['TOKENTAP_DCGM_URL'], env['POD_NAME'], env['POD_NAMESPACE']]).toEqual(['http://10.0.0.7:9400/metrics', 'mistral-7b-abc', 'default']);
+    const settings = loadSettings({ flags: {}, env, readFile: () => files.get('overlay/config/tokentap.yaml') as string });
+    expect(settings.dcgm?.url.href).toBe('http://10.0.0.7:9400/metrics');
+    // Only the sidecar's environment changed: the engine and the rest of the pod are as before.
+    const withoutSidecarEnv = (objects: KubeObject[]) => JSON.stringify(objects, (key, value: unknown) => (key === 'env' ? undefined : value));
+    expect(withoutSidecarEnv(after)).toBe(withoutSidecarEnv(before));
   });
 
   it('the Path 2 command\'s settings: the post-renderer ships the team\'s tokentap.yaml and labels the PodMonitor', () => {

@@ -1,4 +1,6 @@
-import { readFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
@@ -29,5 +31,18 @@ describe('docs/configuration.md', () => {
   it('names no top-level key the configuration file would refuse', () => {
     const known = new Set(Object.keys(configFileSchema.shape));
     expect([...exampleKeys()].filter((key) => !known.has(key))).toEqual([]);
+  });
+
+  it('has an example that tokentap check --config accepts as the page shows it (a newcomer copied it: five "metrics.buckets.*[0]: expected number" for its [...] lists)', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tokentap-configuration-page-'));
+    try {
+      const file = join(dir, 'tokentap.yaml');
+      writeFileSync(file, /```yaml\n([\s\S]*?)```/.exec(page)?.[1] ?? '');
+      // Throws, with the problems on stderr, when check exits non-zero.
+      const output = execFileSync(process.execPath, [join(REPO, 'bin', 'tokentap.js'), 'check', '--config', file], { encoding: 'utf8', stdio: 'pipe' });
+      expect(output).toContain(`${file}: valid;`);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

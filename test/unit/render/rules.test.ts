@@ -275,7 +275,7 @@ describe('the Alertmanager routes', () => {
     ]);
   });
 
-  it('are, merged into the "Before" configuration of docs/alerts.md, its "After" configuration as written (receivers aside: placeholders to fill in)', () => {
+  it('are, merged into the "Before" configuration of docs/alerts.md, its "After" configuration as written, receivers and their placeholders included', () => {
     const page = readDoc('docs/alerts.md');
     const section = page.slice(page.indexOf('\nBefore:\n'));
     const [before, after] = fencedBlocks(section, 'yaml').map((block) => parse(block) as AlertmanagerConfigFile);
@@ -283,12 +283,8 @@ describe('the Alertmanager routes', () => {
     const merged = mergeTokentapRoutes(before as AlertmanagerConfigFile, snippet);
     expect(after?.route).toEqual(merged.route);
     expect(after?.inhibit_rules).toEqual(merged.inhibit_rules);
-    expect(after?.receivers.map((r) => r.name)).toEqual(merged.receivers.map((r) => r.name));
-    // The PagerDuty links are not placeholders: the page shows them as rendered.
-    const links = (config: AlertmanagerConfigFile | undefined) =>
-      (config?.receivers.find((r) => r.name === 'tokentap-page') as { pagerduty_configs: Array<{ links: unknown }> } | undefined)?.pagerduty_configs[0]?.links;
-    expect(links(after)).toEqual(links(merged));
-    expect(links(after)).toHaveLength(2);
+    // Placeholders and PagerDuty links as rendered (amtool accepts them: test/promtool/alerts-page-snippets.test.ts runs it on the page's "After").
+    expect(after?.receivers).toEqual(merged.receivers);
   });
 
   it('hold back tokentap tickets behind a page, and the P99 alert behind the burn-rate page, per namespace, workload and SLO', () => {
