@@ -132,19 +132,18 @@ type JsonAnswer = { readonly ok: true; readonly body: unknown } | { readonly ok:
 function getJson(url: URL, timeoutMs: number): Promise<JsonAnswer> {
   return new Promise((resolve) => {
     // The whole exchange (connect, head and body) within timeoutMs; a socket idle timeout fires only on silence.
-    const deadline = setTimeout(() => {
-      settle({ ok: false, problem: `no whole answer within ${timeoutMs} ms` });
-      request.destroy();
-    }, timeoutMs);
+    const deadline = setTimeout(() => settle({ ok: false, problem: `no whole answer within ${timeoutMs} ms` }), timeoutMs);
     deadline.unref();
+    // Whatever the answer, the connection ends with it (agent: false, never reused): a 503 or a
+    // redirect whose body never ended was read for as long as the upstream sent it, deadline or not.
     const settle = (answer: JsonAnswer): void => {
       clearTimeout(deadline);
       resolve(answer);
+      request.destroy();
     };
     const request = http.get(url, { agent: false, headers: { accept: 'application/json' } }, (response) => {
       const status = response.statusCode ?? 0;
       if (status !== 200) {
-        response.resume();
         settle({ ok: false, problem: `HTTP ${status}` });
         return;
       }
@@ -153,7 +152,6 @@ function getJson(url: URL, timeoutMs: number): Promise<JsonAnswer> {
       const body = new GrowableBytes(MAX_LISTING_BYTES);
       response.on('data', (chunk: Buffer) => {
         if (body.length + chunk.length > MAX_LISTING_BYTES) {
-          response.destroy();
           settle({ ok: false, problem: `answer larger than ${MAX_LISTING_BYTES} bytes` });
           return;
         }

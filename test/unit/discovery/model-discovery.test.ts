@@ -1,5 +1,5 @@
 import { createServer, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import { Writable } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ModelDiscovery, type ModelDiscoverySettings } from '../../../src/discovery/model-discovery.js';
@@ -77,6 +77,24 @@ describe('model discovery', () => {
     }
     expect(d.logs.filter((l) => l['msg'] === 'model discovery failed; retrying')).toHaveLength(1);
     expect(d.logs.filter((l) => String(l['msg']).startsWith('model discovery: the upstream serves'))).toHaveLength(1);
+  });
+
+  it('closes the connection of a 503 or a redirect whose body never ends once the status is read (it read the body for as long as the upstream sent it, past the deadline)', async () => {
+    const open = new Set<Socket>();
+    const writers: NodeJS.Timeout[] = [];
+    const url = await upstream((path, res) => {
+      open.add(res.socket as Socket);
+      res.socket?.on('close', () => open.delete(res.socket as Socket));
+      res.writeHead(path === '/v1/models' ? 503 : 302, { location: path === '/v1/models' ? '/' : `http://127.0.0.1:1${path}`, 'content-type': 'text/html' });
+      writers.push(setInterval(() => res.write('x'.repeat(16_384)), 5));
+    });
+    const d = discovery(url, { paths: ['/v1/models', '/api/tags'], timeoutMs: 500 });
+    try {
+      expect(await d.discovery.refresh()).toEqual({ ok: false, problems: ['/v1/models: HTTP 503', '/api/tags: HTTP 302'] });
+      await eventually('the listing connections closed', () => open.size, (size) => size === 0, 5_000);
+    } finally {
+      for (const writer of writers) clearInterval(writer);
+    }
   });
 
   it('reports a refused connection by its code', async () => {
