@@ -43,7 +43,8 @@ export type DiscoveryOutcome = { readonly ok: true; readonly path: string; reado
 export class ModelDiscovery {
   private timer: NodeJS.Timeout | undefined;
   private stopped = false;
-  private lastModels = '';
+  /** The names kept at the last success, to log a changed list; undefined before the first (an empty list is logged too). */
+  private lastModels: string | undefined;
   private failing = false;
   private succeededOnce = false;
 

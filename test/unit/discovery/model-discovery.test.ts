@@ -134,6 +134,15 @@ describe('model discovery', () => {
     expect(JSON.stringify(d.logs)).not.toContain('x'.repeat(200));
   });
 
+  it('logs a listing in which no name can be a label (every one too long, with a bidi control or an unpaired surrogate): every request is then "other", and the first listing logged nothing', async () => {
+    const url = await upstream((_path, res) => json(res, { data: [{ id: 'x'.repeat(129) }, { id: 'evil\u202egnp' }, { id: 'half\ud800' }] }));
+    const d = discovery(url, { paths: ['/v1/models'] });
+    expect((await d.discovery.refresh()).ok).toBe(true);
+    expect(d.models.label('x'.repeat(129))).toBe('other');
+    const line = d.logs.find((l) => String(l['msg']).startsWith('model discovery: the upstream serves'));
+    expect(line).toMatchObject({ models: [], listed: 3, skipped: 3, path: '/v1/models' });
+  });
+
   it('logs at most 64 of the names it keeps, and how many more (max_models may be 1000)', async () => {
     const url = await upstream((_path, res) => json(res, { data: Array.from({ length: 200 }, (_, i) => ({ id: `m-${i}` })) }));
     const logs: Record<string, unknown>[] = [];
