@@ -165,6 +165,7 @@ function removeTraceHeaders(flat: string[]): void {
  * become `?` and past MAX_MODEL_NAME_LENGTH it is cut, marked `…`.
  */
 function spanModelName(requested: string): string {
-  const printable = requested.replace(DISPLAY_CONTROLS, '?');
-  return printable.length > MAX_MODEL_NAME_LENGTH ? `${printable.slice(0, MAX_MODEL_NAME_LENGTH)}…` : printable;
+  // Cut before the scan (each display control is one UTF-16 unit, so `?` keeps the length): a 1 MB name is not copied whole.
+  const printable = requested.slice(0, MAX_MODEL_NAME_LENGTH).replace(DISPLAY_CONTROLS, '?');
+  return requested.length > MAX_MODEL_NAME_LENGTH ? `${printable}…` : printable;
 }
