@@ -59,6 +59,15 @@ describe('readiness probe against a hostile upstream', () => {
     await eventually('the probe connection closed', () => endless.openSockets().length, (open) => open === 0, 5_000);
   }, 20_000);
 
+  it('serves /status.json with the upstream not ready while the upstream drips its head (the page waited for the probe for good)', async () => {
+    const upstream = await rawUpstream((socket) => drip(socket, 'HTTP/1.1 200 OK\r\nContent-Length: 0\r\nX-Slow: aaaaaaaaaaaaaaaaa\r\n\r\n', 300));
+    const sidecar = await startTestSidecar(upstream.url);
+    cleanups.push(() => sidecar.close());
+    const response = await fetch(`${sidecar.adminUrl}/status.json`, { signal: AbortSignal.timeout(6_000) });
+    expect(response.status).toBe(200);
+    expect(((await response.json()) as { upstream: unknown }).upstream).toMatchObject({ ready: false, detail: 'no answer within 800 ms' });
+  }, 20_000);
+
   it('answers every one of 50 concurrent /readyz calls within a few seconds while the upstream drips its head, and again once it recovers', async () => {
     let hostile = true;
     const upstream = await rawUpstream((socket) => (hostile ? drip(socket, 'HTTP/1.1 200 OK\r\nContent-Length: 0\r\nX-Slow: aaaaaaaaaaaaaaaaa\r\n\r\n', 300) : socket.end('HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n')));
