@@ -6,6 +6,7 @@ import { ModelDiscovery, type ModelDiscoverySettings } from '../../../src/discov
 import { ManualClock } from '../../../src/clock/clock.js';
 import { createLogger } from '../../../src/log/logger.js';
 import { AdapterColdStarts } from '../../../src/metrics/adapter-cold-starts.js';
+import { LimitCounters } from '../../../src/metrics/limit-counters.js';
 import { ModelLabels } from '../../../src/metrics/model-labels.js';
 import { eventually } from '../../helpers/sidecar.js';
 
@@ -64,6 +65,20 @@ describe('model discovery', () => {
     const d = discovery(url, { paths: ['/v1/models'] });
     expect(await d.discovery.refresh()).toEqual({ ok: false, problems: ['/v1/models: answer larger than 1048576 bytes'] });
     expect(d.models.servedModels()).toBeUndefined();
+  });
+
+  it('counts each listing refused past 1 MiB as model_listing_bytes and each abandoned at its deadline as model_listing_timeout, where only the first of a run of failures was logged', async () => {
+    const url = await upstream((path, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      if (path === '/v1/models') res.end(`{"data":[${'{"id":"x"},'.repeat(120_000)}{"id":"y"}]}`);
+      // /api/tags: the head, then nothing within the deadline
+    });
+    const limitCounters = new LimitCounters();
+    const settings = { paths: ['/v1/models', '/api/tags'], intervalMs: 300_000, retryMs: 30, timeoutMs: 200, adapterIdleAfterMs: 300_000 };
+    const d = discovery(url);
+    const counted = new ModelDiscovery(url, settings, d.models, createLogger('silent', new Writable({ write: (_c, _e, cb) => cb() })), undefined, limitCounters);
+    for (let i = 0; i < 3; i++) expect((await counted.refresh()).ok).toBe(false);
+    expect([limitCounters.count('model_listing_bytes'), limitCounters.count('model_listing_timeout')]).toEqual([3, 3]);
   });
 
   it('retries soon while the model server is still loading, warns once, then follows the interval', async () => {
