@@ -141,7 +141,7 @@ export async function startSidecar(
   const adminAddress = admin.server.address() as AddressInfo;
   // Started once both listeners are up, so a failed start leaves no scrape timer behind.
   gpus?.start();
-  const discovery = settings.modelDiscovery === undefined ? undefined : new ModelDiscovery(settings.upstream, settings.modelDiscovery, models, logger, coldStarts);
+  const discovery = settings.modelDiscovery === undefined ? undefined : new ModelDiscovery(settings.upstream, settings.modelDiscovery, models, logger, coldStarts, limitCounters);
   discovery?.start();
 
   return {

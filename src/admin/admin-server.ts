@@ -123,15 +123,26 @@ function cachedProbe(url: URL, onAnswer: (answer: ProbeAnswer) => void): () => P
   };
 }
 
-/** Ready when the upstream answers at all below 500 (Ollama has no /health and answers 404: it is up). */
+/**
+ * Ready when the upstream answers at all below 500 (Ollama has no /health and answers 404: it is up).
+ * Connect and head together within READINESS_TIMEOUT_MS: a socket idle timeout fires only on
+ * silence, so an upstream dripping its head a byte every 300 ms held the probe, and with it every
+ * /readyz sharing it (cachedProbe), for good. The status is the answer: the connection closes once
+ * it is read, where reading the body to its end kept a connection per probe taking whatever an
+ * endless 200 sent.
+ */
 export function probeUpstream(url: URL): Promise<ProbeAnswer> {
   return new Promise((resolve) => {
-    const request = http.get(url, { agent: false, timeout: READINESS_TIMEOUT_MS }, (response) => {
-      response.resume();
+    const deadline = setTimeout(() => request.destroy(new Error(`no answer within ${READINESS_TIMEOUT_MS} ms`)), READINESS_TIMEOUT_MS);
+    const request = http.get(url, { agent: false }, (response) => {
+      clearTimeout(deadline);
+      response.destroy();
       const status = response.statusCode ?? 0;
       resolve({ ready: status < 500, detail: `HTTP ${status}` });
     });
-    request.on('timeout', () => request.destroy(new Error(`no answer within ${READINESS_TIMEOUT_MS} ms`)));
-    request.on('error', (error: NodeJS.ErrnoException) => resolve({ ready: false, detail: error.code ?? error.message }));
+    request.on('error', (error: NodeJS.ErrnoException) => {
+      clearTimeout(deadline);
+      resolve({ ready: false, detail: error.code ?? error.message });
+    });
   });
 }

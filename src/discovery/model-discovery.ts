@@ -4,6 +4,7 @@ import type { AdapterColdStarts } from '../metrics/adapter-cold-starts.js';
 import type { ModelLabels, ServedList } from '../metrics/model-labels.js';
 import { modelParentsOf, servedModelsOf } from './served-models.js';
 import { GrowableBytes } from '../bytes/growable-bytes.js';
+import type { LimitCounters, LimitName } from '../metrics/limit-counters.js';
 
 export interface ModelDiscoverySettings {
   /** Listing endpoints, tried in order until one answers with model names. */
@@ -43,7 +44,8 @@ export type DiscoveryOutcome = { readonly ok: true; readonly path: string; reado
 export class ModelDiscovery {
   private timer: NodeJS.Timeout | undefined;
   private stopped = false;
-  private lastModels = '';
+  /** The names kept at the last success, to log a changed list; undefined before the first (an empty list is logged too). */
+  private lastModels: string | undefined;
   private failing = false;
   private succeededOnce = false;
 
@@ -54,6 +56,8 @@ export class ModelDiscovery {
     private readonly logger: Logger,
     /** Told each listing's adapters, so it tracks their idle time. */
     private readonly coldStarts?: AdapterColdStarts,
+    /** Where a listing refused at MAX_LISTING_BYTES or abandoned at the deadline is counted: the warning comes once per run of failures. */
+    private readonly limitCounters?: LimitCounters,
   ) {}
 
   start(): void {
@@ -71,6 +75,7 @@ export class ModelDiscovery {
     for (const path of this.settings.paths) {
       const answer = await getJson(new URL(path, this.upstream), this.settings.timeoutMs);
       if (!answer.ok) {
+        if (answer.limit !== undefined) this.limitCounters?.tripped(answer.limit);
         problems.push(`${path}: ${answer.problem}`);
         continue;
       }
@@ -127,24 +132,23 @@ export class ModelDiscovery {
   }
 }
 
-type JsonAnswer = { readonly ok: true; readonly body: unknown } | { readonly ok: false; readonly problem: string };
+type JsonAnswer = { readonly ok: true; readonly body: unknown } | { readonly ok: false; readonly problem: string; readonly limit?: LimitName };
 
 function getJson(url: URL, timeoutMs: number): Promise<JsonAnswer> {
   return new Promise((resolve) => {
     // The whole exchange (connect, head and body) within timeoutMs; a socket idle timeout fires only on silence.
-    const deadline = setTimeout(() => {
-      settle({ ok: false, problem: `no whole answer within ${timeoutMs} ms` });
-      request.destroy();
-    }, timeoutMs);
+    const deadline = setTimeout(() => settle({ ok: false, problem: `no whole answer within ${timeoutMs} ms`, limit: 'model_listing_timeout' }), timeoutMs);
     deadline.unref();
+    // Whatever the answer, the connection ends with it (agent: false, never reused): a 503 or a
+    // redirect whose body never ended was read for as long as the upstream sent it, deadline or not.
     const settle = (answer: JsonAnswer): void => {
       clearTimeout(deadline);
       resolve(answer);
+      request.destroy();
     };
     const request = http.get(url, { agent: false, headers: { accept: 'application/json' } }, (response) => {
       const status = response.statusCode ?? 0;
       if (status !== 200) {
-        response.resume();
         settle({ ok: false, problem: `HTTP ${status}` });
         return;
       }
@@ -153,8 +157,7 @@ function getJson(url: URL, timeoutMs: number): Promise<JsonAnswer> {
       const body = new GrowableBytes(MAX_LISTING_BYTES);
       response.on('data', (chunk: Buffer) => {
         if (body.length + chunk.length > MAX_LISTING_BYTES) {
-          response.destroy();
-          settle({ ok: false, problem: `answer larger than ${MAX_LISTING_BYTES} bytes` });
+          settle({ ok: false, problem: `answer larger than ${MAX_LISTING_BYTES} bytes`, limit: 'model_listing_bytes' });
           return;
         }
         body.append(chunk);

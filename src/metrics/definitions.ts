@@ -653,7 +653,8 @@ export const RELAY_METRICS = {
    * interim_response_bytes, log_buffer_bytes; HTTP/2: h2_max_header_list_bytes, h2_client_resets_per_second,
    * and the nghttp2 session bounds h2_continuation_frames, h2_flood, h2_invalid_frames). For
    * log_buffer_bytes, one per log line dropped; otlp_span_queue (OTEL_BSP_MAX_QUEUE_SIZE), one per
-   * span dropped at a full span queue.
+   * span dropped at a full span queue; model_listing_bytes and model_listing_timeout, one per model
+   * listing refused past 1 MiB or abandoned at model_discovery.timeout (src/discovery/).
    */
   limitExceeded: {
     kind: 'counter',

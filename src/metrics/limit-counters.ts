@@ -19,6 +19,8 @@ export type LimitName =
   | 'interim_response_bytes'
   | 'log_buffer_bytes'
   | 'otlp_span_queue'
+  | 'model_listing_bytes'
+  | 'model_listing_timeout'
   | 'profile_time_share'
   | 'admin_connections'
   | 'admin_request_refused'

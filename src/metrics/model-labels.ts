@@ -7,7 +7,7 @@ import { DISPLAY_CONTROL } from '../text/display-controls.js';
  * Once the upstream has said which models it serves (src/discovery/model-discovery.ts calls
  * `serve`), a request keeps its model as the label only when the upstream serves it; any other name
  * is `other`. Until then, and with discovery off, the first `maxModels` distinct names are kept and
- * every later one is `other` (names holding control characters or unpaired surrogates are `other` in every case): that fallback is what a burst of made-up names right after start can
+ * every later one is `other` (names holding control characters or unpaired surrogates, and the names `other` and `unknown` themselves, are `other` in every case): that fallback is what a burst of made-up names right after start can
  * fill (32 names made the real model show as `other` until restart), and the served list replaces it.
  *
  * A label value, once given, has series in the exporter for the life of the process (neither the
@@ -29,7 +29,14 @@ export const MAX_MODEL_NAME_LENGTH = 128;
 const OLLAMA_DEFAULT_TAG = ':latest';
 
 /**
- * Whether a name can be a label value as it is: no display control, and well-formed UTF-16. The
+ * The label values tokentap gives itself, never a name's own: a listed `other` with a parent gave the
+ * overflow of every unlisted name a tokentap_model_info series (joined to an upstream-chosen base
+ * model), and `unknown` from a request body passed for a request without a model.
+ */
+const RESERVED: ReadonlySet<string> = new Set([OTHER_MODEL, UNKNOWN_MODEL]);
+
+/**
+ * Whether a name can be a label value as it is (and is not `other` or `unknown`): no display control, and well-formed UTF-16. The
  * Prometheus text format escapes only backslash, double quote and LF in a label value and JSON none
  * of the bidirectional controls, so ESC or a right-to-left override from a request body would
  * reach a terminal, a Grafana legend or a log line raw; such a name is folded into `other` rather
@@ -39,13 +46,13 @@ const OLLAMA_DEFAULT_TAG = ':latest';
  * which Prometheus refuses as a whole scrape (`invalid label value`): the target down for good.
  */
 function labelable(model: string): boolean {
-  return !DISPLAY_CONTROL.test(model) && model.isWellFormed();
+  return !DISPLAY_CONTROL.test(model) && model.isWellFormed() && !RESERVED.has(model);
 }
 
 /** What `serve` kept of a listing, for the discovery log: the names, and how many listed names could not get a label. */
 export interface ServedList {
   readonly kept: readonly string[];
-  /** Listed names skipped: empty, longer than 128 characters, holding a control character or an unpaired surrogate, or beyond `maxModels`. */
+  /** Listed names skipped: empty, `other` or `unknown`, longer than 128 characters, holding a control character or an unpaired surrogate, or beyond `maxModels`. */
   readonly skipped: number;
   /** Kept names that have no label yet while every one of the `maxModels` label values is taken: they are labelled `other`. */
   readonly withoutRoom: number;
@@ -81,15 +88,14 @@ export class ModelLabels {
       if (model === '' || model.length > MAX_MODEL_NAME_LENGTH || !labelable(model) || served.has(model)) continue;
       kept.push(model);
       served.add(model);
-      if (model.endsWith(OLLAMA_DEFAULT_TAG)) served.add(model.slice(0, -OLLAMA_DEFAULT_TAG.length));
+      if (model.endsWith(OLLAMA_DEFAULT_TAG) && labelable(untagged(model))) served.add(untagged(model));
     }
     this.served = served;
     const bases = baseModels(kept, parents);
     // The untagged Ollama name runs on what its `:latest` name runs on.
     for (const model of kept) {
-      if (!model.endsWith(OLLAMA_DEFAULT_TAG)) continue;
-      const untagged = model.slice(0, -OLLAMA_DEFAULT_TAG.length);
-      if (!bases.has(untagged)) bases.set(untagged, bases.get(model) as string);
+      if (!model.endsWith(OLLAMA_DEFAULT_TAG) || !served.has(untagged(model))) continue;
+      if (!bases.has(untagged(model))) bases.set(untagged(model), bases.get(model) as string);
     }
     this.bases = bases;
     const room = this.maxModels - this.admitted.size;
@@ -118,10 +124,12 @@ export class ModelLabels {
 
   label(model: string | undefined): string {
     if (model === undefined || model === '') return UNKNOWN_MODEL;
-    if (!labelable(model)) return OTHER_MODEL;
+    // Before anything reads the name: a request body may name a 1 MB model, which the control
+    // character scan and the set's hashing each read whole (2 ms a request, measured).
+    if (model.length > MAX_MODEL_NAME_LENGTH || !labelable(model)) return OTHER_MODEL;
     if (this.served !== undefined) return this.served.has(model) ? this.admit(model) : OTHER_MODEL;
     if (this.firstSeen.has(model)) return model;
-    if (this.firstSeen.size >= this.maxModels || model.length > MAX_MODEL_NAME_LENGTH) return OTHER_MODEL;
+    if (this.firstSeen.size >= this.maxModels) return OTHER_MODEL;
     this.firstSeen.add(model);
     return model;
   }
@@ -133,6 +141,10 @@ export class ModelLabels {
     this.admitted.add(model);
     return model;
   }
+}
+
+function untagged(model: string): string {
+  return model.slice(0, -OLLAMA_DEFAULT_TAG.length);
 }
 
 /**

@@ -495,7 +495,7 @@ export class RequestMonitor implements InterTokenSink, TapContext {
       goodput = metEverySlo(workload.slo, facts, this.itlTokens, this.itlBadTokens);
       this.deps.recorder.goodput(attributes, goodput);
     }
-    this.span.end(summary, this.status, workload.name, this.requestedModel, goodput);
+    this.span.end(summary, this.status, workload.name, this.requestedModel, this.model, goodput);
     this.deps.requestLines.write({
       method: this.method,
       path: this.loggedPath,

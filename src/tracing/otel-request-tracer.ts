@@ -94,12 +94,16 @@ class OtelRequestSpan implements RequestSpan {
     private readonly startEpochMs: number,
   ) {}
 
-  end(summary: RequestSummary, status: number, workload: string, requestedModel: string | undefined, goodput: boolean | undefined): void {
+  end(summary: RequestSummary, status: number, workload: string, requestedModel: string | undefined, modelLabel: string, goodput: boolean | undefined): void {
     const span = this.span;
     const endEpochMs = this.startEpochMs + summary.e2eMs;
-    // GenAI span name: "{gen_ai.operation.name} {gen_ai.request.model}"; the model is known only now.
+    // GenAI span name: "{gen_ai.operation.name} {gen_ai.request.model}", with the model's label value
+    // (a served name or `other`), not the body's word: a span name SHOULD be "the most general string
+    // that identifies a (statistically) interesting class of Spans" (OTel trace API, Span), and trace
+    // backends index it (Jaeger's operations, Tempo's span-metrics `span_name` label), so 10,000
+    // made-up model names gave 10,000 span names. The attribute keeps the name as sent.
     const model = requestedModel === undefined ? undefined : spanModelName(requestedModel);
-    if (this.operation !== undefined && model !== undefined) span.updateName(`${this.operation} ${model}`);
+    if (this.operation !== undefined && model !== undefined) span.updateName(`${this.operation} ${modelLabel}`);
     const attributes: Attributes = {
       [SPAN_ATTR.workload]: workload,
       [SPAN_ATTR.outcome]: summary.outcome,
@@ -155,12 +159,13 @@ function removeTraceHeaders(flat: string[]): void {
 }
 
 /**
- * The model as the client named it, fit for a span: a span is not a series, so it is not folded
- * into `other`, but the client wrote it (up to the 1 MiB body), and a span goes to a backend whose
- * UI shows it raw. Display controls (bidirectional ones included) become `?` and past
- * MAX_MODEL_NAME_LENGTH it is cut, marked `…`.
+ * The model as the client named it, fit for the `gen_ai.request.model` attribute: a span is not a
+ * series, so it is not folded into `other`, but the client wrote it (up to the 1 MiB body), and a
+ * span goes to a backend whose UI shows it raw. Display controls (bidirectional ones included)
+ * become `?` and past MAX_MODEL_NAME_LENGTH it is cut, marked `…`.
  */
 function spanModelName(requested: string): string {
-  const printable = requested.replace(DISPLAY_CONTROLS, '?');
-  return printable.length > MAX_MODEL_NAME_LENGTH ? `${printable.slice(0, MAX_MODEL_NAME_LENGTH)}…` : printable;
+  // Cut before the scan (each display control is one UTF-16 unit, so `?` keeps the length): a 1 MB name is not copied whole.
+  const printable = requested.slice(0, MAX_MODEL_NAME_LENGTH).replace(DISPLAY_CONTROLS, '?');
+  return requested.length > MAX_MODEL_NAME_LENGTH ? `${printable}…` : printable;
 }

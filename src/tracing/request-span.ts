@@ -20,11 +20,13 @@ export interface RequestSpan {
   /**
    * The request is over. Positional arguments, not an object, so the null span costs no allocation.
    * `status`: HTTP status sent to the client, 0 when none was. `requestedModel`: as the body named it,
-   * unfolded (a span is not a series), undefined if it named none. `goodput`: whether the request met
+   * unfolded (a span is not a series), undefined if it named none; `modelLabel`: its
+   * gen_ai_request_model label value (ModelLabels: a served name, `other` or `unknown`), which names
+   * the span. `goodput`: whether the request met
    * every SLO of its workload (tokentap_goodput_requests_total), undefined when the workload has none
    * or the request is not a generation.
    */
-  end(summary: RequestSummary, status: number, workload: string, requestedModel: string | undefined, goodput: boolean | undefined): void;
+  end(summary: RequestSummary, status: number, workload: string, requestedModel: string | undefined, modelLabel: string, goodput: boolean | undefined): void;
 }
 
 export const NULL_SPAN: RequestSpan = Object.freeze({ end: () => undefined });

@@ -1,11 +1,12 @@
 import { createServer, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import { Writable } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ModelDiscovery, type ModelDiscoverySettings } from '../../../src/discovery/model-discovery.js';
 import { ManualClock } from '../../../src/clock/clock.js';
 import { createLogger } from '../../../src/log/logger.js';
 import { AdapterColdStarts } from '../../../src/metrics/adapter-cold-starts.js';
+import { LimitCounters } from '../../../src/metrics/limit-counters.js';
 import { ModelLabels } from '../../../src/metrics/model-labels.js';
 import { eventually } from '../../helpers/sidecar.js';
 
@@ -66,6 +67,20 @@ describe('model discovery', () => {
     expect(d.models.servedModels()).toBeUndefined();
   });
 
+  it('counts each listing refused past 1 MiB as model_listing_bytes and each abandoned at its deadline as model_listing_timeout, where only the first of a run of failures was logged', async () => {
+    const url = await upstream((path, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      if (path === '/v1/models') res.end(`{"data":[${'{"id":"x"},'.repeat(120_000)}{"id":"y"}]}`);
+      // /api/tags: the head, then nothing within the deadline
+    });
+    const limitCounters = new LimitCounters();
+    const settings = { paths: ['/v1/models', '/api/tags'], intervalMs: 300_000, retryMs: 30, timeoutMs: 200, adapterIdleAfterMs: 300_000 };
+    const d = discovery(url);
+    const counted = new ModelDiscovery(url, settings, d.models, createLogger('silent', new Writable({ write: (_c, _e, cb) => cb() })), undefined, limitCounters);
+    for (let i = 0; i < 3; i++) expect((await counted.refresh()).ok).toBe(false);
+    expect([limitCounters.count('model_listing_bytes'), limitCounters.count('model_listing_timeout')]).toEqual([3, 3]);
+  });
+
   it('retries soon while the model server is still loading, warns once, then follows the interval', async () => {
     const url = await upstream((_path, res, count) => (count <= 3 ? res.writeHead(503).end() : json(res, { data: [{ id: 'loaded' }] })));
     const d = discovery(url, { paths: ['/v1/models'] });
@@ -77,6 +92,24 @@ describe('model discovery', () => {
     }
     expect(d.logs.filter((l) => l['msg'] === 'model discovery failed; retrying')).toHaveLength(1);
     expect(d.logs.filter((l) => String(l['msg']).startsWith('model discovery: the upstream serves'))).toHaveLength(1);
+  });
+
+  it('closes the connection of a 503 or a redirect whose body never ends once the status is read (it read the body for as long as the upstream sent it, past the deadline)', async () => {
+    const open = new Set<Socket>();
+    const writers: NodeJS.Timeout[] = [];
+    const url = await upstream((path, res) => {
+      open.add(res.socket as Socket);
+      res.socket?.on('close', () => open.delete(res.socket as Socket));
+      res.writeHead(path === '/v1/models' ? 503 : 302, { location: path === '/v1/models' ? '/' : `http://127.0.0.1:1${path}`, 'content-type': 'text/html' });
+      writers.push(setInterval(() => res.write('x'.repeat(16_384)), 5));
+    });
+    const d = discovery(url, { paths: ['/v1/models', '/api/tags'], timeoutMs: 500 });
+    try {
+      expect(await d.discovery.refresh()).toEqual({ ok: false, problems: ['/v1/models: HTTP 503', '/api/tags: HTTP 302'] });
+      await eventually('the listing connections closed', () => open.size, (size) => size === 0, 5_000);
+    } finally {
+      for (const writer of writers) clearInterval(writer);
+    }
   });
 
   it('reports a refused connection by its code', async () => {
@@ -114,6 +147,15 @@ describe('model discovery', () => {
     const line = d.logs.find((l) => String(l['msg']).startsWith('model discovery: the upstream serves'));
     expect(line).toMatchObject({ models: ['real'], listed: 2, skipped: 1 });
     expect(JSON.stringify(d.logs)).not.toContain('x'.repeat(200));
+  });
+
+  it('logs a listing in which no name can be a label (every one too long, with a bidi control or an unpaired surrogate): every request is then "other", and the first listing logged nothing', async () => {
+    const url = await upstream((_path, res) => json(res, { data: [{ id: 'x'.repeat(129) }, { id: 'evil\u202egnp' }, { id: 'half\ud800' }] }));
+    const d = discovery(url, { paths: ['/v1/models'] });
+    expect((await d.discovery.refresh()).ok).toBe(true);
+    expect(d.models.label('x'.repeat(129))).toBe('other');
+    const line = d.logs.find((l) => String(l['msg']).startsWith('model discovery: the upstream serves'));
+    expect(line).toMatchObject({ models: [], listed: 3, skipped: 3, path: '/v1/models' });
   });
 
   it('logs at most 64 of the names it keeps, and how many more (max_models may be 1000)', async () => {

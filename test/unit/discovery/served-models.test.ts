@@ -90,6 +90,30 @@ describe('model labels', () => {
     expect(labels.label('d')).toBe('other');
   });
 
+  it('never give "other" or "unknown" from a request body a first-seen slot: two such names took both slots of max_models 2, and "unknown" passed for a request without a model', () => {
+    const labels = new ModelLabels(2);
+    expect([labels.label('other'), labels.label('unknown'), labels.label('a'), labels.label('b'), labels.label(undefined)]).toEqual(['other', 'other', 'a', 'b', 'unknown']);
+  });
+
+  it('never serve a listed "other" or "unknown" (nor the untagged name of "other:latest"): the overflow of every unlisted name would join an upstream-chosen base model in tokentap_model_info', () => {
+    const labels = new ModelLabels(32);
+    const served = labels.serve(['other', 'unknown', 'other:latest', 'real'], new Map([['other', 'real'], ['unknown', 'real'], ['other:latest', 'real']]));
+    expect(served).toMatchObject({ kept: ['other:latest', 'real'], skipped: 2 });
+    expect([labels.label('other'), labels.label('unknown'), labels.label('made-up'), labels.label('other:latest'), labels.label('real')]).toEqual(['other', 'other', 'other', 'other:latest', 'real']);
+    expect(labels.modelInfo()).toEqual([['other:latest', 'real'], ['real', 'real']]);
+  });
+
+  it('label a request naming a 1 MB model "other" without reading the name: 100 such requests took about 200 ms of event loop (2 ms each)', () => {
+    const served = new ModelLabels(32);
+    served.serve(['real']);
+    const fallback = new ModelLabels(32);
+    const names = Array.from({ length: 100 }, (_, i) => `${'x'.repeat(1_000_000)}${i}`);
+    const startedMs = performance.now();
+    for (const name of names) expect([served.label(name), fallback.label(name)]).toEqual(['other', 'other']);
+    // Reading each name costs about 2 ms; not reading it, microseconds: a bound far from both.
+    expect(performance.now() - startedMs).toBeLessThan(60);
+  });
+
   it('follow a changed list: a model the upstream no longer lists is "other" from then on', () => {
     const labels = new ModelLabels(8);
     labels.serve(['base', 'lora-a']);

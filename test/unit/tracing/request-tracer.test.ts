@@ -107,7 +107,7 @@ describe('OpenTelemetry request span', () => {
     const anchorMs = Date.now() - 5000;
     const headers: string[] = ['content-type', 'application/json'];
     const span = tracer.start('POST', '/v1/chat/completions', 6000, {}, headers);
-    span.end(summary(), 200, 'chat', 'llama', undefined);
+    span.end(summary(), 200, 'chat', 'llama', 'llama', undefined);
 
     const [finished] = exporter.getFinishedSpans();
     expect(finished!.kind).toBe(SpanKind.CLIENT);
@@ -142,18 +142,18 @@ describe('OpenTelemetry request span', () => {
     expect(headers).toEqual(['content-type', 'application/json', 'traceparent', `00-${traceId}-${spanId}-01`]);
   });
 
-  it('names the model as the client wrote it, but bounded: control characters as "?", cut at 128 characters and marked', () => {
+  it('gives the model as the client wrote it in the attribute, but bounded: control characters as "?", cut at 128 characters and marked; the span name has its label', () => {
     const { exporter, tracer } = otelTracer(new ManualClock(5000));
-    tracer.start('POST', '/v1/chat/completions', 6000, {}, []).end(summary(), 200, 'chat', `m\u001b]0;x\u0007${'y'.repeat(200_000)}`, undefined);
+    tracer.start('POST', '/v1/chat/completions', 6000, {}, []).end(summary(), 200, 'chat', `m\u001b]0;x\u0007${'y'.repeat(200_000)}`, 'other', undefined);
     const [finished] = exporter.getFinishedSpans();
     const expected = `m?]0;x?${'y'.repeat(128 - 7)}…`;
-    expect(finished!.name).toBe(`chat ${expected}`);
+    expect(finished!.name).toBe('chat other');
     expect(finished!.attributes['gen_ai.request.model']).toBe(expected);
   });
 
   it('names a model holding bidirectional controls or a line separator with them as "?" (a right-to-left override showed "a\u202egnp.evil" as "alive.png" in a trace UI)', () => {
     const { exporter, tracer } = otelTracer(new ManualClock(5000));
-    tracer.start('POST', '/v1/chat/completions', 6000, {}, []).end(summary(), 200, 'chat', 'a\u202egnp.evil\u2066x\u2028y\u061cz', undefined);
+    tracer.start('POST', '/v1/chat/completions', 6000, {}, []).end(summary(), 200, 'chat', 'a\u202egnp.evil\u2066x\u2028y\u061cz', 'other', undefined);
     const [finished] = exporter.getFinishedSpans();
     expect(finished!.attributes['gen_ai.request.model']).toBe('a?gnp.evil?x?y?z');
   });
@@ -162,7 +162,7 @@ describe('OpenTelemetry request span', () => {
     const { exporter, tracer } = otelTracer(new ManualClock());
     const client = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
     const headers = ['Traceparent', client, 'TraceState', 'a=1', 'x', 'y'];
-    tracer.start('POST', '/v1/completions', 0, { traceparent: client, tracestate: 'a=1' }, headers).end(summary(), 200, 'd', undefined, undefined);
+    tracer.start('POST', '/v1/completions', 0, { traceparent: client, tracestate: 'a=1' }, headers).end(summary(), 200, 'd', undefined, 'unknown', undefined);
     const [continued] = exporter.getFinishedSpans();
     expect(continued!.spanContext().traceId).toBe('4bf92f3577b34da6a3ce929d0e0e4736');
     expect(continued!.parentSpanContext?.spanId).toBe('00f067aa0ba902b7');
@@ -170,7 +170,7 @@ describe('OpenTelemetry request span', () => {
     expect(headers).toEqual(['x', 'y', 'traceparent', `00-4bf92f3577b34da6a3ce929d0e0e4736-${continued!.spanContext().spanId}-01`, 'tracestate', 'a=1']);
 
     const other: string[] = [];
-    tracer.start('GET', '/v1/models', 0, { traceparent: 'garbage' }, other).end(summary({ ttftMs: Number.NaN }), 200, 'd', undefined, undefined);
+    tracer.start('GET', '/v1/models', 0, { traceparent: 'garbage' }, other).end(summary({ ttftMs: Number.NaN }), 200, 'd', undefined, 'unknown', undefined);
     const fresh = exporter.getFinishedSpans()[1]!;
     expect(fresh.parentSpanContext).toBeUndefined();
     expect(fresh.name).toBe('GET');
@@ -180,7 +180,7 @@ describe('OpenTelemetry request span', () => {
 
   it('marks a request that did not complete as an error with error.type set to its outcome', () => {
     const { exporter, tracer } = otelTracer(new ManualClock());
-    tracer.start('POST', '/v1/chat/completions', 0, {}, []).end(summary({ outcome: 'shutdown', inputTokens: Number.NaN }), 200, 'd', 'm', undefined);
+    tracer.start('POST', '/v1/chat/completions', 0, {}, []).end(summary({ outcome: 'shutdown', inputTokens: Number.NaN }), 200, 'd', 'm', 'm', undefined);
     const [span] = exporter.getFinishedSpans();
     expect(span!.status).toEqual({ code: SpanStatusCode.ERROR, message: 'shutdown' });
     expect(span!.attributes['error.type']).toBe('shutdown');
