@@ -115,7 +115,7 @@ export function renderAlertmanagerRoutes(alerts: AlertSettings): object {
     },
     inhibit_rules: routing.inhibitRules.map((r) => ({ source_matchers: r.source.map(matcherText), target_matchers: r.target.map(matcherText), equal: r.equal })),
     receivers: [
-      { name: RECEIVER.page, pagerduty_configs: [{ routing_key: 'REPLACE-WITH-PAGERDUTY-INTEGRATION-KEY', send_resolved: true, links: PAGE_LINKS.map((l) => ({ ...l })) }] },
+      { name: RECEIVER.page, pagerduty_configs: [{ routing_key: 'REPLACE-WITH-PAGERDUTY-INTEGRATION-KEY', send_resolved: true, links: PAGE_LINKS }] },
       { name: RECEIVER.ticket, webhook_configs: [{ url: 'http://ticket-bridge.example.invalid/alertmanager', send_resolved: true }] },
       { name: RECEIVER.watchdog, webhook_configs: [{ url: 'http://deadmans-switch.example.invalid/ping', send_resolved: false }] },
     ],
