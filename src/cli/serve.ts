@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import { loadSettings, type SettingOverrides } from '../config/load.js';
 import { exitAfterShutdown } from '../lifecycle/shutdown-signals.js';
+import { settleWithin } from '../lifecycle/settle-within.js';
 import { createLogger } from '../log/logger.js';
 import { startSidecar, type RunningSidecar } from '../sidecar.js';
 import { loadOtlpSettings } from '../tracing/otlp-settings.js';
@@ -10,10 +11,14 @@ import { redactUrl } from '../log/redact-url.js';
 
 /**
  * Time allowed after the drain (which ends by drain_timeout plus 2 s for cut requests to be recorded)
- * for closing the listeners and the final OTLP export (at most 5 s, sidecar.ts), before a stuck
+ * for closing the listeners, the final OTLP export (at most 5 s, sidecar.ts) and the last log lines
+ * (at most LOG_FLUSH_BUDGET_MS), before a stuck
  * shutdown is abandoned with exit code 1.
  */
 export const SHUTDOWN_FLUSH_ALLOWANCE_MS = 10_000;
+
+/** How long the shutdown waits for the last log lines to be written (a stdout nobody reads never drains). */
+const LOG_FLUSH_BUDGET_MS = 1000;
 
 /**
  * `tokentap serve`: validate settings (refusing to start on any problem), run until stopped, then
@@ -74,5 +79,7 @@ async function drainAndStop(sidecar: RunningSidecar, drainTimeoutMs: number, log
   );
   await sidecar.close();
   logger.info('tokentap stopped');
-  logger.flush();
+  // Every line written before the process exits, the drain's last requests among them: a write
+  // still in flight at exit can land after the lines the exit writes, or not at all.
+  await settleWithin(new Promise<void>((resolve) => logger.flush(() => resolve())), LOG_FLUSH_BUDGET_MS);
 }

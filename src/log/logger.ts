@@ -1,4 +1,6 @@
+import onExit from 'on-exit-leak-free';
 import pino, { type Logger, type LoggerOptions } from 'pino';
+import { LineBatch } from './line-batch.js';
 
 /**
  * Request lines are written in batches: one write once 16 KiB have gathered (about 25 request
@@ -8,8 +10,8 @@ import pino, { type Logger, type LoggerOptions } from 'pino';
  * on the benchmark (64 streams of 64 tokens 20 ms apart, `npm run bench`), about half of all
  * observation. At 4 KiB per write, 1,000 small non-streamed requests per second still spent 7 % of
  * the process's CPU samples on other threads, against 5 % at 16 KiB (`npm run bench -- --profile
- * --perf --unary`). Lines still buffered when the process exits are written synchronously on exit
- * (pino registers that for its asynchronous destinations).
+ * --perf --unary`). Lines are gathered in front of the destination (line-batch.ts says why), pino's
+ * own lines with them; lines still waiting when the process exits are written synchronously then.
  */
 const BATCH_BYTES = 16384;
 const BATCH_MAX_DELAY_MS = 250;
@@ -47,7 +49,7 @@ export function lineSink(logger: Logger): LineSink {
 /**
  * One JSON line per request (and a few lifecycle lines). Asynchronous destination: a log write
  * never blocks the event loop that forwards streams. `destination`: a file descriptor (batched as
- * above, at most `maxBufferBytes` waiting: beyond it a line is dropped and counted), or a stream
+ * above, at most `maxBufferBytes` waiting: beyond it lines are dropped, a batch at a time, and counted), or a stream
  * (tests), which gets every line as it is logged.
  */
 export function createLogger(level: string, destination: NodeJS.WritableStream | number = 1, maxBufferBytes = DEFAULT_LOG_BUFFER_BYTES): Logger {
@@ -57,40 +59,20 @@ export function createLogger(level: string, destination: NodeJS.WritableStream |
     return logger;
   }
   // sonic-boom's maxLength: a write that would take its buffer past it is dropped with a 'drop' event
-  // (one per line). Its maxWrite (the most one write takes) must exceed minLength.
+  // (one per batch). Its maxWrite (the most one write takes) must exceed minLength.
   const stream = pino.destination({ dest: destination, sync: false, minLength: BATCH_BYTES, maxWrite: 4 * BATCH_BYTES, maxLength: Math.max(maxBufferBytes, BATCH_BYTES * 2) });
   const dropped = { lines: 0 };
-  stream.on('drop', () => {
-    dropped.lines++;
+  stream.on('drop', (batch: string) => {
+    dropped.lines += linesIn(batch);
   });
-  let unwritten = false;
-  const logger = pino(
-    {
-      ...loggerOptions(level),
-      hooks: {
-        logMethod(args, method) {
-          unwritten = true;
-          method.apply(this, args);
-        },
-      },
-    },
-    stream,
-  );
+  // Registered after pino.destination registered its own exit flush, so it runs after it: the
+  // gathered lines are newer than what the destination held.
+  const batch = new LineBatch(stream, destination, BATCH_BYTES);
+  onExit.register(batch, (gathered: LineBatch) => gathered.writeAtExit());
+  const logger = pino(loggerOptions(level), batch);
   DROPPED.set(logger, dropped);
-  // As the logMethod hook: a line written past pino is flushed by the same timer.
-  LINE_SINKS.set(logger, (line) => {
-    unwritten = true;
-    stream.write(line);
-  });
-  setInterval(() => {
-    if (!unwritten) return;
-    unwritten = false;
-    try {
-      stream.flush();
-    } catch {
-      // Destroyed (closed stdout, end of the process): nothing left to write to.
-    }
-  }, BATCH_MAX_DELAY_MS).unref();
+  LINE_SINKS.set(logger, (line) => batch.write(line));
+  setInterval(() => batch.tick(), BATCH_MAX_DELAY_MS).unref();
   return logger;
 }
 
@@ -100,6 +82,13 @@ export function createLogger(level: string, destination: NodeJS.WritableStream |
  * (`*.authorization`) makes pino's redaction walk every key of every line, measured at 20 µs of the
  * 24 µs a request line cost (fixed paths: 0.5 µs).
  */
+/** Lines in a dropped batch: each ends with one newline (pino's and request-line.ts's alike). */
+function linesIn(batch: string): number {
+  let lines = 0;
+  for (let at = batch.indexOf('\n'); at !== -1; at = batch.indexOf('\n', at + 1)) lines++;
+  return lines;
+}
+
 function loggerOptions(level: string): LoggerOptions {
   return {
     level,

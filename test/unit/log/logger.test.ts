@@ -66,4 +66,23 @@ describe('createLogger on a file descriptor (batched writes)', () => {
     const numbers = out.split('\n').filter(Boolean).map((line) => (JSON.parse(line) as { i: number }).i);
     expect(numbers).toEqual(Array.from({ length: 500 }, (_, i) => i));
   });
+
+  it('writes the lines still gathered at exit, pino\'s and request lines in the order they were logged', () => {
+    const logger = pathToFileURL(join(process.cwd(), 'dist', 'log', 'logger.js')).href;
+    // 150 lines of about 60 bytes: under one batch, so every one of them is written at exit.
+    const script = `const { createLogger, lineSink } = await import(${JSON.stringify(logger)}); const l = createLogger('info', 1); const sink = lineSink(l); for (let i = 0; i < 150; i++) { if (i % 3 === 0) sink(JSON.stringify({ i, via: 'sink' }) + '\\n'); else l.info({ i }, 'request'); } process.exit(0);`;
+    const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8' });
+    const lines = out.split('\n').filter(Boolean).map((line) => JSON.parse(line) as { i: number; via?: string });
+    expect(lines.map((line) => line.i)).toEqual(Array.from({ length: 150 }, (_, i) => i));
+    expect(lines.filter((line) => line.via === 'sink').length).toBe(50);
+  });
+
+  it('has written every line, in order, when logger.flush calls back (the shutdown waits for it before exiting)', () => {
+    const logger = pathToFileURL(join(process.cwd(), 'dist', 'log', 'logger.js')).href;
+    // 3,000 lines, about 180 KB: several batches, the first written while later ones gather.
+    const script = `const { createLogger, lineSink } = await import(${JSON.stringify(logger)}); const l = createLogger('info', 1); const sink = lineSink(l); for (let i = 0; i < 3000; i++) { if (i % 3 === 0) sink(JSON.stringify({ i, via: 'sink' }) + '\\n'); else l.info({ i }, 'request'); } l.flush(() => process.exit(0));`;
+    const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8' });
+    const numbers = out.split('\n').filter(Boolean).map((line) => (JSON.parse(line) as { i: number }).i);
+    expect(numbers).toEqual(Array.from({ length: 3000 }, (_, i) => i));
+  });
 });
