@@ -1,5 +1,8 @@
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, symlinkSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
 import { createServer, type Server } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startSimulator } from '../../src/simulator/index.js';
@@ -20,10 +23,8 @@ import { runTerminalCommand, startTerminalCommand, takenLoopbackPorts, type Term
  * fails every test here with a message naming it; nothing else in the suite listens on them
  * (tests bind port 0, which the kernel picks from the ephemeral range, 32768 and up on Linux).
  *
- * Loopback only: the "real server" block's `serve --config deploy/tokentap.yaml` would bind the
- * config's 0.0.0.0:8080 and 0.0.0.0:9464 (the Kubernetes example's listeners); the test sets
- * TOKENTAP_LISTEN and TOKENTAP_ADMIN_LISTEN to the same ports on 127.0.0.1, which the environment
- * does over the file (docs/configuration.md), leaving the command line as the page shows it.
+ * Loopback only: the "real server" block's `serve` names 127.0.0.1 listeners over the example
+ * config's 0.0.0.0 (a pod's), and the test checks it bound those before sending anything.
  */
 
 const REPO = fileURLToPath(new URL('../../', import.meta.url));
@@ -36,6 +37,8 @@ const npmStart = quickStart.find((command) => command.startsWith('npm start')) a
 const realServer = shellCommands(shellBlocks.find((block) => block.includes(' serve --upstream')) ?? '');
 /** "a port already taken? each listener moves with a flag: `npm start -- ...`" */
 const portOverride = /`(npm start -- [^`]+)`/.exec(README)?.[1]?.replace(/\s+/g, ' ') as string;
+/** Step 1 of "Production traffic as a benchmark": export a workload's shape from the running sidecar. */
+const profileExport = /`(node bin\/tokentap\.js profile --admin http:\/\/127\.0\.0\.1:9464 [^`]+)`/.exec(README)?.[1] as string;
 /** The summary lines the README says `npm start` prints every 5 s. */
 const summarySample = (fencedBlocks(README, '').find((block) => block.includes('req/s')) ?? '').trimEnd().split('\n');
 
@@ -100,9 +103,10 @@ describe('README.md quick start, run as written', () => {
     }
   });
 
-  it('finds the commands it runs in the page: npm start, the port override, the "in front of a real server" block', () => {
+  it('finds the commands it runs in the page: npm start, the port override, the "in front of a real server" block, the profile export', () => {
     expect(npmStart).toMatch(/^npm start\s+#.*http:\/\/\S+\/ for the status page/);
     expect(portOverride).toMatch(/^npm start -- /);
+    expect(profileExport).toMatch(/ > \S+\.json$/);
     expect(realServer.map((command) => command.split(' ').slice(0, 3).join(' '))).toEqual([
       'node bin/tokentap.js serve',
       'curl -N localhost:8080/v1/chat/completions',
@@ -112,7 +116,7 @@ describe('README.md quick start, run as written', () => {
     expect(summarySample).toHaveLength(2);
   });
 
-  it('npm start prints the status page URL first, serves the page there and at the README\'s URL, answers its own suggested curl, prints the README\'s summary lines, and Ctrl-C stops everything without an error', async () => {
+  it('npm start prints the status page URL first, serves the page there and at the README\'s URL, answers its own suggested curl, prints the README\'s summary lines, exports the chat workload\'s profile as the README shows, and Ctrl-C stops everything without an error', async () => {
     const demo = start(npmStart);
     const banner = await eventually('the demo banner', () => demoLines(demo), (lines) => lines.some((line) => line.includes('Ctrl-C stops')) || demo.stderr() !== '', 20_000);
     expect(demo.stderr()).toBe('');
@@ -139,6 +143,15 @@ describe('README.md quick start, run as written', () => {
       expect(summarySample[1]).toContain(`${workload} `);
       expect(summary[at + 1]).toMatch(new RegExp(`[:|] ${workload} (ttft|itl|e2e|no events)`));
     }
+    // "Export the workload's shape from the running sidecar": the demo's chat traffic is a live workload.
+    // Run from a scratch directory holding bin/ (a link to the checkout's), so `> chat-scenario.json` lands there.
+    const scratch = mkdtempSync(join(tmpdir(), 'tokentap-readme-'));
+    cleanups.push(() => rm(scratch, { recursive: true, force: true }));
+    symlinkSync(join(REPO, 'bin'), join(scratch, 'bin'));
+    const exported = await runTerminalCommand(profileExport, scratch);
+    expect([exported.code, exported.stderr]).toEqual([0, '']);
+    const written = /> (\S+)$/.exec(profileExport)?.[1] as string;
+    expect(JSON.parse(readFileSync(join(scratch, written), 'utf8'))).toMatchObject({ spec: { profile: { kind: 'poisson' }, data: [{ kind: 'synthetic_text' }] } });
     // Ctrl-C: the terminal's SIGINT to npm, its sh and the demo at once.
     demo.interrupt();
     await demo.closed;
@@ -162,9 +175,10 @@ describe('README.md quick start, run as written', () => {
     const server = await startSimulator({ host: '127.0.0.1', port: 8000 });
     cleanups.push(() => server.close());
     const [serveLine, chatCurl, metricsGrep, render] = realServer as [string, string, string, string];
-    const serve = start(serveLine, { TOKENTAP_LISTEN: '127.0.0.1:8080', TOKENTAP_ADMIN_LISTEN: '127.0.0.1:9464' });
+    const serve = start(serveLine);
     const serving = await eventually('"tokentap serving"', () => serve.stdout() + serve.stderr(), (text) => text.includes('"tokentap serving"') || text.includes('tokentap:'), 20_000);
-    expect(serving).toContain('"proxy":"http://127.0.0.1:8080","admin":"http://127.0.0.1:9464"');
+    // On this machine only, as the comment in the page says (the example config's 0.0.0.0 is for a pod).
+    expect(serving).toContain('"listen":"127.0.0.1:8080","admin_listen":"127.0.0.1:9464","proxy":"http://127.0.0.1:8080","admin":"http://127.0.0.1:9464"');
 
     const chat = await runTerminalCommand(chatCurl, REPO);
     expect(chat.code, chat.stderr).toBe(0);
