@@ -44,8 +44,8 @@ export function startTerminalCommand(line: string, cwd: string, env: Record<stri
 }
 
 /** Runs a command line to its end as a terminal user would, with a time limit; its status and output. */
-export async function runTerminalCommand(line: string, cwd: string, timeoutMs = 20_000): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const command = startTerminalCommand(line, cwd);
+export async function runTerminalCommand(line: string, cwd: string, env: Record<string, string> = {}, timeoutMs = 20_000): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const command = startTerminalCommand(line, cwd, env);
   const timer = setTimeout(() => command.kill(), timeoutMs);
   const { code } = await command.closed;
   clearTimeout(timer);
