@@ -1,8 +1,9 @@
 import { spawnSync } from 'node:child_process';
 import { createServer, type Server } from 'node:net';
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, utimesSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { main } from '../../src/cli/main.js';
@@ -216,10 +217,17 @@ describe('npm start with a port taken', () => {
 describe('npm start runs the built CLI without rebuilding it', () => {
   const PACKAGE_SCRIPTS = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { scripts: Record<string, string> }).scripts;
 
-  /** A checkout in a temporary directory: the real bin/, a stand-in dist/cli/main.js, and optionally a src/ file. */
-  function checkout(layout: { dist: boolean; sourceAgeS?: number }): string {
+  /**
+   * A checkout in a temporary directory: the real bin/, package.json (its engines, or `engines`) and
+   * node_modules/ (linked), a stand-in dist/cli/main.js, and optionally a src/ file.
+   */
+  function checkout(layout: { dist: boolean; sourceAgeS?: number; engines?: string }): string {
     const root = mkdtempSync(join(tmpdir(), 'tokentap-bin-'));
     cpSync(new URL('../../bin', import.meta.url), join(root, 'bin'), { recursive: true });
+    const manifest = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { engines: { node: string } };
+    if (layout.engines !== undefined) manifest.engines.node = layout.engines;
+    writeFileSync(join(root, 'package.json'), JSON.stringify(manifest));
+    symlinkSync(fileURLToPath(new URL('../../node_modules', import.meta.url)), join(root, 'node_modules'));
     if (layout.dist) {
       mkdirSync(join(root, 'dist', 'cli'), { recursive: true });
       writeFileSync(join(root, 'dist', 'cli', 'main.js'), "export async function main(argv, io) { io.stdout.write('ran ' + argv.join(' ') + '\\n'); return 0; }\n");
@@ -249,6 +257,15 @@ describe('npm start runs the built CLI without rebuilding it', () => {
   it('with a source file changed after the last build, says which and to run npm run build instead of running old code', () => {
     const result = launch(checkout({ dist: true, sourceAgeS: 0 }));
     expect([result.status, result.stdout, result.stderr]).toEqual([1, '', `tokentap: dist/ is older than src/ (${join('src', 'proxy', 'relay.ts')} changed after the last build): run \`npm run build\`, then start again\n`]);
+  });
+
+  it('on a Node the engines of package.json refuse, says which Node it needs instead of starting (on Node 18 the demo ran and every request logged a TypeError stack)', () => {
+    const result = launch(checkout({ dist: true, engines: '>=99.0.0' }));
+    expect([result.status, result.stdout, result.stderr]).toEqual([
+      1,
+      '',
+      `tokentap: Node.js ${process.versions.node} cannot run tokentap: it needs >=99.0.0 (package.json "engines", the README's prerequisites). Install a supported Node.js (the current LTS, 24, is what CI and the container image run), then start again\n`,
+    ]);
   });
 
   it('runs dist/ when it is newer than every source file, and when there is no src/ (the container image)', () => {

@@ -1,6 +1,8 @@
 import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import semver from 'semver';
 import { describe, expect, it } from 'vitest';
+import { nodeVersionProblem } from '../../../bin/node-version-check.js';
 
 /**
  * The Node versions package.json's `engines` admits are the ones every installed dependency admits
@@ -37,5 +39,14 @@ describe('engines in package.json', () => {
 
   it('is what the README\'s prerequisites say', () => {
     expect(README).toContain(`Node.js \`${PACKAGE.engines.node}\``);
+  });
+
+  it('is enforced at start: the launcher refuses Node 18 and the versions outside the ranges, naming what it needs (on Node 18 every request logged a TypeError), and admits the rest', () => {
+    const root = fileURLToPath(new URL('../../../', import.meta.url));
+    expect(nodeVersionProblem(root, '18.20.8')).toBe(
+      `Node.js 18.20.8 cannot run tokentap: it needs ${PACKAGE.engines.node} (package.json "engines", the README's prerequisites). Install a supported Node.js (the current LTS, 24, is what CI and the container image run), then start again`,
+    );
+    for (const refused of ['20.18.3', '21.7.3', '22.12.0']) expect(nodeVersionProblem(root, refused), refused).toMatch(/^Node\.js \S+ cannot run tokentap/);
+    for (const admitted of [...LOWEST, process.versions.node, '24.21.0', '25.0.0-nightly20260101abcdef']) expect(nodeVersionProblem(root, admitted), admitted).toBeUndefined();
   });
 });
