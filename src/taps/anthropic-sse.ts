@@ -19,7 +19,10 @@ import { cachedTokenCount, tokenCount } from './upstream-numbers.js';
  * processed); output tokens from `message_delta.usage.output_tokens`, cumulative, whose last value
  * is the total. `message_start`'s own `output_tokens` (1 or so) is a placeholder and is ignored.
  * Prefix-cache hits: `cache_read_input_tokens` (tokens written to the cache were processed, not hit).
- * Terminal: `message_stop`. An `error` event (e.g. `overloaded_error`) is an upstream error.
+ * Terminal: `message_stop`. An `error` event (e.g. `overloaded_error`) is an upstream error, read
+ * as the SDK reads it (@anthropic-ai/sdk core/streaming.ts): any event named `error`, whatever its
+ * data, and also after `message_stop`, since the SDK reads the body to its end and throws there;
+ * the other events after `message_stop` are ignored.
  */
 
 interface Usage {
@@ -45,6 +48,11 @@ class AnthropicSseTap extends SseEventTap {
     // Skipped unparsed: nothing in them is measured.
     const named = message.event;
     if (named === 'ping' || named === 'content_block_start' || named === 'content_block_stop') return;
+    // The SDK throws on any event named `error`, whatever its data says or whether it parses at all.
+    if (named === 'error') {
+      this.context.timeline.errorEvent = true;
+      return;
+    }
     const event = parseEventObject<AnthropicEvent>(message.data, this.context);
     if (event === undefined) return;
     const timeline = this.context.timeline;
@@ -76,6 +84,11 @@ class AnthropicSseTap extends SseEventTap {
         timeline.errorEvent = true;
         return;
     }
+  }
+
+  /** The SDK reads on after `message_stop` and throws on an `event: error` there. */
+  protected override isErrorAfterEnd(message: EventSourceMessage): boolean {
+    return message.event === 'error';
   }
 }
 

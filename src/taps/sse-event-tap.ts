@@ -30,7 +30,7 @@ export abstract class SseEventTap implements Tap {
     this.context = context;
     this.decoder = new SseDecoder(
       (event) => {
-        if (this.ended) this.afterEnd();
+        if (this.ended) this.afterEnd(event);
         else this.onEvent(event);
       },
       () => context.problem('oversized_event'),
@@ -47,11 +47,24 @@ export abstract class SseEventTap implements Tap {
     this.decoder.end();
   }
 
-  private afterEnd(): void {
-    if (this.afterEndCounted) return;
-    this.afterEndCounted = true;
-    this.context.problem('data_after_end');
+  private afterEnd(message: EventSourceMessage): void {
+    if (!this.afterEndCounted) {
+      this.afterEndCounted = true;
+      this.context.problem('data_after_end');
+    }
+    if (this.isErrorAfterEnd(message)) this.context.timeline.errorEvent = true;
   }
 
   protected abstract onEvent(message: EventSourceMessage): void;
+
+  /**
+   * An event after the terminal one is an error the client sees: its content and usage are ignored,
+   * but a client library that reads the body to its end fails on an error event there (the
+   * Anthropic SDK throws on an `event: error` after `message_stop`, the OpenAI SDK on a `data`
+   * whose `error` is set after `response.completed`), so the request did not complete for it.
+   * False unless the protocol's clients read past its terminal event.
+   */
+  protected isErrorAfterEnd(_message: EventSourceMessage): boolean {
+    return false;
+  }
 }
