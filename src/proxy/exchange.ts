@@ -649,7 +649,7 @@ export class Exchange implements UpstreamOwner, IdleWatched {
 
   private startResponse(head: ResponseHead): void {
     const request = this.request;
-    this.monitor.response(head.status, head.contentType);
+    this.monitor.response(head.status, head.contentType, undefined, head.contentEncoding);
     this.stripper = this.injection?.responseStripper(head.status, head.contentType);
     const framing = bodyFraming(head, request.method);
     this.framing = framing;

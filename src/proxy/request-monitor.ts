@@ -178,8 +178,11 @@ export class RequestMonitor implements InterTokenSink, TapContext {
     return this.headers['grpc-timeout'] !== undefined;
   }
 
-  /** The response head: its status, Content-Type and, over HTTP/2, its `grpc-encoding`; chooses the tap. */
-  response(status: number, contentType: string | undefined, grpcEncoding?: string): void {
+  /**
+   * The response head: its status, Content-Type, over HTTP/2 its `grpc-encoding`, and its
+   * Content-Encoding; chooses the tap.
+   */
+  response(status: number, contentType: string | undefined, grpcEncoding?: string, contentEncoding?: string): void {
     this.status = status;
     this.grpcEncoding = grpcEncoding;
     if (status < 200 || status >= 300) return;
@@ -193,6 +196,15 @@ export class RequestMonitor implements InterTokenSink, TapContext {
     try {
       const choice = (this.deps.taps ?? DEFAULT_TAP_SELECTOR).selectOn(this.protocol, this.method, this.path, contentType);
       if (choice === undefined) return;
+      // A coded body (gzip, br...: the client asked for it with Accept-Encoding, which undici's
+      // fetch under the OpenAI and Anthropic SDKs sends) is bytes no tap can read: read as text it
+      // had no events, so a complete stream was recorded `truncated` with no token, burning the
+      // TTFT and e2e SLOs. Unobserved instead, like a body of an unknown type (TTFB and e2e, the
+      // outcome from its framing), and counted.
+      if (contentEncoding !== undefined && !isIdentity(contentEncoding)) {
+        this.problem('compressed_body');
+        return;
+      }
       this.streaming = choice.streaming;
       this.tap = choice.create(this);
     } catch (error) {
@@ -541,4 +553,13 @@ function statusClass(status: number): string {
 
 function round(ms: number): number | null {
   return Number.isNaN(ms) ? null : Math.round(ms * 1000) / 1000;
+}
+
+/** A Content-Encoding that names no coding but `identity` (RFC 9110 section 8.4.1), empty list elements ignored. */
+function isIdentity(contentEncoding: string): boolean {
+  for (const coding of contentEncoding.split(',')) {
+    const name = coding.trim().toLowerCase();
+    if (name !== '' && name !== 'identity') return false;
+  }
+  return true;
 }
