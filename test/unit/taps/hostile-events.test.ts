@@ -70,6 +70,25 @@ describe('Anthropic SSE tap: a broken or hostile upstream', () => {
     expect(run.timeline.contentEvents).toBe(1);
     expect(run.problems).toEqual(['data_after_end']);
   });
+
+  it('takes an event named error after message_stop as an upstream error (the SDK reads on and throws there), and no other event after it', () => {
+    const stop = named('message_stop', { type: 'message_stop' });
+    const failed = runTap(createAnthropicSseTap, [textDelta('a'), stop, named('error', { type: 'error', error: { type: 'overloaded_error' } })]);
+    expect(failed.timeline.errorEvent).toBe(true);
+    expect(failed.problems).toEqual(['data_after_end']);
+    // Only the name counts, as for the SDK: an unnamed error after the end is ignored like any event.
+    const unnamed = runTap(createAnthropicSseTap, [textDelta('a'), stop, ...sse({ type: 'error', error: { type: 'overloaded_error' } })]);
+    expect(unnamed.timeline.errorEvent).toBe(false);
+  });
+
+  it('takes any event named error as an upstream error whatever its data: not JSON, or naming another type', () => {
+    for (const data of ['upstream overloaded', '', { type: 'message_stop' }]) {
+      const run = runTap(createAnthropicSseTap, [textDelta('a'), named('error', data)]);
+      expect(run.timeline.errorEvent, JSON.stringify(data)).toBe(true);
+      expect(run.timeline.terminal, JSON.stringify(data)).toBe(false);
+      expect(run.problems, JSON.stringify(data)).toEqual([]);
+    }
+  });
 });
 
 describe('OpenAI Responses SSE tap: a broken or hostile upstream', () => {
@@ -92,6 +111,19 @@ describe('OpenAI Responses SSE tap: a broken or hostile upstream', () => {
     const untyped = runTap(createOpenAIResponsesSseTap, [...sse({ delta: 'a' }), delta('b')]);
     expect(untyped.problems).toEqual([]);
     expect(untyped.timeline.contentEvents).toBe(1);
+  });
+
+  it('takes an event whose data has a truthy error as an upstream error, whatever its name or type (the SDK throws on it); a null or false one is none', () => {
+    for (const event of [Buffer.from('data: {"error":{"message":"boom"}}\n\n'), named('response.output_text.delta', { type: 'response.output_text.delta', delta: 'a', error: 'boom' })]) {
+      const run = runTap(createOpenAIResponsesSseTap, [delta('a'), event]);
+      expect(run.timeline.errorEvent).toBe(true);
+      expect(run.timeline.contentEvents).toBe(1);
+    }
+    for (const error of [null, false, '']) {
+      const run = runTap(createOpenAIResponsesSseTap, [delta('a'), named('response.output_text.delta', { type: 'response.output_text.delta', delta: 'b', error })]);
+      expect(run.timeline.errorEvent, JSON.stringify(error)).toBe(false);
+      expect(run.timeline.contentEvents, JSON.stringify(error)).toBe(2);
+    }
   });
 
   it('ends the stream at response.incomplete, a response cut short (max_output_tokens), with its usage', () => {
@@ -166,6 +198,15 @@ describe('Ollama NDJSON tap: a broken or hostile upstream', () => {
     const run = runTap(createOllamaNdjsonTap, [long, ...ndjson(chat({ role: 'assistant', content: 'a' }))]);
     expect(run.problems).toEqual(['oversized_event']);
     expect(run.timeline.contentEvents).toBe(1);
+  });
+
+  it('ignores every line after done: true, content, usage and error alike (the ollama client stops reading there), counting them once as data after the end', () => {
+    const done = { model: 'm', message: { role: 'assistant', content: '' }, done: true, prompt_eval_count: 4, eval_count: 1 };
+    const run = runTap(createOllamaNdjsonTap, ndjson(chat({ role: 'assistant', content: 'a' }), done, chat({ role: 'assistant', content: 'b' }), { ...done, eval_count: 9 }, { error: 'boom' }));
+    expect(run.timeline.contentEvents).toBe(1);
+    expect(run.timeline.outputTokens).toBe(1);
+    expect(run.timeline.errorEvent).toBe(false);
+    expect(run.problems).toEqual(['data_after_end']);
   });
 
   it('reads a last line without its line end when the body ends (the done line with the usage)', () => {
