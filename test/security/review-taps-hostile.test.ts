@@ -4,7 +4,7 @@ import { gunzipSync, gzipSync } from 'node:zlib';
 import Anthropic from '@anthropic-ai/sdk';
 import { Ollama } from 'ollama';
 import OpenAI from 'openai';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { scrape, sumValues } from '../helpers/prometheus-text.js';
 import { eventually, startTestSidecar } from '../helpers/sidecar.js';
 
@@ -155,6 +155,36 @@ describe('Anthropic Messages: what the SDK saw against what tokentap recorded', 
     expect(await tapProblems(model, 'malformed_event')).toBe(0);
   });
 
+  it('records truncated for a stream closed cleanly after message_delta without message_stop, on which finalMessage() rejects', async () => {
+    const model = 'anthropic-no-stop';
+    const pieces = [...anthropicOpening(model, 2), ...anthropicClosing(2).slice(0, 2)];
+    scripts.set(model, { headers: SSE_HEADERS, pieces });
+    const got = await anthropicStream(model);
+    expect(got.bytes.equals(Buffer.concat(pieces))).toBe(true);
+    expect(got.text).toBe('t0 t1 ');
+    expect(got.error).toBeInstanceOf(Anthropic.AnthropicError);
+    const line = await recorded(model);
+    expect(line.outcome).toBe('truncated');
+    expect(line.output_tokens).toBe(2);
+  });
+
+  it('drops a message_delta output_tokens that is negative, fractional or beyond 10^7, counting each, and keeps the counted tokens; a string is skipped uncounted', async () => {
+    for (const [suffix, outputTokens, implausible] of [['negative', -5, 1], ['fraction', 2.5, 1], ['huge', 1e300, 1], ['string', '9', 0]] as const) {
+      const model = `anthropic-output-${suffix}`;
+      const pieces = [...anthropicOpening(model, 3), ...anthropicClosing(0)];
+      pieces[pieces.length - 2] = sse('message_delta', { type: 'message_delta', delta: { stop_reason: 'end_turn', stop_sequence: null }, usage: { output_tokens: outputTokens } });
+      scripts.set(model, { headers: SSE_HEADERS, pieces });
+      const got = await anthropicStream(model);
+      expect(got.bytes.equals(Buffer.concat(pieces)), suffix).toBe(true);
+      expect(got.error, suffix).toBeUndefined();
+      const line = await recorded(model);
+      expect(line.outcome, suffix).toBe('completed');
+      expect(line.token_source, suffix).toBe('counted');
+      expect(line.output_tokens, suffix).toBe(3);
+      expect(await tapProblems(model, 'implausible_value'), suffix).toBe(implausible);
+    }
+  });
+
   it('records a gzip-coded stream the SDK read whole as unobserved and counted, not as truncated without a token (was truncated, 0 tokens)', async () => {
     const model = 'anthropic-gzip';
     const plain = Buffer.concat([...anthropicOpening(model, 4), ...anthropicClosing(4)]);
@@ -202,6 +232,60 @@ describe('Ollama NDJSON: what the ollama client saw against what tokentap record
     expect(recordedLine.counted_tokens).toBe(2);
     expect(recordedLine.output_tokens).toBe(2);
     expect(await tapProblems(model, 'data_after_end')).toBe(1);
+  });
+
+  async function chat(model: string): Promise<{ parts: string[]; done: boolean; error: unknown; bytes: Buffer }> {
+    const tee = teeingFetch();
+    const client = new Ollama({ host: sidecar.proxyUrl, fetch: tee.fetch });
+    const parts: string[] = [];
+    let done = false;
+    const error = await (async () => {
+      for await (const part of await client.chat({ model, messages: [{ role: 'user', content: 'hi' }], stream: true })) {
+        parts.push(part.message.content);
+        done ||= part.done;
+      }
+    })().then(
+      () => undefined,
+      (thrown: unknown) => thrown,
+    );
+    return { parts, done, error, bytes: await tee.body() };
+  }
+
+  it('records truncated, not completed, when a byte-order mark opens the done line: the client cannot parse it and throws for want of a done line (was completed)', async () => {
+    const model = 'ollama-bom-done';
+    const pieces = [
+      line({ model, message: { role: 'assistant', content: 'a' }, done: false }),
+      Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), line({ model, message: { role: 'assistant', content: '' }, done: true, done_reason: 'stop', eval_count: 1 })]),
+    ];
+    scripts.set(model, { headers: { 'content-type': 'application/x-ndjson' }, pieces });
+    const warned = vi.spyOn(console, 'warn').mockImplementation(() => undefined);
+    let got: Awaited<ReturnType<typeof chat>>;
+    try {
+      got = await chat(model);
+      expect(warned).toHaveBeenCalledWith('invalid json: ', expect.stringContaining('"done":true'));
+    } finally {
+      warned.mockRestore();
+    }
+    expect(got.bytes.equals(Buffer.concat(pieces))).toBe(true);
+    expect(got.parts).toEqual(['a']);
+    expect((got.error as Error).message).toBe('Did not receive done or success response in stream.');
+    const recordedLine = await recorded(model);
+    expect(recordedLine.outcome).toBe('truncated');
+    expect(recordedLine.token_source).toBe('counted');
+    expect(await tapProblems(model, 'malformed_event')).toBe(1);
+  });
+
+  it('records an upstream error for an error line mid-stream, on which the client throws its message', async () => {
+    const model = 'ollama-error-line';
+    const pieces = [line({ model, message: { role: 'assistant', content: 'a' }, done: false }), line({ error: 'an error was encountered while running the model: CUDA error' })];
+    scripts.set(model, { headers: { 'content-type': 'application/x-ndjson' }, pieces });
+    const got = await chat(model);
+    expect(got.bytes.equals(Buffer.concat(pieces))).toBe(true);
+    expect(got.parts).toEqual(['a']);
+    expect((got.error as Error).message).toBe('an error was encountered while running the model: CUDA error');
+    const recordedLine = await recorded(model);
+    expect(recordedLine.outcome).toBe('upstream_error');
+    expect(recordedLine.counted_tokens).toBe(1);
   });
 });
 
