@@ -34,6 +34,12 @@ export abstract class SseEventTap implements Tap {
         else this.onEvent(event);
       },
       () => context.problem('oversized_event'),
+      undefined,
+      () => {
+        // llama.cpp's `error: {...}` line (sse-decoder.ts): the server failed the stream. After the
+        // terminal event it is ignored like any event.
+        if (!this.ended) context.timeline.errorEvent = true;
+      },
     );
   }
 

@@ -364,6 +364,46 @@ describe('non-streamed JSON answers: what the SDK saw against what tokentap reco
   });
 });
 
+describe("llama.cpp's `error:` line (a field SSE does not define), as llama.cpp writes a stream error", () => {
+  const LLAMACPP_ERROR = Buffer.from('error: {"code":500,"message":"failed to decode the batch","type":"server_error"}\n\n');
+
+  /** POSTs `body` to `path` through tokentap with fetch, reading the whole body. */
+  async function post(path: string, body: object): Promise<Buffer> {
+    const response = await fetch(`${sidecar.proxyUrl}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    return Buffer.from(await response.arrayBuffer());
+  }
+
+  it('records an upstream error, not truncated, for a native /completion stream that ends after an error line (was truncated)', async () => {
+    const model = 'llamacpp-error-line';
+    const content = (text: string, predicted: number) => Buffer.from(`data: ${JSON.stringify({ content: text, stop: false, tokens_predicted: predicted })}\n\n`);
+    const pieces = [content('a', 1), content('b', 2), LLAMACPP_ERROR];
+    scripts.set(model, { headers: SSE_HEADERS, pieces });
+    expect((await post('/completion', { model, prompt: 'hi', stream: true })).equals(Buffer.concat(pieces))).toBe(true);
+    const line = await recorded(model);
+    expect(line.outcome).toBe('upstream_error');
+    expect(line.counted_tokens).toBe(2);
+  });
+
+  it('records an upstream error, not completed, for an OpenAI chat stream with an error line before its [DONE]: the SDK ignores the line and returns the cut answer without a finish_reason (was completed)', async () => {
+    const model = 'llamacpp-chat-error-line';
+    const chunk = (delta: object) => Buffer.from(`data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', created: 1, model, choices: [{ index: 0, delta, finish_reason: null }] })}\n\n`);
+    const pieces = [chunk({ role: 'assistant', content: 'a' }), chunk({ content: 'b' }), LLAMACPP_ERROR, Buffer.from('data: [DONE]\n\n')];
+    scripts.set(model, { headers: SSE_HEADERS, pieces });
+    const tee = teeingFetch();
+    const client = new OpenAI({ baseURL: `${sidecar.proxyUrl}/v1`, apiKey: 'sk-test', maxRetries: 0, fetch: tee.fetch });
+    const finishReasons: unknown[] = [];
+    let text = '';
+    for await (const part of await client.chat.completions.create({ model, messages: [{ role: 'user', content: 'hi' }], stream: true })) {
+      text += part.choices[0]?.delta.content ?? '';
+      finishReasons.push(part.choices[0]?.finish_reason);
+    }
+    expect(text).toBe('ab');
+    expect(finishReasons).toEqual([null, null]);
+    expect((await tee.body()).equals(Buffer.concat(pieces))).toBe(true);
+    expect((await recorded(model)).outcome).toBe('upstream_error');
+  });
+});
+
 describe('the coded bytes themselves', () => {
   it('relays a gzip-coded stream byte for byte, coding and all, to a client that does not decode it', async () => {
     const model = 'raw-gzip';
