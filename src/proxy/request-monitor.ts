@@ -18,6 +18,7 @@ import { metEverySlo } from '../slo/goodput.js';
 import { interTokenIsBad, isClientErrorStatus, recordSloEvents, ttftResult } from '../slo/slo-events.js';
 import type { WorkloadMatcher } from '../slo/workload-matcher.js';
 import { isGrpcContentType } from '../taps/grpc/grpc-content-type.js';
+import { isCoded } from './content-coding.js';
 import { DEFAULT_TAP_SELECTOR, type TapSelector } from '../taps/select.js';
 import type { Tap, TapContext, TapProblemReason } from '../taps/tap.js';
 import type { Protocol } from '../taps/route-table.js';
@@ -201,7 +202,7 @@ export class RequestMonitor implements InterTokenSink, TapContext {
       // had no events, so a complete stream was recorded `truncated` with no token, burning the
       // TTFT and e2e SLOs. Unobserved instead, like a body of an unknown type (TTFB and e2e, the
       // outcome from its framing), and counted.
-      if (contentEncoding !== undefined && !isIdentity(contentEncoding)) {
+      if (isCoded(contentEncoding)) {
         this.problem('compressed_body');
         return;
       }
@@ -553,13 +554,4 @@ function statusClass(status: number): string {
 
 function round(ms: number): number | null {
   return Number.isNaN(ms) ? null : Math.round(ms * 1000) / 1000;
-}
-
-/** A Content-Encoding that names no coding but `identity` (RFC 9110 section 8.4.1), empty list elements ignored. */
-function isIdentity(contentEncoding: string): boolean {
-  for (const coding of contentEncoding.split(',')) {
-    const name = coding.trim().toLowerCase();
-    if (name !== '' && name !== 'identity') return false;
-  }
-  return true;
 }

@@ -1,6 +1,6 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { gunzipSync, gzipSync } from 'node:zlib';
+import { constants, createGzip, gunzipSync, gzipSync } from 'node:zlib';
 import Anthropic from '@anthropic-ai/sdk';
 import { Ollama } from 'ollama';
 import OpenAI from 'openai';
@@ -423,5 +423,61 @@ describe('the coded bytes themselves', () => {
     expect(received.encoding).toBe('gzip');
     expect(received.body.equals(coded)).toBe(true);
     expect(gunzipSync(received.body).equals(plain)).toBe(true);
+  });
+});
+
+describe('inject_usage meeting a gzip-coded chat stream', () => {
+  it('passes the coded stream on as it comes, not held to its end by the usage-chunk stripper, which cannot cut it into events (was one read at the end)', async () => {
+    const chunk = (delta: object) => `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta, finish_reason: null }] })}\n\n`;
+    const sent: Buffer[] = [];
+    let clientGotBytes: () => void = () => undefined;
+    const clientGotFirstBytes = new Promise<boolean>((resolve) => {
+      clientGotBytes = () => resolve(true);
+      setTimeout(() => resolve(false), 3000);
+    });
+    const codedUpstream = http.createServer((request, response) => {
+      request.resume();
+      request.on('end', () => {
+        response.writeHead(200, { 'content-type': 'text/event-stream', 'content-encoding': 'gzip' });
+        const gzip = createGzip();
+        gzip.on('data', (part: Buffer) => {
+          sent.push(part);
+          response.write(part);
+        });
+        gzip.write(chunk({ role: 'assistant', content: 'a' }));
+        // The rest only once the client has the first token, or after 3 s if it never gets it.
+        gzip.flush(constants.Z_SYNC_FLUSH, () => {
+          void clientGotFirstBytes.then(() => {
+            gzip.end(`${chunk({ content: 'b' })}data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [], usage: { prompt_tokens: 1, completion_tokens: 2, total_tokens: 3 } })}\n\ndata: [DONE]\n\n`);
+            gzip.on('end', () => response.end());
+          });
+        });
+      });
+    });
+    await new Promise<void>((resolve) => codedUpstream.listen(0, '127.0.0.1', resolve));
+    const injecting = await startTestSidecar(`http://127.0.0.1:${(codedUpstream.address() as AddressInfo).port}`, 'inject_usage: true\n');
+    try {
+      const received: Buffer[] = [];
+      await new Promise<void>((resolve, reject) => {
+        const request = http.request(`${injecting.proxyUrl}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', 'accept-encoding': 'gzip' } }, (response) => {
+          response.on('data', (part: Buffer) => {
+            if (received.length === 0) clientGotBytes();
+            received.push(part);
+          });
+          response.on('end', resolve);
+          response.on('error', reject);
+        });
+        request.on('error', reject);
+        request.end(JSON.stringify({ model: 'm', stream: true, messages: [{ role: 'user', content: 'hi' }] }));
+      });
+      // Resolved false when the client had nothing 3 s after the first token was sent.
+      expect(await clientGotFirstBytes).toBe(true);
+      expect(Buffer.concat(received).equals(Buffer.concat(sent))).toBe(true);
+      // The request was rewritten: the coded answer carries the usage chunk, which the client now gets too.
+      expect(gunzipSync(Buffer.concat(received)).toString('utf8')).toContain('"choices":[]');
+    } finally {
+      await injecting.close();
+      await new Promise((resolve) => codedUpstream.close(resolve));
+    }
   });
 });
