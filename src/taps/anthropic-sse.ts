@@ -1,5 +1,5 @@
 import type { EventSourceMessage } from 'eventsource-parser';
-import { nonEmptyString, parseEventObject } from './event-json.js';
+import { isJsonText, nonEmptyString, parseEventObject } from './event-json.js';
 import { SseEventTap } from './sse-event-tap.js';
 import type { Tap, TapContext } from './tap.js';
 import { cachedTokenCount, tokenCount } from './upstream-numbers.js';
@@ -22,7 +22,8 @@ import { cachedTokenCount, tokenCount } from './upstream-numbers.js';
  * Terminal: `message_stop`. An `error` event (e.g. `overloaded_error`) is an upstream error, read
  * as the SDK reads it (@anthropic-ai/sdk core/streaming.ts): any event named `error`, whatever its
  * data, and also after `message_stop`, since the SDK reads the body to its end and throws there;
- * the other events after `message_stop` are ignored.
+ * the other events after `message_stop` are ignored. So is a named event whose data is not JSON
+ * (counted as `malformed_event` too): the SDK throws on it.
  */
 
 interface Usage {
@@ -54,7 +55,12 @@ class AnthropicSseTap extends SseEventTap {
       return;
     }
     const event = parseEventObject<AnthropicEvent>(message.data, this.context);
-    if (event === undefined) return;
+    if (event === undefined) {
+      // The SDK JSON.parses the data of every named event but ping (an empty one skipped) and
+      // rethrows the SyntaxError: its caller's stream failed there. An unnamed event it never reads.
+      if (named !== undefined && message.data !== '' && !isJsonText(message.data)) this.context.timeline.errorEvent = true;
+      return;
+    }
     const timeline = this.context.timeline;
     switch (typeof event.type === 'string' ? event.type : named) {
       case 'content_block_delta':

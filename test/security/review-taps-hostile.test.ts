@@ -118,7 +118,7 @@ function anthropicClosing(outputTokens: number): Buffer[] {
 /** Streams a message with the SDK's messages.stream() helper: the text it got and what it threw. */
 async function anthropicStream(model: string): Promise<{ text: string; error: unknown; bytes: Buffer }> {
   const tee = teeingFetch();
-  const client = new Anthropic({ baseURL: sidecar.proxyUrl, apiKey: 'sk-ant-test', maxRetries: 0, fetch: tee.fetch });
+  const client = new Anthropic({ baseURL: sidecar.proxyUrl, apiKey: 'sk-ant-test', maxRetries: 0, fetch: tee.fetch, logLevel: 'off' });
   const stream = client.messages.stream({ model, max_tokens: 64, messages: [{ role: 'user', content: 'hi' }] });
   let text = '';
   stream.on('text', (delta) => (text += delta));
@@ -153,6 +153,20 @@ describe('Anthropic Messages: what the SDK saw against what tokentap recorded', 
     expect(got.error).toBeInstanceOf(Anthropic.APIError);
     expect((await recorded(model)).outcome).toBe('upstream_error');
     expect(await tapProblems(model, 'malformed_event')).toBe(0);
+  });
+
+  it('records an upstream error for a content_block_delta whose data is not JSON, on which the SDK fails with a JSON error, even when message_stop follows (was completed)', async () => {
+    const model = 'anthropic-broken-delta';
+    const pieces = [...anthropicOpening(model, 2), sse('content_block_delta', '{"type":"content_block_delta","index":0,"delta":{"type":"text_'), ...anthropicClosing(3)];
+    scripts.set(model, { headers: SSE_HEADERS, pieces });
+    const got = await anthropicStream(model);
+    expect(got.bytes.equals(Buffer.concat(pieces))).toBe(true);
+    expect(got.text).toBe('t0 t1 ');
+    // MessageStream wraps the SyntaxError: "Unterminated string in JSON at position ...".
+    expect(got.error).toBeInstanceOf(Anthropic.AnthropicError);
+    expect((got.error as Error).message).toMatch(/JSON/);
+    expect((await recorded(model)).outcome).toBe('upstream_error');
+    expect(await tapProblems(model, 'malformed_event')).toBe(1);
   });
 
   it('records truncated for a stream closed cleanly after message_delta without message_stop, on which finalMessage() rejects', async () => {

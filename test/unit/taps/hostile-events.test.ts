@@ -81,6 +81,18 @@ describe('Anthropic SSE tap: a broken or hostile upstream', () => {
     expect(unnamed.timeline.errorEvent).toBe(false);
   });
 
+  it('takes a named event whose data is not JSON as an upstream error besides a malformed one (the SDK throws on it), but not JSON of another type, empty data or an unnamed event', () => {
+    const broken = runTap(createAnthropicSseTap, [textDelta('a'), named('content_block_delta', '{"type":"content_block_delta","delta":{"type":"text_'), named('message_stop', { type: 'message_stop' })]);
+    expect(broken.problems).toEqual(['malformed_event']);
+    expect(broken.timeline.errorEvent).toBe(true);
+    expect(broken.timeline.terminal).toBe(true);
+    for (const chunks of [[named('content_block_delta', '42')], [named('message_delta', '')], [Buffer.from('data: {not json\n\n')]]) {
+      const run = runTap(createAnthropicSseTap, [textDelta('a'), ...chunks]);
+      expect(run.timeline.errorEvent, chunks[0]!.toString()).toBe(false);
+      expect(run.problems, chunks[0]!.toString()).toEqual(['malformed_event']);
+    }
+  });
+
   it('takes any event named error as an upstream error whatever its data: not JSON, or naming another type', () => {
     for (const data of ['upstream overloaded', '', { type: 'message_stop' }]) {
       const run = runTap(createAnthropicSseTap, [textDelta('a'), named('error', data)]);
