@@ -6,6 +6,7 @@ import { Ollama } from 'ollama';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { scrape, sumValues } from '../helpers/prometheus-text.js';
+import { connectH2, h2Request, startH2cReplayUpstream } from '../helpers/h2c-upstream.js';
 import { eventually, startTestSidecar } from '../helpers/sidecar.js';
 
 /**
@@ -415,6 +416,30 @@ describe("llama.cpp's `error:` line (a field SSE does not define), as llama.cpp 
     expect(finishReasons).toEqual([null, null]);
     expect((await tee.body()).equals(Buffer.concat(pieces))).toBe(true);
     expect((await recorded(model)).outcome).toBe('upstream_error');
+  });
+});
+
+describe('a coded stream relayed over HTTP/2 (an h2 client, an h2c upstream)', () => {
+  it('is left untapped and counted there too, relayed byte for byte, not recorded truncated without a token (was truncated)', async () => {
+    const model = 'h2c-gzip';
+    const plain = Buffer.concat([...anthropicOpening(model, 3), ...anthropicClosing(3)]);
+    const coded = gzipSync(plain);
+    const h2Upstream = await startH2cReplayUpstream(() => ({ headers: { 'content-type': 'text/event-stream', 'content-encoding': 'gzip' }, chunks: [coded.subarray(0, 30), coded.subarray(30)] }));
+    const h2Sidecar = await startTestSidecar(h2Upstream.url, 'upstream_protocol: h2c\n');
+    const cleanups: Array<() => Promise<void> | void> = [];
+    try {
+      const session = connectH2(h2Sidecar.proxyUrl, cleanups);
+      const got = await h2Request(session, { ':method': 'POST', ':path': '/v1/messages', 'content-type': 'application/json', 'accept-encoding': 'gzip' }, Buffer.from(JSON.stringify({ model, stream: true })));
+      expect(got.head['content-encoding']).toBe('gzip');
+      expect(got.body.equals(coded)).toBe(true);
+      const lines = await eventually('the h2 request line', () => h2Sidecar.logs.filter((line) => line.msg === 'request' && line.model === model), (found) => found.length === 1);
+      expect(lines[0]?.outcome).toBe('completed');
+      expect(sumValues(await scrape(h2Sidecar.adminUrl), 'tokentap_tap_errors_total', { gen_ai_request_model: model, reason: 'compressed_body' })).toBe(1);
+    } finally {
+      for (const cleanup of cleanups) await cleanup();
+      await h2Sidecar.close();
+      await h2Upstream.close();
+    }
   });
 });
 
