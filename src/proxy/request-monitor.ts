@@ -292,7 +292,11 @@ export class RequestMonitor implements InterTokenSink, TapContext {
     this.status = status;
     this.failureDetail = detail;
     // Once the drain deadline has passed, every failure is the shutdown's cut, not the client or upstream.
-    this.finish(this.deps.drain?.cutting === true ? 'shutdown' : outcome);
+    if (this.deps.drain?.cutting === true) outcome = 'shutdown';
+    // A client that leaves once the stream has reported an error left because it failed (the Python
+    // SDKs raise on the error event and close the response): the upstream's failure, not a cancel.
+    else if (outcome === 'client_cancelled' && this.timeline.errorEvent) outcome = 'upstream_error';
+    this.finish(outcome);
   }
 
   get finished(): boolean {

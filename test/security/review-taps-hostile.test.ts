@@ -23,6 +23,8 @@ interface Script {
   readonly headers: Record<string, string>;
   /** Written one `write()` each, in order; the body ends cleanly after the last. */
   readonly pieces: readonly Buffer[];
+  /** After the last piece, the body is held open until tokentap closes it (its client left), or 3 s. */
+  readonly holdOpen?: boolean;
 }
 
 const scripts = new Map<string, Script>();
@@ -47,6 +49,12 @@ beforeAll(async () => {
           // Apart, so the pieces reach tokentap as separate reads, as a server's tokens do.
           await new Promise((resolve) => setTimeout(resolve, 2));
         }
+        if (script.holdOpen === true) {
+          await new Promise((resolve) => {
+            response.on('close', resolve);
+            setTimeout(resolve, 3000);
+          });
+        }
         response.end();
       })();
     });
@@ -68,7 +76,11 @@ function teeingFetch(): { fetch: typeof fetch; body: () => Promise<Buffer> } {
     const response = await fetch(input, init);
     if (response.body === null) return response;
     const [forClient, forTest] = response.body.tee();
-    copy = new Response(forTest).arrayBuffer().then((bytes) => Buffer.from(bytes));
+    // A client that aborts (an SDK on an error event) aborts the copy too: no bytes to compare then.
+    copy = new Response(forTest).arrayBuffer().then(
+      (bytes) => Buffer.from(bytes),
+      () => Buffer.alloc(0),
+    );
     return new Response(forClient, { status: response.status, statusText: response.statusText, headers: response.headers });
   };
   return { fetch: teeing, body: () => copy };
@@ -143,6 +155,34 @@ describe('Anthropic Messages: what the SDK saw against what tokentap recorded', 
     expect(line.outcome).toBe('upstream_error');
     expect(line.counted_tokens).toBe(3);
     expect(await tapProblems(model, 'data_after_end')).toBe(1);
+  });
+
+  it('records an upstream error, not a client that left, for a client that closes on an error event the upstream sent without ending the stream (was client_cancelled)', async () => {
+    // The Python SDKs raise on the error event and close the response (httpx cannot reuse a
+    // connection whose body is unread): the client leaves because the stream failed.
+    const model = 'anthropic-error-held-open';
+    const pieces = [...anthropicOpening(model, 2), sse('error', { type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } })];
+    scripts.set(model, { headers: SSE_HEADERS, pieces, holdOpen: true });
+    const received = await new Promise<Buffer>((resolve, reject) => {
+      const parts: Buffer[] = [];
+      const request = http.request(`${sidecar.proxyUrl}/v1/messages`, { method: 'POST', headers: { 'content-type': 'application/json' } }, (response) => {
+        response.on('data', (part: Buffer) => {
+          parts.push(part);
+          const body = Buffer.concat(parts);
+          if (body.includes('"Overloaded"}}\n\n')) {
+            request.destroy();
+            resolve(body);
+          }
+        });
+      });
+      request.on('error', () => undefined);
+      request.on('close', () => reject(new Error('closed before the error event')));
+      request.end(JSON.stringify({ model, stream: true, max_tokens: 64, messages: [] }));
+    });
+    expect(received.equals(Buffer.concat(pieces))).toBe(true);
+    const line = await recorded(model);
+    expect(line.outcome).toBe('upstream_error');
+    expect(line.counted_tokens).toBe(2);
   });
 
   it('records an upstream error for an event named error whose data is not JSON, on which the SDK throws, even when message_stop follows (was completed)', async () => {

@@ -79,6 +79,9 @@ describe('Anthropic SSE tap: a broken or hostile upstream', () => {
     // Only the name counts, as for the SDK: an unnamed error after the end is ignored like any event.
     const unnamed = runTap(createAnthropicSseTap, [textDelta('a'), stop, ...sse({ type: 'error', error: { type: 'overloaded_error' } })]);
     expect(unnamed.timeline.errorEvent).toBe(false);
+    // Before the end, an event whose data says it is an error is one, named or not.
+    const beforeEnd = runTap(createAnthropicSseTap, [textDelta('a'), ...sse({ type: 'error', error: { type: 'overloaded_error' } })]);
+    expect(beforeEnd.timeline.errorEvent).toBe(true);
   });
 
   it('takes a named event whose data is not JSON as an upstream error besides a malformed one (the SDK throws on it), but not JSON of another type, empty data or an unnamed event', () => {
