@@ -370,6 +370,32 @@ describe('OpenAI Responses: what the SDK saw against what tokentap recorded', ()
   });
 });
 
+describe('OpenAI Responses: an event cut mid-JSON', () => {
+  it('records an upstream error for a delta whose data is not JSON, on which the SDK throws a SyntaxError, even when response.completed follows (was completed)', async () => {
+    const model = 'responses-broken-delta';
+    const delta = (text: string) => sse('response.output_text.delta', { type: 'response.output_text.delta', output_index: 0, content_index: 0, item_id: 'm', delta: text, sequence_number: 1 });
+    const pieces = [
+      delta('a'),
+      sse('response.output_text.delta', '{"type":"response.output_text.delta","delta":"b'),
+      sse('response.completed', { type: 'response.completed', response: { id: 'r', object: 'response', status: 'completed', output: [], usage: { input_tokens: 3, output_tokens: 2, total_tokens: 5 } } }),
+    ];
+    scripts.set(model, { headers: SSE_HEADERS, pieces });
+    const tee = teeingFetch();
+    const client = new OpenAI({ baseURL: `${sidecar.proxyUrl}/v1`, apiKey: 'sk-test', maxRetries: 0, fetch: tee.fetch, logLevel: 'off' });
+    const types: string[] = [];
+    const error = await (async () => {
+      for await (const event of await client.responses.create({ model, input: 'hi', stream: true })) types.push(event.type);
+    })().then(
+      () => undefined,
+      (thrown: unknown) => thrown,
+    );
+    expect(types).toEqual(['response.output_text.delta']);
+    expect(error).toBeInstanceOf(SyntaxError);
+    expect((await recorded(model)).outcome).toBe('upstream_error');
+    expect(await tapProblems(model, 'malformed_event')).toBe(1);
+  });
+});
+
 describe('non-streamed JSON answers: what the SDK saw against what tokentap recorded', () => {
   const completion = (model: string) => ({ id: 'c', object: 'chat.completion', created: 1, model, choices: [{ index: 0, message: { role: 'assistant', content: 'hi' }, finish_reason: 'stop' }], usage: { prompt_tokens: 4, completion_tokens: 7, total_tokens: 11 } });
   const JSON_HEADERS = { 'content-type': 'application/json' };

@@ -141,6 +141,17 @@ describe('OpenAI Responses SSE tap: a broken or hostile upstream', () => {
     }
   });
 
+  it('takes a read event whose data is not JSON as an upstream error besides a malformed one (the SDK throws on it), but not [DONE], JSON of another type or an event it skips by name', () => {
+    const broken = runTap(createOpenAIResponsesSseTap, [delta('a'), named('response.output_text.delta', '{"type":"response.output_text.delta","delta":"b'), completed()]);
+    expect(broken.problems).toEqual(['malformed_event']);
+    expect(broken.timeline.errorEvent).toBe(true);
+    expect(broken.timeline.terminal).toBe(true);
+    for (const chunk of [Buffer.from('data: [DONE]\n\n'), named('response.output_text.delta', '[1]'), named('response.output_text.done', '{not json')]) {
+      const run = runTap(createOpenAIResponsesSseTap, [delta('a'), chunk]);
+      expect(run.timeline.errorEvent, chunk.toString()).toBe(false);
+    }
+  });
+
   it('ends the stream at response.incomplete, a response cut short (max_output_tokens), with its usage', () => {
     const run = runTap(createOpenAIResponsesSseTap, [delta('a'), named('response.incomplete', { type: 'response.incomplete', response: { usage: { input_tokens: 5, output_tokens: 1 } } })]);
     expect(run.timeline.terminal).toBe(true);
