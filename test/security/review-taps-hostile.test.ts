@@ -396,6 +396,22 @@ describe('OpenAI Responses: an event cut mid-JSON', () => {
   });
 });
 
+describe('TGI /generate_stream: an event cut mid-JSON', () => {
+  it('records an upstream error for a token event whose data is not JSON, on which huggingface_hub raises, even when the final event follows (was completed)', async () => {
+    const model = 'tgi-broken-token';
+    const token = (id: number, text: string, final = false) =>
+      Buffer.from(`data:${JSON.stringify({ index: id, token: { id, text, logprob: -0.1, special: false }, generated_text: final ? 'abc' : null, details: null })}\n\n`);
+    const pieces = [token(1, 'a'), Buffer.from('data:{"index":2,"token":{"id":2,"text":"b\n\n'), token(3, 'c', true)];
+    scripts.set(model, { headers: SSE_HEADERS, pieces });
+    const response = await fetch(`${sidecar.proxyUrl}/generate_stream`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model, inputs: 'hi' }) });
+    expect(Buffer.from(await response.arrayBuffer()).equals(Buffer.concat(pieces))).toBe(true);
+    const line = await recorded(model);
+    expect(line.outcome).toBe('upstream_error');
+    expect(line.counted_tokens).toBe(2);
+    expect(await tapProblems(model, 'malformed_event')).toBe(1);
+  });
+});
+
 describe('non-streamed JSON answers: what the SDK saw against what tokentap recorded', () => {
   const completion = (model: string) => ({ id: 'c', object: 'chat.completion', created: 1, model, choices: [{ index: 0, message: { role: 'assistant', content: 'hi' }, finish_reason: 'stop' }], usage: { prompt_tokens: 4, completion_tokens: 7, total_tokens: 11 } });
   const JSON_HEADERS = { 'content-type': 'application/json' };

@@ -179,6 +179,16 @@ describe('TGI SSE tap: a broken or hostile upstream', () => {
     expect(run.timeline.countedTokens).toBe(1);
   });
 
+  it('takes an event whose data is not JSON as an upstream error besides a malformed one (huggingface_hub raises on it), but not [DONE] or JSON of another type', () => {
+    const broken = runTap(createTgiSseTap, sse(token('a'), '{"token":{"id":1,"text":"b', { ...token('c'), generated_text: 'abc' }));
+    expect(broken.problems).toEqual(['malformed_event']);
+    expect(broken.timeline.errorEvent).toBe(true);
+    expect(broken.timeline.terminal).toBe(true);
+    for (const data of ['[DONE]', '[1]', '"text"']) {
+      expect(runTap(createTgiSseTap, sse(token('a'), data)).timeline.errorEvent, data).toBe(false);
+    }
+  });
+
   it('ends the stream at an event with details even when its generated_text is null', () => {
     const run = runTap(createTgiSseTap, sse(token('a'), { ...token('b'), details: { finish_reason: 'length', generated_tokens: 2, input_length: 4 } }));
     expect(run.timeline.terminal).toBe(true);
