@@ -64,11 +64,11 @@ export abstract class SseEventTap implements Tap {
   protected abstract onEvent(message: EventSourceMessage): void;
 
   /**
-   * An event after the terminal one is an error the client sees: its content and usage are ignored,
-   * but a client library that reads the body to its end fails on an error event there (the
-   * Anthropic SDK throws on an `event: error` after `message_stop`, the OpenAI SDK on a `data`
-   * whose `error` is set after `response.completed`), so the request did not complete for it.
-   * False unless the protocol's clients read past its terminal event.
+   * Whether an event after the terminal one is an error its client sees. Content and usage there are
+   * ignored, but a client library that reads the body to its end fails on an error event there (the
+   * Anthropic SDK throws on an `event: error` after `message_stop`), so the request did not complete
+   * for it. False unless the protocol's clients read past its terminal event (the OpenAI SDK stops
+   * reading at `[DONE]`).
    */
   protected isErrorAfterEnd(_message: EventSourceMessage): boolean {
     return false;
