@@ -649,8 +649,8 @@ export class Exchange implements UpstreamOwner, IdleWatched {
 
   private startResponse(head: ResponseHead): void {
     const request = this.request;
-    this.monitor.response(head.status, head.contentType);
-    this.stripper = this.injection?.responseStripper(head.status, head.contentType);
+    this.monitor.response(head.status, head.contentType, undefined, head.contentEncoding);
+    this.stripper = this.injection?.responseStripper(head.status, head.contentType, head.contentEncoding);
     const framing = bodyFraming(head, request.method);
     this.framing = framing;
     // A HEAD, 204 or 304 answer has no body (RFC 9110 sections 9.3.2, 15.3.5, 15.4.5), but one

@@ -18,6 +18,7 @@ import { metEverySlo } from '../slo/goodput.js';
 import { interTokenIsBad, isClientErrorStatus, recordSloEvents, ttftResult } from '../slo/slo-events.js';
 import type { WorkloadMatcher } from '../slo/workload-matcher.js';
 import { isGrpcContentType } from '../taps/grpc/grpc-content-type.js';
+import { isCoded } from './content-coding.js';
 import { DEFAULT_TAP_SELECTOR, type TapSelector } from '../taps/select.js';
 import type { Tap, TapContext, TapProblemReason } from '../taps/tap.js';
 import type { Protocol } from '../taps/route-table.js';
@@ -178,8 +179,11 @@ export class RequestMonitor implements InterTokenSink, TapContext {
     return this.headers['grpc-timeout'] !== undefined;
   }
 
-  /** The response head: its status, Content-Type and, over HTTP/2, its `grpc-encoding`; chooses the tap. */
-  response(status: number, contentType: string | undefined, grpcEncoding?: string): void {
+  /**
+   * The response head: its status, Content-Type, over HTTP/2 its `grpc-encoding`, and its
+   * Content-Encoding; chooses the tap.
+   */
+  response(status: number, contentType: string | undefined, grpcEncoding?: string, contentEncoding?: string): void {
     this.status = status;
     this.grpcEncoding = grpcEncoding;
     if (status < 200 || status >= 300) return;
@@ -193,6 +197,15 @@ export class RequestMonitor implements InterTokenSink, TapContext {
     try {
       const choice = (this.deps.taps ?? DEFAULT_TAP_SELECTOR).selectOn(this.protocol, this.method, this.path, contentType);
       if (choice === undefined) return;
+      // A coded body (gzip, br...: the client asked for it with Accept-Encoding, which undici's
+      // fetch under the OpenAI and Anthropic SDKs sends) is bytes no tap can read: read as text it
+      // had no events, so a complete stream was recorded `truncated` with no token, burning the
+      // TTFT and e2e SLOs. Unobserved instead, like a body of an unknown type (TTFB and e2e, the
+      // outcome from its framing), and counted.
+      if (isCoded(contentEncoding)) {
+        this.problem('compressed_body');
+        return;
+      }
       this.streaming = choice.streaming;
       this.tap = choice.create(this);
     } catch (error) {
@@ -279,7 +292,11 @@ export class RequestMonitor implements InterTokenSink, TapContext {
     this.status = status;
     this.failureDetail = detail;
     // Once the drain deadline has passed, every failure is the shutdown's cut, not the client or upstream.
-    this.finish(this.deps.drain?.cutting === true ? 'shutdown' : outcome);
+    if (this.deps.drain?.cutting === true) outcome = 'shutdown';
+    // A client that leaves once the stream has reported an error left because it failed (the Python
+    // SDKs raise on the error event and close the response): the upstream's failure, not a cancel.
+    else if (outcome === 'client_cancelled' && this.timeline.errorEvent) outcome = 'upstream_error';
+    this.finish(outcome);
   }
 
   get finished(): boolean {

@@ -1,5 +1,5 @@
 import type { EventSourceMessage } from 'eventsource-parser';
-import { nonEmptyString, parseEventObject } from './event-json.js';
+import { isJsonText, nonEmptyString, parseEventObject } from './event-json.js';
 import { SseEventTap } from './sse-event-tap.js';
 import type { Tap, TapContext } from './tap.js';
 import { cachedTokenCount, tokenCount } from './upstream-numbers.js';
@@ -19,7 +19,11 @@ import { cachedTokenCount, tokenCount } from './upstream-numbers.js';
  * processed); output tokens from `message_delta.usage.output_tokens`, cumulative, whose last value
  * is the total. `message_start`'s own `output_tokens` (1 or so) is a placeholder and is ignored.
  * Prefix-cache hits: `cache_read_input_tokens` (tokens written to the cache were processed, not hit).
- * Terminal: `message_stop`. An `error` event (e.g. `overloaded_error`) is an upstream error.
+ * Terminal: `message_stop`. An `error` event (e.g. `overloaded_error`) is an upstream error, read
+ * as the SDK reads it (@anthropic-ai/sdk core/streaming.ts): any event named `error`, whatever its
+ * data, and also after `message_stop`, since the SDK reads the body to its end and throws there;
+ * the other events after `message_stop` are ignored. So is a named event whose data is not JSON
+ * (counted as `malformed_event` too): the SDK throws on it.
  */
 
 interface Usage {
@@ -45,8 +49,18 @@ class AnthropicSseTap extends SseEventTap {
     // Skipped unparsed: nothing in them is measured.
     const named = message.event;
     if (named === 'ping' || named === 'content_block_start' || named === 'content_block_stop') return;
+    // The SDK throws on any event named `error`, whatever its data says or whether it parses at all.
+    if (named === 'error') {
+      this.context.timeline.errorEvent = true;
+      return;
+    }
     const event = parseEventObject<AnthropicEvent>(message.data, this.context);
-    if (event === undefined) return;
+    if (event === undefined) {
+      // The SDK JSON.parses the data of every named event but ping (an empty one skipped) and
+      // rethrows the SyntaxError: its caller's stream failed there. An unnamed event it never reads.
+      if (named !== undefined && message.data !== '' && !isJsonText(message.data)) this.context.timeline.errorEvent = true;
+      return;
+    }
     const timeline = this.context.timeline;
     switch (typeof event.type === 'string' ? event.type : named) {
       case 'content_block_delta':
@@ -76,6 +90,11 @@ class AnthropicSseTap extends SseEventTap {
         timeline.errorEvent = true;
         return;
     }
+  }
+
+  /** The SDK reads on after `message_stop` and throws on an `event: error` there. */
+  protected override isErrorAfterEnd(message: EventSourceMessage): boolean {
+    return message.event === 'error';
   }
 }
 

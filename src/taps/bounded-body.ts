@@ -22,6 +22,8 @@ export class BoundedBody {
   private readonly maxBytes: number;
   /** The body grew past the cap; what was kept is dropped. */
   oversized = false;
+  /** json() found bytes that are not JSON (a cut or compressed body, a page). */
+  invalidJson = false;
 
   constructor(maxBytes: number) {
     this.maxBytes = maxBytes;
@@ -54,6 +56,7 @@ export class BoundedBody {
       const whole = chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, this.size);
       return JSON.parse(whole.toString('utf8'));
     } catch {
+      this.invalidJson = true;
       return undefined;
     } finally {
       this.release();

@@ -22,3 +22,13 @@ export function parseEventObject<T extends object>(text: string, context: TapCon
 export function nonEmptyString(value: unknown): boolean {
   return typeof value === 'string' && value.length > 0;
 }
+
+/** Whether `text` parses as JSON at all (of any type): for the rare event parseEventObject refused, never per token. */
+export function isJsonText(text: string): boolean {
+  try {
+    JSON.parse(text);
+    return true;
+  } catch {
+    return false;
+  }
+}

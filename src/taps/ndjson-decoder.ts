@@ -8,8 +8,9 @@ import { GrowableBytes } from '../bytes/growable-bytes.js';
  * which DESIGN.md section 9 measured at about twice the cost of a plain listener. Lines are cut on
  * bytes and decoded only when complete, so a multi-byte character split across chunks stays whole.
  * LF, CRLF and a lone CR all end a line (JSON text cannot hold a raw CR or LF, so this is never
- * wrong); empty lines are skipped; a byte-order mark at the start of a line is dropped by the
- * TextDecoder (it strips one at the start of each non-streaming decode).
+ * wrong); empty lines are skipped. A byte-order mark is dropped at the start of the body only, as
+ * the ollama client's streaming TextDecoder drops it: one at the start of a later line is part of
+ * that line, which then is not JSON (the client skips such a line, ollama-js parseJSON).
  *
  * A line longer than `maxLineBytes` is reported once through `onOversized` and skipped up to its
  * end; the lines after it are decoded as usual.
@@ -20,9 +21,11 @@ const MAX_LINE_BYTES = 1 << 20;
 
 const LF = 10;
 const CR = 13;
+const BOM = 0xfeff;
 
 export class NdjsonDecoder {
-  private readonly decoder = new TextDecoder('utf-8');
+  /** ignoreBOM: a non-streaming decode would otherwise drop a byte-order mark at the start of every line. */
+  private readonly decoder = new TextDecoder('utf-8', { ignoreBOM: true });
   private readonly onLine: (line: string) => void;
   private readonly onOversized: () => void;
   private readonly maxLineBytes: number;
@@ -30,6 +33,8 @@ export class NdjsonDecoder {
   private readonly pending: GrowableBytes;
   /** Discarding an oversized line until its end. */
   private skipping = false;
+  /** A first line (even empty or oversized) has ended: a byte-order mark is no longer the body's. */
+  private pastFirstLine = false;
 
   constructor(onLine: (line: string) => void, onOversized: () => void, maxLineBytes = MAX_LINE_BYTES) {
     this.onLine = onLine;
@@ -72,6 +77,8 @@ export class NdjsonDecoder {
   }
 
   private lineEnd(last: Buffer): void {
+    const firstLine = !this.pastFirstLine;
+    this.pastFirstLine = true;
     if (this.skipping) {
       this.skipping = false;
       return;
@@ -86,7 +93,11 @@ export class NdjsonDecoder {
       this.pending.append(last);
       bytes = this.pending.view();
     }
-    if (bytes.length > 0) this.onLine(this.decoder.decode(bytes));
+    if (bytes.length > 0) {
+      let text = this.decoder.decode(bytes);
+      if (firstLine && text.charCodeAt(0) === BOM) text = text.slice(1);
+      if (text.length > 0) this.onLine(text);
+    }
     this.pending.clear();
   }
 

@@ -15,7 +15,8 @@ import { tokenCount } from './upstream-numbers.js';
  * Terminal: `done: true`, which carries the server's counts and durations: `eval_count` (output
  * tokens) and `prompt_eval_count` (input tokens) are the reported usage; `load_duration`,
  * `prompt_eval_duration`, `eval_duration` and `total_duration` (nanoseconds) become the request's
- * server timings. A line `{"error": "..."}` is an upstream error.
+ * server timings; lines after it are ignored (counted once as `data_after_end`: the ollama client
+ * stops reading there). A line `{"error": "..."}` before it is an upstream error.
  */
 
 interface OllamaLine {
@@ -40,6 +41,13 @@ class OllamaNdjsonTap implements Tap {
   private readonly context: TapContext;
   private readonly decoder: NdjsonDecoder;
   private nowMs = 0;
+  /**
+   * The `done: true` line was read. The ollama client returns from its stream there
+   * (ollama-js AbortableAsyncIterator) and never reads a later line, so nothing after it (content,
+   * a second usage, an error) is part of what the client got: ignored, counted once as `data_after_end`.
+   */
+  private ended = false;
+  private afterEndCounted = false;
 
   constructor(context: TapContext) {
     this.context = context;
@@ -60,6 +68,13 @@ class OllamaNdjsonTap implements Tap {
   }
 
   private onLine(text: string): void {
+    if (this.ended) {
+      if (!this.afterEndCounted) {
+        this.afterEndCounted = true;
+        this.context.problem('data_after_end');
+      }
+      return;
+    }
     const line = parseEventObject<OllamaLine>(text, this.context);
     if (line === undefined) return;
     const timeline = this.context.timeline;
@@ -70,6 +85,7 @@ class OllamaNdjsonTap implements Tap {
     const kind = contentKind(line);
     if (kind !== NOT_CONTENT) timeline.content(this.nowMs, 1, kind === REASONING);
     if (line.done === true) {
+      this.ended = true;
       timeline.terminal = true;
       timeline.usage(tokenCount(line.prompt_eval_count, this.context), tokenCount(line.eval_count, this.context));
       timeline.serverTimings = ollamaTimings(line, this.context);

@@ -17,10 +17,15 @@ import { cachedTokenCount, detailsCachedTokens, tokenCount } from './upstream-nu
  * Engine timings, as the streams carry them on their final event (server-timings.ts): vLLM's
  * per-request `metrics`, llama.cpp's `timings` (OpenAI-compatible routes and `/completion`) and
  * Ollama's `*_duration` fields.
+ *
+ * A 2xx body that is not JSON (cut short, or bytes no JSON parser reads) is counted as
+ * `malformed_event` and makes the request an upstream error, as does a JSON answer carrying a
+ * non-null `error`: neither is a completion its client could use.
  */
 export const MAX_JSON_BODY_BYTES = 4 << 20;
 
 interface Completion {
+  error?: unknown;
   usage?: {
     prompt_tokens?: unknown;
     completion_tokens?: unknown;
@@ -55,8 +60,18 @@ export function createOpenAIJsonTap(context: TapContext): Tap {
         return;
       }
       const completion = body.json() as Completion | null | undefined;
-      if (completion == null || typeof completion !== 'object') return;
       const timeline = context.timeline;
+      if (body.invalidJson) {
+        // Every client library parses the answer and fails on it (the OpenAI and Anthropic SDKs
+        // throw a SyntaxError): the request failed for its client, whatever the status said.
+        context.problem('malformed_event');
+        timeline.errorEvent = true;
+        return;
+      }
+      if (completion == null || typeof completion !== 'object') return;
+      // A 2xx answer that is an error object (`{"error": {...}}`, Anthropic's `{"type":"error"}`,
+      // a Responses object whose `error` is set): the client got no completion.
+      if (completion.error != null) timeline.errorEvent = true;
       const usage = completion.usage;
       if (usage != null && typeof usage === 'object') {
         const openAI = usage.prompt_tokens != null;

@@ -1,5 +1,5 @@
 import type { EventSourceMessage } from 'eventsource-parser';
-import { nonEmptyString, parseEventObject } from './event-json.js';
+import { isJsonText, nonEmptyString, parseEventObject } from './event-json.js';
 import { SseEventTap } from './sse-event-tap.js';
 import type { Tap, TapContext } from './tap.js';
 import { detailsCachedTokens, tokenCount } from './upstream-numbers.js';
@@ -18,8 +18,9 @@ import { detailsCachedTokens, tokenCount } from './upstream-numbers.js';
  * other delta (text, refusal, tool arguments) is the answer.
  *
  * Terminal: `response.completed` (and `response.incomplete`, a normal end at max_output_tokens),
- * both carrying `response.usage` {input_tokens, output_tokens, input_tokens_details.cached_tokens (prefix-cache hits)}. `response.failed` and `error` are
- * upstream errors.
+ * both carrying `response.usage` {input_tokens, output_tokens, input_tokens_details.cached_tokens (prefix-cache hits)}. `response.failed`, `error`,
+ * any event whose data has a truthy `error` and any read event whose data is not JSON (the SDK
+ * throws on both) are upstream errors.
  *
  * Events the tap does not need (the `*.done` events repeat the whole text) are skipped by their
  * `event:` name without parsing their JSON.
@@ -28,6 +29,7 @@ import { detailsCachedTokens, tokenCount } from './upstream-numbers.js';
 interface ResponsesEvent {
   type?: unknown;
   delta?: unknown;
+  error?: unknown;
   response?: { usage?: { input_tokens?: unknown; output_tokens?: unknown; input_tokens_details?: unknown } | null } | null;
 }
 
@@ -39,10 +41,22 @@ class OpenAIResponsesSseTap extends SseEventTap {
   protected override onEvent(message: EventSourceMessage): void {
     if (message.event !== undefined && !isObserved(message.event)) return;
     const event = parseEventObject<ResponsesEvent>(message.data, this.context);
-    if (event === undefined) return;
+    if (event === undefined) {
+      // The SDK JSON.parses every event's data and rethrows the SyntaxError, but for `[DONE]`, after
+      // which it reads nothing more (openai core/streaming.ts): its caller's stream failed there.
+      const data = message.data;
+      if (!data.startsWith('[DONE]') && !isJsonText(data)) this.context.timeline.errorEvent = true;
+      return;
+    }
+    const timeline = this.context.timeline;
+    // The SDK throws an APIError on any event whose data has a truthy `error`, whatever its type or
+    // name (openai core/streaming.ts `if (data && data.error)`): its caller got an error.
+    if (event.error) {
+      timeline.errorEvent = true;
+      return;
+    }
     const type = typeof event.type === 'string' ? event.type : message.event;
     if (type === undefined) return;
-    const timeline = this.context.timeline;
     if (type.endsWith('.delta')) {
       if (nonEmptyString(event.delta)) timeline.content(this.nowMs, 1, isReasoning(type));
       return;

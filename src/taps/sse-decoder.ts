@@ -99,9 +99,17 @@ export class SseDecoder {
   /** The parser's own buffer cap in characters, as bytes (a character is at least a byte). */
   private readonly maxHeldBytes: number;
 
-  constructor(onEvent: (event: EventSourceMessage) => void, onOversized: () => void, maxEventChars = MAX_EVENT_CHARS) {
+  /**
+   * A line whose field is `error`, which SSE does not define (the parser ignores it, as every SSE
+   * client does): llama.cpp writes an error in the middle of a stream so, `error: {...}`, and then
+   * ends the stream (with `data: [DONE]` on its OpenAI routes). Called once per such line.
+   */
+  private readonly onErrorField: (() => void) | undefined;
+
+  constructor(onEvent: (event: EventSourceMessage) => void, onOversized: () => void, maxEventChars = MAX_EVENT_CHARS, onErrorField?: () => void) {
     this.onEvent = onEvent;
     this.onOversized = onOversized;
+    this.onErrorField = onErrorField;
     this.maxEventChars = maxEventChars;
     this.maxHeldBytes = 2 * maxEventChars + BUFFER_SLACK_CHARS;
     this.heldLine = new GrowableBytes(this.maxHeldBytes);
@@ -244,6 +252,7 @@ export class SseDecoder {
       },
       onError: (error) => {
         if (error.type === 'max-buffer-size-exceeded') this.overflowed = true;
+        else if (error.type === 'unknown-field' && error.field === 'error') this.onErrorField?.();
       },
       maxBufferSize: 2 * maxEventChars + BUFFER_SLACK_CHARS,
     });

@@ -30,10 +30,16 @@ export abstract class SseEventTap implements Tap {
     this.context = context;
     this.decoder = new SseDecoder(
       (event) => {
-        if (this.ended) this.afterEnd();
+        if (this.ended) this.afterEnd(event);
         else this.onEvent(event);
       },
       () => context.problem('oversized_event'),
+      undefined,
+      () => {
+        // llama.cpp's `error: {...}` line (sse-decoder.ts): the server failed the stream. After the
+        // terminal event it is ignored like any event.
+        if (!this.ended) context.timeline.errorEvent = true;
+      },
     );
   }
 
@@ -47,11 +53,24 @@ export abstract class SseEventTap implements Tap {
     this.decoder.end();
   }
 
-  private afterEnd(): void {
-    if (this.afterEndCounted) return;
-    this.afterEndCounted = true;
-    this.context.problem('data_after_end');
+  private afterEnd(message: EventSourceMessage): void {
+    if (!this.afterEndCounted) {
+      this.afterEndCounted = true;
+      this.context.problem('data_after_end');
+    }
+    if (this.isErrorAfterEnd(message)) this.context.timeline.errorEvent = true;
   }
 
   protected abstract onEvent(message: EventSourceMessage): void;
+
+  /**
+   * Whether an event after the terminal one is an error its client sees. Content and usage there are
+   * ignored, but a client library that reads the body to its end fails on an error event there (the
+   * Anthropic SDK throws on an `event: error` after `message_stop`), so the request did not complete
+   * for it. False unless the protocol's clients read past its terminal event (the OpenAI SDK stops
+   * reading at `[DONE]`).
+   */
+  protected isErrorAfterEnd(_message: EventSourceMessage): boolean {
+    return false;
+  }
 }

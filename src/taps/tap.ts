@@ -24,10 +24,11 @@ export interface Tap {
  * (`data_after_end`: events after the protocol's terminal event, ignored; `implausible_value`: a
  * token count or duration outside its plausible range, dropped: upstream-numbers.ts;
  * `compressed_message`: a gRPC response whose messages are compressed, measured by their arrival
- * only and never decompressed: grpc/grpc-message-tap.ts);
+ * only and never decompressed: grpc/grpc-message-tap.ts; `compressed_body`: a response with a
+ * Content-Encoding, left untapped by the request monitor);
  * `tap_exception` is the tap itself throwing, counted by the request monitor, which then stops it.
  */
-export type TapProblemReason = 'malformed_event' | 'oversized_event' | 'oversized_body' | 'data_after_end' | 'implausible_value' | 'compressed_message' | 'tap_exception';
+export type TapProblemReason = 'malformed_event' | 'oversized_event' | 'oversized_body' | 'data_after_end' | 'implausible_value' | 'compressed_message' | 'compressed_body' | 'tap_exception';
 
 export interface TapContext {
   readonly timeline: TokenTimeline;

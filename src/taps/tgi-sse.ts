@@ -1,5 +1,5 @@
 import type { EventSourceMessage } from 'eventsource-parser';
-import { parseEventObject } from './event-json.js';
+import { isJsonText, parseEventObject } from './event-json.js';
 import { SseEventTap } from './sse-event-tap.js';
 import type { Tap, TapContext } from './tap.js';
 import { tokenCount } from './upstream-numbers.js';
@@ -15,7 +15,8 @@ import { tokenCount } from './upstream-numbers.js';
  * server's, but it is not content and does not move TTFT or ITL.
  * Terminal: the last event, with `generated_text` set (and `details` when the request asked for
  * them: `details.generated_tokens` and, since TGI 2.x, `details.input_length` are the usage).
- * `{"error": ..., "error_type": ...}` is an upstream error.
+ * `{"error": ..., "error_type": ...}` is an upstream error, and so is an event whose data is not JSON:
+ * huggingface_hub's client raises on both, wherever they come (it reads the body to its end).
  */
 
 interface TgiEvent {
@@ -32,7 +33,12 @@ export function createTgiSseTap(context: TapContext): Tap {
 class TgiSseTap extends SseEventTap {
   protected override onEvent(message: EventSourceMessage): void {
     const event = parseEventObject<TgiEvent>(message.data, this.context);
-    if (event === undefined) return;
+    if (event === undefined) {
+      // huggingface_hub's InferenceClient json.loads every `data:` line but `[DONE]` and raises on
+      // failure (inference/_common.py _format_text_generation_stream_output): its caller's stream failed.
+      if (!message.data.startsWith('[DONE]') && !isJsonText(message.data)) this.context.timeline.errorEvent = true;
+      return;
+    }
     const timeline = this.context.timeline;
     if (event.error != null) {
       timeline.errorEvent = true;

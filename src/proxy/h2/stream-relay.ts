@@ -449,7 +449,8 @@ export class StreamRelay implements IdleWatched {
     }
     this.responseStarted = true;
     const grpcEncoding = headers['grpc-encoding'];
-    this.monitor.response(status, contentType, typeof grpcEncoding === 'string' ? grpcEncoding : undefined);
+    const contentEncoding = headers['content-encoding'];
+    this.monitor.response(status, contentType, typeof grpcEncoding === 'string' ? grpcEncoding : undefined, typeof contentEncoding === 'string' ? contentEncoding : undefined);
     if (endStream) {
       // No body: a bodiless answer, or gRPC's trailers-only response, whose status is in these fields.
       this.monitor.trailers(headers);

@@ -11,6 +11,8 @@ export interface ResponseHead {
   /** HTTP/1.1 without `Connection: close`: the connection may carry the next request. */
   readonly keepAlive: boolean;
   readonly contentType: string | undefined;
+  /** Every Content-Encoding line, joined with ", " (RFC 9110 section 5.3), or undefined: the taps read no coded body. */
+  readonly contentEncoding: string | undefined;
   /** The Content-Length value (validated by the parser), or -1. */
   readonly contentLength: number;
   readonly chunked: boolean;
@@ -96,11 +98,13 @@ function describe(status: number, statusMessage: string, rawHeaders: string[], k
   let contentType: string | undefined;
   let contentLength = -1;
   let transferEncoding: string | undefined;
+  let contentEncoding: string | undefined;
   for (let i = 0; i < rawHeaders.length; i += 2) {
     const name = (rawHeaders[i] as string).toLowerCase();
     if (name === 'content-type') contentType ??= rawHeaders[i + 1];
     else if (name === 'content-length') contentLength = Number(rawHeaders[i + 1]);
     else if (name === 'transfer-encoding') transferEncoding = transferEncoding === undefined ? rawHeaders[i + 1] : `${transferEncoding}, ${rawHeaders[i + 1]}`;
+    else if (name === 'content-encoding') contentEncoding = contentEncoding === undefined ? rawHeaders[i + 1] : `${contentEncoding}, ${rawHeaders[i + 1]}`;
   }
   let chunked = false;
   let framingProblem: string | undefined;
@@ -114,7 +118,7 @@ function describe(status: number, statusMessage: string, rawHeaders: string[], k
     else if (!chunked) framingProblem = `transfer coding "${shown(codings.join(', '))}" (tokentap relays chunked alone)`;
     else if (minor === 0) framingProblem = 'Transfer-Encoding in an HTTP/1.0 response';
   }
-  return { status, statusMessage, rawHeaders, keepAlive, contentType, contentLength, chunked, transferEncoded: transferEncoding !== undefined, framingProblem };
+  return { status, statusMessage, rawHeaders, keepAlive, contentType, contentEncoding, contentLength, chunked, transferEncoded: transferEncoding !== undefined, framingProblem };
 }
 
 /** The most of an upstream's header value a problem quotes. */

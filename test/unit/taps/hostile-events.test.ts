@@ -70,6 +70,40 @@ describe('Anthropic SSE tap: a broken or hostile upstream', () => {
     expect(run.timeline.contentEvents).toBe(1);
     expect(run.problems).toEqual(['data_after_end']);
   });
+
+  it('takes an event named error after message_stop as an upstream error (the SDK reads on and throws there), and no other event after it', () => {
+    const stop = named('message_stop', { type: 'message_stop' });
+    const failed = runTap(createAnthropicSseTap, [textDelta('a'), stop, named('error', { type: 'error', error: { type: 'overloaded_error' } })]);
+    expect(failed.timeline.errorEvent).toBe(true);
+    expect(failed.problems).toEqual(['data_after_end']);
+    // Only the name counts, as for the SDK: an unnamed error after the end is ignored like any event.
+    const unnamed = runTap(createAnthropicSseTap, [textDelta('a'), stop, ...sse({ type: 'error', error: { type: 'overloaded_error' } })]);
+    expect(unnamed.timeline.errorEvent).toBe(false);
+    // Before the end, an event whose data says it is an error is one, named or not.
+    const beforeEnd = runTap(createAnthropicSseTap, [textDelta('a'), ...sse({ type: 'error', error: { type: 'overloaded_error' } })]);
+    expect(beforeEnd.timeline.errorEvent).toBe(true);
+  });
+
+  it('takes a named event whose data is not JSON as an upstream error besides a malformed one (the SDK throws on it), but not JSON of another type, empty data or an unnamed event', () => {
+    const broken = runTap(createAnthropicSseTap, [textDelta('a'), named('content_block_delta', '{"type":"content_block_delta","delta":{"type":"text_'), named('message_stop', { type: 'message_stop' })]);
+    expect(broken.problems).toEqual(['malformed_event']);
+    expect(broken.timeline.errorEvent).toBe(true);
+    expect(broken.timeline.terminal).toBe(true);
+    for (const chunks of [[named('content_block_delta', '42')], [named('message_delta', '')], [Buffer.from('data: {not json\n\n')]]) {
+      const run = runTap(createAnthropicSseTap, [textDelta('a'), ...chunks]);
+      expect(run.timeline.errorEvent, chunks[0]!.toString()).toBe(false);
+      expect(run.problems, chunks[0]!.toString()).toEqual(['malformed_event']);
+    }
+  });
+
+  it('takes any event named error as an upstream error whatever its data: not JSON, or naming another type', () => {
+    for (const data of ['upstream overloaded', '', { type: 'message_stop' }]) {
+      const run = runTap(createAnthropicSseTap, [textDelta('a'), named('error', data)]);
+      expect(run.timeline.errorEvent, JSON.stringify(data)).toBe(true);
+      expect(run.timeline.terminal, JSON.stringify(data)).toBe(false);
+      expect(run.problems, JSON.stringify(data)).toEqual([]);
+    }
+  });
 });
 
 describe('OpenAI Responses SSE tap: a broken or hostile upstream', () => {
@@ -92,6 +126,30 @@ describe('OpenAI Responses SSE tap: a broken or hostile upstream', () => {
     const untyped = runTap(createOpenAIResponsesSseTap, [...sse({ delta: 'a' }), delta('b')]);
     expect(untyped.problems).toEqual([]);
     expect(untyped.timeline.contentEvents).toBe(1);
+  });
+
+  it('takes an event whose data has a truthy error as an upstream error, whatever its name or type (the SDK throws on it); a null or false one is none', () => {
+    for (const event of [Buffer.from('data: {"error":{"message":"boom"}}\n\n'), named('response.output_text.delta', { type: 'response.output_text.delta', delta: 'a', error: 'boom' })]) {
+      const run = runTap(createOpenAIResponsesSseTap, [delta('a'), event]);
+      expect(run.timeline.errorEvent).toBe(true);
+      expect(run.timeline.contentEvents).toBe(1);
+    }
+    for (const error of [null, false, '']) {
+      const run = runTap(createOpenAIResponsesSseTap, [delta('a'), named('response.output_text.delta', { type: 'response.output_text.delta', delta: 'b', error })]);
+      expect(run.timeline.errorEvent, JSON.stringify(error)).toBe(false);
+      expect(run.timeline.contentEvents, JSON.stringify(error)).toBe(2);
+    }
+  });
+
+  it('takes a read event whose data is not JSON as an upstream error besides a malformed one (the SDK throws on it), but not [DONE], JSON of another type or an event it skips by name', () => {
+    const broken = runTap(createOpenAIResponsesSseTap, [delta('a'), named('response.output_text.delta', '{"type":"response.output_text.delta","delta":"b'), completed()]);
+    expect(broken.problems).toEqual(['malformed_event']);
+    expect(broken.timeline.errorEvent).toBe(true);
+    expect(broken.timeline.terminal).toBe(true);
+    for (const chunk of [Buffer.from('data: [DONE]\n\n'), named('response.output_text.delta', '[1]'), named('response.output_text.done', '{not json')]) {
+      const run = runTap(createOpenAIResponsesSseTap, [delta('a'), chunk]);
+      expect(run.timeline.errorEvent, chunk.toString()).toBe(false);
+    }
   });
 
   it('ends the stream at response.incomplete, a response cut short (max_output_tokens), with its usage', () => {
@@ -119,6 +177,16 @@ describe('TGI SSE tap: a broken or hostile upstream', () => {
     expect(run.problems).toEqual([]);
     expect(run.timeline.contentEvents).toBe(1);
     expect(run.timeline.countedTokens).toBe(1);
+  });
+
+  it('takes an event whose data is not JSON as an upstream error besides a malformed one (huggingface_hub raises on it), but not [DONE] or JSON of another type', () => {
+    const broken = runTap(createTgiSseTap, sse(token('a'), '{"token":{"id":1,"text":"b', { ...token('c'), generated_text: 'abc' }));
+    expect(broken.problems).toEqual(['malformed_event']);
+    expect(broken.timeline.errorEvent).toBe(true);
+    expect(broken.timeline.terminal).toBe(true);
+    for (const data of ['[DONE]', '[1]', '"text"']) {
+      expect(runTap(createTgiSseTap, sse(token('a'), data)).timeline.errorEvent, data).toBe(false);
+    }
   });
 
   it('ends the stream at an event with details even when its generated_text is null', () => {
@@ -166,6 +234,15 @@ describe('Ollama NDJSON tap: a broken or hostile upstream', () => {
     const run = runTap(createOllamaNdjsonTap, [long, ...ndjson(chat({ role: 'assistant', content: 'a' }))]);
     expect(run.problems).toEqual(['oversized_event']);
     expect(run.timeline.contentEvents).toBe(1);
+  });
+
+  it('ignores every line after done: true, content, usage and error alike (the ollama client stops reading there), counting them once as data after the end', () => {
+    const done = { model: 'm', message: { role: 'assistant', content: '' }, done: true, prompt_eval_count: 4, eval_count: 1 };
+    const run = runTap(createOllamaNdjsonTap, ndjson(chat({ role: 'assistant', content: 'a' }), done, chat({ role: 'assistant', content: 'b' }), { ...done, eval_count: 9 }, { error: 'boom' }));
+    expect(run.timeline.contentEvents).toBe(1);
+    expect(run.timeline.outputTokens).toBe(1);
+    expect(run.timeline.errorEvent).toBe(false);
+    expect(run.problems).toEqual(['data_after_end']);
   });
 
   it('reads a last line without its line end when the body ends (the done line with the usage)', () => {

@@ -41,6 +41,15 @@ describe('NDJSON decoder', () => {
     expect(JSON.parse(decode([stream.subarray(0, 2), stream.subarray(2)]).lines[0] as string)).toEqual({ a: 1 });
   });
 
+  it('keeps a byte-order mark that opens a later line, or follows an empty first line, as part of its line (the ollama client cannot parse that line either)', () => {
+    const bom = Buffer.from([0xef, 0xbb, 0xbf]);
+    const later = expectSplitInvariant(Buffer.concat([Buffer.from('{"a":1}\n'), bom, Buffer.from('{"b":2}\n')]));
+    expect(later.lines).toEqual(['{"a":1}', '\uFEFF{"b":2}']);
+    expect(expectSplitInvariant(Buffer.concat([Buffer.from('\n'), bom, Buffer.from('{"b":2}\n')])).lines).toEqual(['\uFEFF{"b":2}']);
+    // A body that opens with a byte-order mark alone on its line: an empty line, skipped.
+    expect(expectSplitInvariant(Buffer.concat([bom, Buffer.from('\n{"b":2}\n')])).lines).toEqual(['{"b":2}']);
+  });
+
   it('delivers a last line without a line end when the body ends', () => {
     expect(decode(['{"a":1}\n{"b"', ':2}']).lines).toEqual(['{"a":1}', '{"b":2}']);
   });

@@ -13,6 +13,7 @@ function usageOf(body: object | string) {
     output: run.timeline.reportedOutputTokens,
     problems: run.problems,
     contentEvents: run.timeline.contentEvents,
+    errorEvent: run.timeline.errorEvent,
     serverTimings: run.timeline.serverTimings,
   };
 }
@@ -35,12 +36,24 @@ describe('the JSON (non-streamed) tap', () => {
     expect(usageOf({ model: 'm', done: true, prompt_eval_count: 26, eval_count: 290 })).toMatchObject({ input: 26, output: 290 });
   });
 
-  it('reports an oversized body once and reads nothing from it; not JSON reads nothing', () => {
+  it('reports an oversized body once and reads nothing from it, the request not failed for it', () => {
     const big = usageOf(`{"pad":"${'x'.repeat(MAX_JSON_BODY_BYTES)}","usage":{"prompt_tokens":1,"completion_tokens":1}}`);
-    expect(big).toMatchObject({ problems: ['oversized_body'] });
+    expect(big).toMatchObject({ problems: ['oversized_body'], errorEvent: false });
     expect(Number.isNaN(big.input) && Number.isNaN(big.output)).toBe(true);
-    const html = usageOf('<html>not json</html>');
-    expect(Number.isNaN(html.input) && Number.isNaN(html.output) && html.problems.length === 0).toBe(true);
+  });
+
+  it('counts a body that is not JSON (a page, an answer cut short) as malformed and as an upstream error: its client cannot parse it', () => {
+    for (const body of ['<html>not json</html>', '{"usage":{"prompt_tokens":1,"completion_tokens":1}']) {
+      const read = usageOf(body);
+      expect(read, body).toMatchObject({ problems: ['malformed_event'], errorEvent: true });
+      expect(Number.isNaN(read.input) && Number.isNaN(read.output), body).toBe(true);
+    }
+  });
+
+  it('counts a 2xx answer carrying an error object as an upstream error, and a null error (a Responses object that succeeded) as none', () => {
+    expect(usageOf({ error: { message: 'CUDA out of memory', type: 'InternalServerError' } })).toMatchObject({ errorEvent: true, problems: [] });
+    expect(usageOf({ type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } })).toMatchObject({ errorEvent: true });
+    expect(usageOf({ object: 'response', status: 'completed', error: null, usage: { input_tokens: 3, output_tokens: 2 } })).toMatchObject({ errorEvent: false, input: 3, output: 2 });
   });
 
   it('reads a body of exactly the size cap, and refuses one a byte longer', () => {
@@ -58,6 +71,7 @@ describe('the JSON (non-streamed) tap', () => {
       const read = usageOf(body);
       expect(Number.isNaN(read.input) && Number.isNaN(read.output), body).toBe(true);
       expect(read.problems, body).toEqual([]);
+      expect(read.errorEvent, body).toBe(false);
     }
   });
 

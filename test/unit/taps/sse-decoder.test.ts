@@ -6,14 +6,16 @@ import { SseDecoder } from '../../../src/taps/sse-decoder.js';
 function decode(pieces: readonly (string | Buffer)[], maxEventChars?: number) {
   const events: Array<[string | undefined, string]> = [];
   let oversized = 0;
+  let errorFields = 0;
   const decoder = new SseDecoder(
     (event: EventSourceMessage) => events.push([event.event, event.data]),
     () => oversized++,
     maxEventChars,
+    () => errorFields++,
   );
   for (const piece of pieces) decoder.write(typeof piece === 'string' ? Buffer.from(piece, 'utf8') : piece);
   decoder.end();
-  return { events, oversized };
+  return errorFields === 0 ? { events, oversized } : { events, oversized, errorFields };
 }
 
 /** Every two-piece split of `bytes` decodes like the whole. */
@@ -54,6 +56,13 @@ describe('SSE decoder', () => {
     const stream = Buffer.from('data: {"t":"é☕😀"}\n\n', 'utf8');
     const whole = expectSplitInvariant(stream);
     expect(whole.events).toEqual([[undefined, '{"t":"é☕😀"}']]);
+  });
+
+  it("reports each `error:` line (llama.cpp's stream error), a field SSE ignores, once, however split, and dispatches no event for it", () => {
+    const stream = Buffer.from('data: {"content":"a"}\n\nerror: {"code":500,"message":"slot died","type":"server_error"}\n\ndata: [DONE]\n\n');
+    expect(expectSplitInvariant(stream)).toEqual({ events: [[undefined, '{"content":"a"}'], [undefined, '[DONE]']], oversized: 0, errorFields: 1 });
+    // Other unknown fields, and `error` as an event type or inside data, are not it.
+    expect(decode(['errors: x\n\nevent: error\ndata: x\n\ndata: error: x\n\n'])).toEqual({ events: [['error', 'x'], [undefined, 'error: x']], oversized: 0 });
   });
 
   it('drops a byte-order mark at the start, even split byte by byte', () => {
