@@ -59,12 +59,15 @@ describe('createLogger on a file descriptor (batched writes)', () => {
     }
   });
 
-  it('loses no line when the process exits right after logging', () => {
+  it('loses and repeats no line when the process exits right after logging', () => {
     const logger = pathToFileURL(join(process.cwd(), 'dist', 'log', 'logger.js')).href;
     const script = `const { createLogger } = await import(${JSON.stringify(logger)}); const l = createLogger('info', 1); for (let i = 0; i < 500; i++) l.info({ i }, 'request'); process.exit(0);`;
     const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8' });
     const numbers = out.split('\n').filter(Boolean).map((line) => (JSON.parse(line) as { i: number }).i);
-    expect(numbers).toEqual(Array.from({ length: 500 }, (_, i) => i));
+    // Sorted: a batch whose asynchronous write was still in flight at this abrupt exit can land after
+    // the lines the exit writes synchronously (no event loop is left to wait for it). The shutdown
+    // waits for logger.flush's callback, which keeps the order (the test after next).
+    expect(numbers.sort((a, b) => a - b)).toEqual(Array.from({ length: 500 }, (_, i) => i));
   });
 
   it('writes the lines still gathered at exit, pino\'s and request lines in the order they were logged', () => {
