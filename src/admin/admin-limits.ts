@@ -2,6 +2,7 @@ import http from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyInstance, FastifyServerFactory } from 'fastify';
 import type { LimitCounters } from '../metrics/limit-counters.js';
+import { allowedAdminHost, refusedHostMessage } from './admin-host.js';
 
 /**
  * The admin listener's own limits (docs/limits.md, "The admin listener"). It shares the event loop
@@ -45,10 +46,11 @@ export const ADMIN_SERVER_OPTIONS = Object.freeze({
 
 /**
  * Applies what the server options cannot: the connection cap, the refusal of methods other than
- * GET and HEAD and of request bodies, the pipelining cap, and the grace at close. Each trip is counted in
- * tokentap_limit_exceeded_total (`admin_connections`, `admin_request_refused`, `admin_pipelined_requests`).
+ * GET and HEAD, of request bodies and of a `Host` outside `allowedHosts` (admin-host.ts), the
+ * pipelining cap, and the grace at close. Each trip is counted in tokentap_limit_exceeded_total
+ * (`admin_connections`, `admin_request_refused`, `admin_pipelined_requests`).
  */
-export function guardAdminRequests(app: FastifyInstance, counters: LimitCounters | undefined): void {
+export function guardAdminRequests(app: FastifyInstance, counters: LimitCounters | undefined, allowedHosts: readonly string[] = []): void {
   const server = app.server;
   server.maxConnections = ADMIN_LIMITS.maxConnections;
   // Node closes a connection past maxConnections as it is accepted, and says so with 'drop'.
@@ -83,6 +85,12 @@ export function guardAdminRequests(app: FastifyInstance, counters: LimitCounters
         .header('connection', 'close')
         .header('allow', 'GET, HEAD')
         .send({ error: hasBody ? 'the admin port takes no request body' : `${request.method} is not served here: GET or HEAD` });
+    }
+    const host = headers.host;
+    if (!allowedAdminHost(host, allowedHosts)) {
+      counters?.tripped('admin_request_refused');
+      // 421: this server will not answer for that name (RFC 9110 section 15.5.20).
+      return reply.code(421).send({ error: refusedHostMessage(host as string) });
     }
     return undefined;
   });

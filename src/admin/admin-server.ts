@@ -28,6 +28,8 @@ export interface AdminOptions {
   readonly profiles?: { readonly store: ProfileStore; readonly limitCounters: LimitCounters };
   /** Where the admin listener's own limits count their trips (admin-limits.ts). */
   readonly limitCounters?: LimitCounters;
+  /** Host names besides the private ones the listener answers to (`admin_allowed_hosts`, admin-host.ts). */
+  readonly allowedHosts?: readonly string[];
   /** Told of each exposition sent, for the shutdown's wait for a last scrape (lifecycle/final-scrape.ts). */
   readonly finalScrape?: FinalScrape;
 }
@@ -53,7 +55,7 @@ export function createAdminServer(options: AdminOptions): FastifyInstance {
   app.addHook('onRequest', async (_request, reply) => {
     reply.header('x-content-type-options', 'nosniff');
   });
-  guardAdminRequests(app, options.limitCounters);
+  guardAdminRequests(app, options.limitCounters, options.allowedHosts);
   let lastReady: boolean | undefined;
   const probe = cachedProbe(new URL(options.upstreamHealthPath, options.upstream), (answer) => (lastReady = answer.ready));
   registerUpstreamReady(options.telemetry.meter, () => lastReady);

@@ -19,10 +19,10 @@ afterEach(async () => {
   for (const stop of stops.splice(0)) await stop();
 });
 
-async function start(): Promise<{ app: FastifyInstance; port: number; telemetry: Telemetry; counters: LimitCounters }> {
+async function start(allowedHosts?: readonly string[]): Promise<{ app: FastifyInstance; port: number; telemetry: Telemetry; counters: LimitCounters }> {
   const telemetry = new Telemetry();
   const counters = new LimitCounters();
-  const app = createAdminServer({ telemetry, upstream: new URL('http://127.0.0.1:9/'), upstreamHealthPath: '/health', limitCounters: counters });
+  const app = createAdminServer({ telemetry, upstream: new URL('http://127.0.0.1:9/'), upstreamHealthPath: '/health', limitCounters: counters, allowedHosts });
   await app.listen({ host: '127.0.0.1', port: 0 });
   stops.push(async () => {
     await app.close();
@@ -182,4 +182,39 @@ describe('the admin listener', () => {
     expect(closed).toBe('closed');
     expect(tookMs).toBeGreaterThanOrEqual(ADMIN_LIMITS.closeGraceMs - 100);
   }, 30_000);
+
+  it('refuses with 421, counted, a request whose Host is a public name: a rebound page (Host rebind.example:9464) reads no /metrics, /healthz or 404', async () => {
+    const { port, counters } = await start();
+    for (const host of ['rebind.example:9464', 'REBIND.example.', '127.0.0.1.nip.io:9464', 'localhost.evil.example', 'svc.evil.example', 'a.svc.evil.example:9464', '[::1', 'x:y']) {
+      for (const path of ['/metrics', '/healthz', '/no-such-route']) {
+        const { text } = await exchangeRaw(port, `GET ${path} HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`);
+        expect(text.split('\r\n')[0], `${host} ${path}`).toBe('HTTP/1.1 421 Misdirected Request');
+        expect(text, `${host} ${path}`).not.toMatch(/tokentap_|"status":"ok"/);
+        expect(text, host).toContain('admin_allowed_hosts');
+      }
+    }
+    expect(counters.count('admin_request_refused')).toBe(8 * 3);
+  });
+
+  it('answers every Host a probe, a scrape or a port-forward sends: pod IPs, localhost, a single label, Service names, and no Host at all (HTTP/1.0)', async () => {
+    const { port, counters } = await start();
+    const hosts = ['10.244.1.17:9464', '[fd00::17]:9464', '[::1]', 'localhost:9464', '127.0.0.1:9464', 'app.localhost', 'llm-pod:9464', 'tokentap.llm-serving.svc:9464', 'tokentap.llm-serving.svc.cluster.local:9464', 'Gpu-Box.internal.', 'router.home.arpa'];
+    for (const host of hosts) {
+      const { text } = await exchangeRaw(port, `GET /healthz HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`);
+      expect(text.split('\r\n')[0], host).toBe('HTTP/1.1 200 OK');
+    }
+    const { text } = await exchangeRaw(port, 'GET /healthz HTTP/1.0\r\n\r\n');
+    expect(text.split('\r\n')[0]).toBe('HTTP/1.1 200 OK');
+    expect(counters.count('admin_request_refused')).toBe(0);
+  });
+
+  it('answers the names admin_allowed_hosts lists, exactly or under a .suffix, and no other public name', async () => {
+    const { port } = await start(['tokentap.example.com', '.corp.example']);
+    const status = async (host: string) => (await exchangeRaw(port, `GET /healthz HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`)).text.split('\r\n')[0];
+    expect(await status('tokentap.example.com:443')).toBe('HTTP/1.1 200 OK');
+    expect(await status('gpu-1.corp.example')).toBe('HTTP/1.1 200 OK');
+    expect(await status('eviltokentap.example.com')).toBe('HTTP/1.1 421 Misdirected Request');
+    expect(await status('x.tokentap.example.com')).toBe('HTTP/1.1 421 Misdirected Request');
+    expect(await status('corp.example.evil.example')).toBe('HTTP/1.1 421 Misdirected Request');
+  });
 });
