@@ -16,7 +16,7 @@ import { allowedAdminHost, refusedHostMessage } from './admin-host.js';
  * without a body, one at a time per connection, and a handful of connections at once.
  */
 export const ADMIN_LIMITS = Object.freeze({
-  /** Connections open at once; more are closed as they come (Node's `server.maxConnections`). */
+  /** Connections open at once; past it the oldest not being answered is closed, else the newcomer (capConnections). */
   maxConnections: 64,
   /** The whole request, head and (refused) body, within this; else 408 and the connection closed. */
   requestTimeoutMs: 10_000,
@@ -52,9 +52,7 @@ export const ADMIN_SERVER_OPTIONS = Object.freeze({
  */
 export function guardAdminRequests(app: FastifyInstance, counters: LimitCounters | undefined, allowedHosts: readonly string[] = []): void {
   const server = app.server;
-  server.maxConnections = ADMIN_LIMITS.maxConnections;
-  // Node closes a connection past maxConnections as it is accepted, and says so with 'drop'.
-  server.on('drop', () => counters?.tripped('admin_connections'));
+  capConnections(server, counters);
   // Node stops checking the request timeouts once its server is closing, so a head left half-sent
   // (or a scrape waiting out its pause) held close(), and the sidecar's shutdown, open for good
   // (measured: 12 s and counting, before and after these limits). A final scrape has the grace.
@@ -98,6 +96,41 @@ export function guardAdminRequests(app: FastifyInstance, counters: LimitCounters
     const socket = request.raw.socket;
     const count = pending.get(socket);
     if (count !== undefined) pending.set(socket, count - 1);
+  });
+}
+
+/**
+ * At most ADMIN_LIMITS.maxConnections connections. A connection past it closes the oldest one that
+ * is not being answered (silent since it connected, halfway through a head, or idle between
+ * requests), and only when every one is being answered, the newcomer. Node's own
+ * `server.maxConnections` closed every newcomer: 64 connections sending nothing, each replaced as
+ * its 10 s head timeout closed it, made every kubelet probe and Prometheus scrape of the pod fail
+ * (a hostile review), and a liveness probe on /readyz then restarts the inference server. A probe
+ * or a scrape sends its head at once, so it is answered before the newcomers after it close it.
+ */
+function capConnections(server: http.Server, counters: LimitCounters | undefined): void {
+  // Insertion order is connection order: the first idle one found is the oldest.
+  const open = new Map<Socket, { answering: number }>();
+  server.on('connection', (socket: Socket) => {
+    const state = { answering: 0 };
+    open.set(socket, state);
+    socket.once('close', () => open.delete(socket));
+    if (open.size <= ADMIN_LIMITS.maxConnections) return;
+    counters?.tripped('admin_connections');
+    for (const [candidate, candidateState] of open) {
+      if (candidate !== socket && candidateState.answering === 0) {
+        candidate.destroy();
+        return;
+      }
+    }
+    socket.destroy();
+  });
+  // Before Fastify's handler, which may answer at once.
+  server.prependListener('request', (request: http.IncomingMessage, response: http.ServerResponse) => {
+    const state = open.get(request.socket);
+    if (state === undefined) return;
+    state.answering++;
+    response.once('close', () => state.answering--);
   });
 }
 

@@ -124,22 +124,56 @@ describe('the admin listener', () => {
     expect(scrape).toHaveBeenCalledTimes(2);
   });
 
-  it(`takes at most ${ADMIN_LIMITS.maxConnections} connections at once, closes the ones past it as they come, and serves again once they go`, async () => {
-    const { port, counters } = await start();
+  /** `count` connections to `port`, each connected and, when `head` is given, having sent it. */
+  async function holdConnections(port: number, count: number, head = ''): Promise<net.Socket[]> {
     const held: net.Socket[] = [];
-    try {
-      for (let i = 0; i < ADMIN_LIMITS.maxConnections; i++) {
-        const socket = net.connect(port, '127.0.0.1');
-        socket.on('error', () => undefined);
-        await new Promise((resolve) => socket.once('connect', resolve));
-        held.push(socket);
+    for (let i = 0; i < count; i++) {
+      const socket = net.connect(port, '127.0.0.1');
+      socket.on('error', () => undefined);
+      await new Promise((resolve) => socket.once('connect', resolve));
+      if (head !== '') socket.write(head);
+      held.push(socket);
+    }
+    // Give the server time to accept them all (and parse the heads) before the one past the cap.
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    return held;
+  }
+  const closedCount = (sockets: readonly net.Socket[]) => sockets.filter((socket) => socket.destroyed || socket.readyState === 'closed' || socket.readableEnded).length;
+
+  it(`answers a probe while ${ADMIN_LIMITS.maxConnections} silent or half-sent connections hold every slot: the oldest one not being answered is closed for it, counted (they made every kubelet probe and scrape fail)`, async () => {
+    const { port, counters } = await start();
+    for (const head of ['', 'GET /metrics HTTP/1.1\r\nHost: x\r\n']) {
+      const held = await holdConnections(port, ADMIN_LIMITS.maxConnections, head);
+      try {
+        const tripped = counters.count('admin_connections');
+        const probe = await exchangeRaw(port, 'GET /healthz HTTP/1.1\r\nHost: 10.0.0.1:9464\r\nConnection: close\r\n\r\n');
+        expect(probe.text.split('\r\n')[0], JSON.stringify(head)).toBe('HTTP/1.1 200 OK');
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        // The oldest went, the rest are still open.
+        expect(held[0]?.readyState, JSON.stringify(head)).not.toBe('open');
+        expect(closedCount(held.slice(1)), JSON.stringify(head)).toBe(0);
+        expect(counters.count('admin_connections')).toBe(tripped + 1);
+      } finally {
+        for (const socket of held) socket.destroy();
       }
-      // Give the server time to accept them all before the one past the cap.
       await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+  });
+
+  it(`keeps at most ${ADMIN_LIMITS.maxConnections} connections: past it, with every one being answered, the newcomer is closed as it comes, counted, and served once they go`, async () => {
+    const { port, counters, telemetry } = await start();
+    // Each held connection waits on a scrape that takes 2 s: being answered, none is closed for a newcomer.
+    vi.spyOn(telemetry, 'scrape').mockImplementation(async () => {
+      await new Promise((resolve) => setTimeout(resolve, 2_000));
+      return 'slow\n';
+    });
+    const held = await holdConnections(port, ADMIN_LIMITS.maxConnections, 'GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n');
+    try {
       const past = await exchangeRaw(port, GET_HEALTHZ);
       expect(past.text).toBe('');
       expect(past.closedByServer).toBe(true);
       expect(counters.count('admin_connections')).toBeGreaterThanOrEqual(1);
+      expect(closedCount(held)).toBe(0);
     } finally {
       for (const socket of held) socket.destroy();
     }
