@@ -20,6 +20,11 @@ export const ADMIN_LIMITS = Object.freeze({
   maxConnections: 64,
   /** The whole request, head and (refused) body, within this; else 408 and the connection closed. */
   requestTimeoutMs: 10_000,
+  /**
+   * A connection on which nothing was read or written for this long while an answer was being
+   * sent (the client reads none of it) is closed.
+   */
+  sendIdleTimeoutMs: 10_000,
   /** Requests read on one connection and not yet answered (HTTP/1.1 pipelining): past it the connection is closed. */
   maxPendingPerConnection: 4,
   /** Once the listener is closing, connections still open after this are closed, whatever they are doing. */
@@ -47,8 +52,9 @@ export const ADMIN_SERVER_OPTIONS = Object.freeze({
 /**
  * Applies what the server options cannot: the connection cap, the refusal of methods other than
  * GET and HEAD, of request bodies and of a `Host` outside `allowedHosts` (admin-host.ts), the
- * pipelining cap, and the grace at close. Each trip is counted in tokentap_limit_exceeded_total
- * (`admin_connections`, `admin_request_refused`, `admin_pipelined_requests`).
+ * pipelining cap, the send timeout, and the grace at close. Each trip is counted in
+ * tokentap_limit_exceeded_total (`admin_connections`, `admin_request_refused`,
+ * `admin_pipelined_requests`, `admin_send_timeout`).
  */
 export function guardAdminRequests(app: FastifyInstance, counters: LimitCounters | undefined, allowedHosts: readonly string[] = []): void {
   const server = app.server;
@@ -107,6 +113,7 @@ export function guardAdminRequests(app: FastifyInstance, counters: LimitCounters
  * its 10 s head timeout closed it, made every kubelet probe and Prometheus scrape of the pod fail
  * (a hostile review), and a liveness probe on /readyz then restarts the inference server. A probe
  * or a scrape sends its head at once, so it is answered before the newcomers after it close it.
+ * An answer nothing of which moves for ADMIN_LIMITS.sendIdleTimeoutMs closes its connection.
  */
 function capConnections(server: http.Server, counters: LimitCounters | undefined): void {
   // Insertion order is connection order: the first idle one found is the oldest.
@@ -131,6 +138,14 @@ function capConnections(server: http.Server, counters: LimitCounters | undefined
     if (state === undefined) return;
     state.answering++;
     response.once('close', () => state.answering--);
+    // Node's http server has no send timeout of its own: a client that reads nothing held its
+    // connection, and the answer's bytes in its write queue, for good (a 32 MiB exposition, 25 s
+    // and counting). Reset by every byte read or written; past the answer the 5 s keep-alive
+    // timeout takes over.
+    response.setTimeout(ADMIN_LIMITS.sendIdleTimeoutMs, () => {
+      counters?.tripped('admin_send_timeout');
+      request.socket.destroy();
+    });
   });
 }
 

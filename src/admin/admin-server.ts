@@ -66,7 +66,10 @@ export function createAdminServer(options: AdminOptions): FastifyInstance {
     const fromMs = performance.now();
     return { body: await scrape(), fromMs };
   };
-  const scrapeText = sharedWhileComputing(computed(() => telemetry.scrape()), scrapeSpacingMs);
+  // Encoded once per computation: every connection sending it then shares the one Buffer, where a
+  // string was encoded into each connection's write queue (16 clients reading none of a 32 MiB
+  // exposition held 1.5 GiB until the send timeout closed them).
+  const scrapeText = sharedWhileComputing(computed(async () => Buffer.from(await telemetry.scrape(), 'utf8')), scrapeSpacingMs);
   const scrapeProtobuf = sharedWhileComputing(computed(() => telemetry.scrapeProtobuf()), scrapeSpacingMs);
   const finalScrape = options.finalScrape;
 
@@ -75,9 +78,13 @@ export function createAdminServer(options: AdminOptions): FastifyInstance {
     // The body depends on Accept, so a cache must key on it (RFC 9110 section 12.5.5).
     reply.header('vary', 'Accept');
     const protobuf = wantsProtobuf(request.headers.accept);
-    const { body, fromMs } = protobuf ? await scrapeProtobuf() : await scrapeText();
+    if (protobuf) {
+      const { body, fromMs } = await scrapeProtobuf();
+      if (finalScrape !== undefined) reply.raw.once('finish', () => finalScrape.served(fromMs));
+      return reply.header('content-type', PROTOBUF_CONTENT_TYPE).send(Buffer.from(body.buffer, body.byteOffset, body.byteLength));
+    }
+    const { body, fromMs } = await scrapeText();
     if (finalScrape !== undefined) reply.raw.once('finish', () => finalScrape.served(fromMs));
-    if (typeof body !== 'string') return reply.header('content-type', PROTOBUF_CONTENT_TYPE).send(Buffer.from(body.buffer, body.byteOffset, body.byteLength));
     return reply.header('content-type', 'text/plain; version=0.0.4; charset=utf-8').send(body);
   });
 

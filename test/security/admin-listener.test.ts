@@ -181,6 +181,64 @@ describe('the admin listener', () => {
     expect((await exchangeRaw(port, GET_HEALTHZ)).text.split('\r\n')[0]).toBe('HTTP/1.1 200 OK');
   });
 
+  it(`closes, counted, a connection that reads nothing of a large answer for ${ADMIN_LIMITS.sendIdleTimeoutMs / 1000} s (64 such held 64 copies of the exposition for good)`, async () => {
+    const { app, port, telemetry, counters } = await start();
+    // 32 MiB: more than loopback's socket buffers take, so the answer waits on the client.
+    const exposition = `${'x'.repeat(32 * 1024 * 1024 - 1)}\n`;
+    vi.spyOn(telemetry, 'scrape').mockResolvedValue(exposition);
+    const socket = net.connect(port, '127.0.0.1');
+    socket.on('error', () => undefined);
+    let received = 0;
+    socket.once('data', (data) => {
+      received += data.length;
+      // A client that stops reading after the first bytes (paused, it also never sees a close).
+      socket.pause();
+    });
+    socket.write('GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n');
+    const startedMs = performance.now();
+    const serverConnections = () => new Promise<number>((resolve) => app.server.getConnections((_error, count) => resolve(count)));
+    let open = 1;
+    while (open > 0 && performance.now() - startedMs < ADMIN_LIMITS.sendIdleTimeoutMs + 15_000) {
+      await new Promise((resolve) => setTimeout(resolve, 250));
+      open = await serverConnections();
+    }
+    const tookMs = performance.now() - startedMs;
+    socket.destroy();
+    expect(received).toBeGreaterThan(0);
+    expect(open).toBe(0);
+    expect(tookMs).toBeGreaterThanOrEqual(ADMIN_LIMITS.sendIdleTimeoutMs - 100);
+    expect(counters.count('admin_send_timeout')).toBe(1);
+  }, 60_000);
+
+  it('holds one copy of an exposition however many connections read none of it: 16 clients stalled on one 16 MiB scrape held 16 copies and more', async () => {
+    const { app, port, telemetry } = await start();
+    const size = 16 * 1024 * 1024;
+    const exposition = `${'x'.repeat(size - 1)}\n`;
+    // Slow enough that all 16 share one computation.
+    vi.spyOn(telemetry, 'scrape').mockImplementation(async () => {
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      return exposition;
+    });
+    const heldBytes = () => process.memoryUsage().external + process.memoryUsage().arrayBuffers;
+    const baseline = heldBytes();
+    const sockets = Array.from({ length: 16 }, () => {
+      const socket = net.connect(port, '127.0.0.1');
+      socket.on('error', () => undefined);
+      socket.once('data', () => socket.pause());
+      socket.write('GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n');
+      return socket;
+    });
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 1_500));
+      expect(await new Promise<number>((resolve) => app.server.getConnections((_error, count) => resolve(count)))).toBe(16);
+      // Measured: 16 copies and more with the text sent as a string (each connection's write queue
+      // encoding its own), about one with a shared Buffer.
+      expect((heldBytes() - baseline) / size).toBeLessThan(5);
+    } finally {
+      for (const socket of sockets) socket.destroy();
+    }
+  });
+
   it(`closes a connection whose head is still coming after ${ADMIN_LIMITS.requestTimeoutMs / 1000} s with 408`, async () => {
     const { port } = await start();
     const socket = net.connect(port, '127.0.0.1');
