@@ -1,6 +1,6 @@
 import http from 'node:http';
 import type { Socket } from 'node:net';
-import type { FastifyInstance, FastifyServerFactory } from 'fastify';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, FastifyServerFactory, FastifyServerOptions } from 'fastify';
 import type { LimitCounters } from '../metrics/limit-counters.js';
 import { allowedAdminHost, refusedHostMessage } from './admin-host.js';
 
@@ -47,6 +47,15 @@ export const ADMIN_SERVER_OPTIONS = Object.freeze({
   // A body is refused before it is read (guardAdminRequests); none is ever parsed. Fastify takes
   // no 0 here; 1 byte is what a parser would ever read.
   bodyLimit: 1,
+  // A path parameter over 100 characters (414) or a path that is no valid percent-encoding (400)
+  // is answered before any hook runs: Fastify's own answer quoted the path and had neither
+  // nosniff nor no-store.
+  frameworkErrors: ((error: FastifyError, _request: FastifyRequest, reply: FastifyReply) =>
+    reply
+      .code(error.statusCode ?? 400)
+      .header('x-content-type-options', 'nosniff')
+      .header('cache-control', 'no-store')
+      .send({ error: error.code === 'FST_ERR_MAX_PARAM_LENGTH' ? 'a path segment over 100 characters: no admin route takes one' : 'the path is not valid percent-encoding' })) as FastifyServerOptions['frameworkErrors'],
 });
 
 /**
@@ -89,6 +98,12 @@ export function guardAdminRequests(app: FastifyInstance, counters: LimitCounters
         .header('connection', 'close')
         .header('allow', 'GET, HEAD')
         .send({ error: hasBody ? 'the admin port takes no request body' : `${request.method} is not served here: GET or HEAD` });
+    }
+    // Node keeps the first of several Host lines and drops the rest, which a Host check would then
+    // not see; RFC 9112 section 3.2 has the server refuse such a request, 400.
+    if (request.raw.rawHeaders.filter((name, i) => i % 2 === 0 && name.toLowerCase() === 'host').length > 1) {
+      counters?.tripped('admin_request_refused');
+      return reply.code(400).header('connection', 'close').send({ error: 'more than one Host header: send one' });
     }
     const host = headers.host;
     if (!allowedAdminHost(host, allowedHosts)) {

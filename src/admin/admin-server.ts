@@ -52,9 +52,14 @@ export function createAdminServer(options: AdminOptions): FastifyInstance {
   const app = Fastify({ logger: false, ...ADMIN_SERVER_OPTIONS });
   // Every answer, refusals and 404s included (this hook runs first): a browser must not read JSON
   // or exposition text carrying names from traffic or configuration as a page of its own.
+  // Every figure is of the moment it is asked for: no cache, the browser's included, keeps one.
   app.addHook('onRequest', async (_request, reply) => {
-    reply.header('x-content-type-options', 'nosniff');
+    reply.header('x-content-type-options', 'nosniff').header('cache-control', 'no-store');
   });
+  // Fastify's 404 quoted the target, query included; nothing here repeats what a client sent.
+  app.setNotFoundHandler((request, reply) =>
+    reply.code(404).send({ error: `no ${request.method} route of that path here: the admin listener serves /metrics, /healthz, /readyz and the status page at / (docs/status-page.md)` }),
+  );
   guardAdminRequests(app, options.limitCounters, options.allowedHosts);
   let lastReady: boolean | undefined;
   const probe = cachedProbe(new URL(options.upstreamHealthPath, options.upstream), (answer) => (lastReady = answer.ready));

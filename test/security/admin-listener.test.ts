@@ -5,6 +5,8 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ADMIN_LIMITS } from '../../src/admin/admin-limits.js';
 import { createAdminServer } from '../../src/admin/admin-server.js';
 import { LimitCounters } from '../../src/metrics/limit-counters.js';
+import { systemClock } from '../../src/clock/clock.js';
+import { ProfileStore } from '../../src/profile/profile-store.js';
 import { Telemetry } from '../../src/metrics/telemetry.js';
 
 /**
@@ -69,12 +71,15 @@ describe('the admin listener', () => {
     expect(counters.count('admin_request_refused')).toBe(3);
   });
 
-  it('marks every answer nosniff, a 404 and the refusals included: no browser reads a JSON or text answer carrying names from traffic as a page', async () => {
+  it('marks every answer nosniff and no-store, a 404 and the refusals included: no browser reads a JSON or text answer carrying names from traffic as a page, nor keeps a figure', async () => {
     const { port } = await start();
     for (const path of ['/metrics', '/healthz', '/readyz', '/no-such-route']) {
       const response = await fetch(`http://127.0.0.1:${port}${path}`);
       await response.arrayBuffer();
       expect(response.headers.get('x-content-type-options'), path).toBe('nosniff');
+      // Figures of the moment: /metrics, /readyz and a 404 had no cache-control at all.
+      expect(response.headers.get('cache-control'), path).toBe('no-store');
+      expect(response.headers.get('content-type'), path).toMatch(/^(text\/plain|application\/json); /);
     }
     for (const refused of ['DELETE /metrics HTTP/1.1\r\nHost: x\r\n\r\n', 'GET /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello']) {
       const { text } = await exchangeRaw(port, refused);
@@ -275,6 +280,35 @@ describe('the admin listener', () => {
     expect(tookMs).toBeGreaterThanOrEqual(ADMIN_LIMITS.closeGraceMs - 100);
   }, 30_000);
 
+  it('answers an unknown route, a path parameter over 100 characters and a bad percent-encoding without echoing the target, nosniff and no-store (Fastify\'s own 414 and 400 had neither header and quoted the path)', async () => {
+    const { port } = await start();
+    const marker = 'ECHOMARKER';
+    const cases = [
+      { target: `/no-such-route/${marker}?token=${marker}`, status: 404 },
+      { target: `/x/${marker}${'a'.repeat(200)}`, status: 404 },
+      { target: `/profile/${marker}${'a'.repeat(200)}`, status: 414 },
+      { target: `/profile/${marker}%E0%A4%A`, status: 400 },
+    ];
+    const telemetry = new Telemetry();
+    const counters = new LimitCounters();
+    const store = new ProfileStore({ maxRequestsPerWorkload: 10, blockTokens: 16, workloads: ['chat'] }, systemClock);
+    const withProfiles = createAdminServer({ telemetry, upstream: new URL('http://127.0.0.1:9/'), upstreamHealthPath: '/health', profiles: { store, limitCounters: counters } });
+    await withProfiles.listen({ host: '127.0.0.1', port: 0 });
+    stops.push(async () => {
+      await withProfiles.close();
+      await telemetry.shutdown();
+    });
+    const profilePort = (withProfiles.server.address() as AddressInfo).port;
+    for (const { target, status } of cases) {
+      const { text } = await exchangeRaw(target.startsWith('/profile') ? profilePort : port, `GET ${target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`);
+      expect(text.split('\r\n')[0], target).toMatch(new RegExp(`^HTTP/1\\.1 ${status} `));
+      expect(text, target).toMatch(/\r\nx-content-type-options: nosniff\r\n/i);
+      expect(text, target).toMatch(/\r\ncache-control: no-store\r\n/i);
+      expect(text, target).toMatch(/\r\ncontent-type: application\/json; charset=utf-8\r\n/i);
+      expect(text, target).not.toContain(marker);
+    }
+  });
+
   it('refuses with 421, counted, a request whose Host is a public name: a rebound page (Host rebind.example:9464) reads no /metrics, /healthz or 404', async () => {
     const { port, counters } = await start();
     for (const host of ['rebind.example:9464', 'REBIND.example.', '127.0.0.1.nip.io:9464', 'localhost.evil.example', 'svc.evil.example', 'a.svc.evil.example:9464', '[::1', 'x:y']) {
@@ -286,6 +320,15 @@ describe('the admin listener', () => {
       }
     }
     expect(counters.count('admin_request_refused')).toBe(8 * 3);
+  });
+
+  it('refuses with 400, counted, a request with two Host lines, whichever comes first (Node kept the first and answered 200)', async () => {
+    const { port, counters } = await start();
+    for (const hosts of ['Host: x\r\nHost: rebind.example', 'Host: rebind.example\r\nHost: x', 'Host: x\r\nhost: x']) {
+      const { text } = await exchangeRaw(port, `GET /healthz HTTP/1.1\r\n${hosts}\r\n\r\n`);
+      expect(text.split('\r\n')[0], hosts).toBe('HTTP/1.1 400 Bad Request');
+    }
+    expect(counters.count('admin_request_refused')).toBe(3);
   });
 
   it('answers every Host a probe, a scrape or a port-forward sends: pod IPs, localhost, a single label, Service names, and no Host at all (HTTP/1.0)', async () => {
