@@ -38,12 +38,8 @@ export function allowedAdminHost(host: string | undefined, allowed: readonly str
 function hostName(host: string): string | undefined {
   const lower = host.toLowerCase();
   if (lower.startsWith('[')) {
-    const end = lower.indexOf(']');
-    if (end < 0) return undefined;
-    const rest = lower.slice(end + 1);
-    if (rest !== '' && !/^:\d*$/.test(rest)) return undefined;
-    const address = lower.slice(1, end);
-    return net.isIPv6(address) ? address : undefined;
+    const address = /^\[([^\]]*)\](?::\d*)?$/.exec(lower)?.[1];
+    return address !== undefined && net.isIPv6(address) ? address : undefined;
   }
   const match = /^([^:]*)(?::\d*)?$/.exec(lower);
   if (match === null) return undefined;

@@ -42,6 +42,8 @@ describe('the Host the admin listener answers', () => {
     ['an IPv6 address left unclosed', '[::1'],
     ['a bracketed name that is no address', '[rebind.example]:9464'],
     ['a bracketed address with text after it', '[::1]x'],
+    ['a bracketed address with text after its port', '[::1]:9464x'],
+    ['a bracketed address with text before its port', '[::1]x:9464'],
     ['a port that is not a number', 'llm-pod:x'],
     ['two colons outside brackets', 'a:1:2'],
   ])('refuses %s', (_what, host) => {
@@ -58,6 +60,8 @@ describe('the Host the admin listener answers', () => {
     expect(allowedAdminHost('eviltokentap.example.com', allowed)).toBe(false);
     expect(allowedAdminHost('evilcorp.example', allowed)).toBe(false);
     expect(allowedAdminHost('corp.example.rebind.example', allowed)).toBe(false);
+    // No host name starts with a dot, even one a listed suffix ends.
+    expect(allowedAdminHost('.corp.example', allowed)).toBe(false);
   });
 
   it('says, on refusal, the Host, the rule and the setting to change', () => {
