@@ -1,4 +1,6 @@
 /// <reference lib="dom" />
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { requireTool } from '../helpers/required-tools.js';
@@ -103,5 +105,36 @@ describe('the admin listener in Chromium', () => {
     });
     expect(injected).toEqual({ ran: false, violations: ['script-src-elem'] });
     await page.context().close();
+  });
+
+  it('refuses, 403, what a page of another site makes the browser ask of the admin listener (no-cors fetches), and still opens the status page from a link on it', async () => {
+    // The other site: a page at localhost (another site than 127.0.0.1) on a port of its own.
+    const other = createServer((_request, response) => {
+      response.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
+      response.end('<!doctype html><title>another site</title><a id="to-status" href="http://127.0.0.1:' + port + '/status">status</a>');
+    });
+    await new Promise<void>((resolve) => other.listen(0, '127.0.0.1', resolve));
+    const otherPort = (other.address() as AddressInfo).port;
+    try {
+      const { page } = await newPage();
+      const statuses = new Map<string, number>();
+      page.on('response', (response) => {
+        if (response.url().startsWith(`http://127.0.0.1:${port}/`)) statuses.set(new URL(response.url()).pathname, response.status());
+      });
+      await page.goto(`http://localhost:${otherPort}/`);
+      await page.evaluate(async (admin) => {
+        // Each of these changes something on main: spends /profile's time share, ends the final-scrape wait, probes the upstream.
+        await Promise.all(['/profile', '/metrics', '/readyz', '/status.json'].map((path) => fetch(admin + path, { mode: 'no-cors' }).catch(() => undefined)));
+      }, `http://127.0.0.1:${port}`);
+      await expect.poll(() => statuses.size, { timeout: 5_000, message: JSON.stringify(Object.fromEntries(statuses)) }).toBe(4);
+      expect(Object.fromEntries(statuses)).toEqual({ '/profile': 403, '/metrics': 403, '/readyz': 403, '/status.json': 403 });
+      // A link from the other site to the page: a navigation, answered.
+      const [navigation] = await Promise.all([page.waitForNavigation(), page.click('#to-status')]);
+      expect(navigation?.status()).toBe(200);
+      await page.waitForFunction(() => document.querySelector('article[data-workload="default"]') !== null, undefined, { timeout: 10_000 });
+      await page.context().close();
+    } finally {
+      await new Promise((resolve) => other.close(resolve));
+    }
   });
 });

@@ -322,6 +322,23 @@ describe('the admin listener', () => {
     expect(counters.count('admin_request_refused')).toBe(8 * 3);
   });
 
+  it('refuses with 403, counted, what a page of another site has a browser ask (Sec-Fetch-Site cross-site or same-site), but not a link followed to a page, the page\'s own fetches or a client without Fetch Metadata', async () => {
+    const { port, counters } = await start();
+    const status = async (headers: string) =>
+      (await exchangeRaw(port, `GET /healthz HTTP/1.1\r\nHost: localhost:9464\r\n${headers}Connection: close\r\n\r\n`)).text.split('\r\n')[0];
+    expect(await status('Sec-Fetch-Site: cross-site\r\nSec-Fetch-Mode: no-cors\r\nSec-Fetch-Dest: empty\r\n')).toBe('HTTP/1.1 403 Forbidden');
+    expect(await status('Sec-Fetch-Site: same-site\r\nSec-Fetch-Mode: cors\r\nSec-Fetch-Dest: empty\r\n')).toBe('HTTP/1.1 403 Forbidden');
+    expect(await status('Sec-Fetch-Site: cross-site\r\nSec-Fetch-Mode: no-cors\r\nSec-Fetch-Dest: image\r\n')).toBe('HTTP/1.1 403 Forbidden');
+    // A frame is a navigation too, but not to a document of its own: refused (the page also says frame-ancestors 'none').
+    expect(await status('Sec-Fetch-Site: cross-site\r\nSec-Fetch-Mode: navigate\r\nSec-Fetch-Dest: iframe\r\n')).toBe('HTTP/1.1 403 Forbidden');
+    expect(counters.count('admin_request_refused')).toBe(4);
+    expect(await status('Sec-Fetch-Site: cross-site\r\nSec-Fetch-Mode: navigate\r\nSec-Fetch-Dest: document\r\n')).toBe('HTTP/1.1 200 OK');
+    expect(await status('Sec-Fetch-Site: same-origin\r\nSec-Fetch-Mode: cors\r\nSec-Fetch-Dest: empty\r\n')).toBe('HTTP/1.1 200 OK');
+    expect(await status('Sec-Fetch-Site: none\r\nSec-Fetch-Mode: navigate\r\nSec-Fetch-Dest: document\r\n')).toBe('HTTP/1.1 200 OK');
+    expect(await status('')).toBe('HTTP/1.1 200 OK');
+    expect(counters.count('admin_request_refused')).toBe(4);
+  });
+
   it('refuses with 400, counted, a request with two Host lines, whichever comes first (Node kept the first and answered 200)', async () => {
     const { port, counters } = await start();
     for (const hosts of ['Host: x\r\nHost: rebind.example', 'Host: rebind.example\r\nHost: x', 'Host: x\r\nhost: x']) {
