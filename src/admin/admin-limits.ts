@@ -159,12 +159,15 @@ function capConnections(server: http.Server, counters: LimitCounters | undefined
     socket.once('close', () => open.delete(socket));
     if (open.size <= ADMIN_LIMITS.maxConnections) return;
     counters?.tripped('admin_connections');
+    // Out of the map at once: its 'close' comes later, and a burst of newcomers must each close another.
     for (const [candidate, candidateState] of open) {
       if (candidate !== socket && candidateState.answering === 0) {
+        open.delete(candidate);
         candidate.destroy();
         return;
       }
     }
+    open.delete(socket);
     socket.destroy();
   });
   // Before Fastify's handler, which may answer at once.

@@ -165,6 +165,22 @@ describe('the admin listener', () => {
     }
   });
 
+  it(`holds at most ${ADMIN_LIMITS.maxConnections} connections after a burst of 300 silent ones opened at once, each past the cap closing another`, async () => {
+    const { app, port } = await start();
+    const sockets = Array.from({ length: 300 }, () => {
+      const socket = net.connect(port, '127.0.0.1');
+      socket.on('error', () => undefined);
+      return socket;
+    });
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      const held = await new Promise<number>((resolve) => app.server.getConnections((_error, count) => resolve(count)));
+      expect(held).toBeLessThanOrEqual(ADMIN_LIMITS.maxConnections);
+    } finally {
+      for (const socket of sockets) socket.destroy();
+    }
+  });
+
   it(`keeps at most ${ADMIN_LIMITS.maxConnections} connections: past it, with every one being answered, the newcomer is closed as it comes, counted, and served once they go`, async () => {
     const { port, counters, telemetry } = await start();
     // Each held connection waits on a scrape that takes 2 s: being answered, none is closed for a newcomer.
