@@ -128,6 +128,7 @@ export async function startSidecar(
     }),
     profiles: profiles === undefined ? undefined : { store: profiles, limitCounters },
     limitCounters,
+    allowedHosts: settings.adminAllowedHosts,
     finalScrape,
   });
 

@@ -28,6 +28,8 @@ export interface AdminOptions {
   readonly profiles?: { readonly store: ProfileStore; readonly limitCounters: LimitCounters };
   /** Where the admin listener's own limits count their trips (admin-limits.ts). */
   readonly limitCounters?: LimitCounters;
+  /** Host names besides the private ones the listener answers to (`admin_allowed_hosts`, admin-host.ts). */
+  readonly allowedHosts?: readonly string[];
   /** Told of each exposition sent, for the shutdown's wait for a last scrape (lifecycle/final-scrape.ts). */
   readonly finalScrape?: FinalScrape;
 }
@@ -50,10 +52,15 @@ export function createAdminServer(options: AdminOptions): FastifyInstance {
   const app = Fastify({ logger: false, ...ADMIN_SERVER_OPTIONS });
   // Every answer, refusals and 404s included (this hook runs first): a browser must not read JSON
   // or exposition text carrying names from traffic or configuration as a page of its own.
+  // Every figure is of the moment it is asked for: no cache, the browser's included, keeps one.
   app.addHook('onRequest', async (_request, reply) => {
-    reply.header('x-content-type-options', 'nosniff');
+    reply.header('x-content-type-options', 'nosniff').header('cache-control', 'no-store');
   });
-  guardAdminRequests(app, options.limitCounters);
+  // Fastify's 404 quoted the target, query included; nothing here repeats what a client sent.
+  app.setNotFoundHandler((request, reply) =>
+    reply.code(404).send({ error: `no ${request.method} route of that path here: the admin listener serves /metrics, /healthz, /readyz and the status page at / (docs/status-page.md)` }),
+  );
+  guardAdminRequests(app, options.limitCounters, options.allowedHosts);
   let lastReady: boolean | undefined;
   const probe = cachedProbe(new URL(options.upstreamHealthPath, options.upstream), (answer) => (lastReady = answer.ready));
   registerUpstreamReady(options.telemetry.meter, () => lastReady);
@@ -64,7 +71,10 @@ export function createAdminServer(options: AdminOptions): FastifyInstance {
     const fromMs = performance.now();
     return { body: await scrape(), fromMs };
   };
-  const scrapeText = sharedWhileComputing(computed(() => telemetry.scrape()), scrapeSpacingMs);
+  // Encoded once per computation: every connection sending it then shares the one Buffer, where a
+  // string was encoded into each connection's write queue (16 clients reading none of a 32 MiB
+  // exposition held 1.5 GiB until the send timeout closed them).
+  const scrapeText = sharedWhileComputing(computed(async () => Buffer.from(await telemetry.scrape(), 'utf8')), scrapeSpacingMs);
   const scrapeProtobuf = sharedWhileComputing(computed(() => telemetry.scrapeProtobuf()), scrapeSpacingMs);
   const finalScrape = options.finalScrape;
 
@@ -73,9 +83,13 @@ export function createAdminServer(options: AdminOptions): FastifyInstance {
     // The body depends on Accept, so a cache must key on it (RFC 9110 section 12.5.5).
     reply.header('vary', 'Accept');
     const protobuf = wantsProtobuf(request.headers.accept);
-    const { body, fromMs } = protobuf ? await scrapeProtobuf() : await scrapeText();
+    if (protobuf) {
+      const { body, fromMs } = await scrapeProtobuf();
+      if (finalScrape !== undefined) reply.raw.once('finish', () => finalScrape.served(fromMs));
+      return reply.header('content-type', PROTOBUF_CONTENT_TYPE).send(Buffer.from(body.buffer, body.byteOffset, body.byteLength));
+    }
+    const { body, fromMs } = await scrapeText();
     if (finalScrape !== undefined) reply.raw.once('finish', () => finalScrape.served(fromMs));
-    if (typeof body !== 'string') return reply.header('content-type', PROTOBUF_CONTENT_TYPE).send(Buffer.from(body.buffer, body.byteOffset, body.byteLength));
     return reply.header('content-type', 'text/plain; version=0.0.4; charset=utf-8').send(body);
   });
 

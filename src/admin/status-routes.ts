@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { sharedWhileComputing } from './admin-limits.js';
-import { statusPageHtml } from './status-page.js';
+import { STATUS_PAGE_CSP, statusPageHtml } from './status-page.js';
 import type { StatusSource } from './status-source.js';
 
 /**
@@ -17,8 +17,7 @@ export function registerStatusRoutes(app: FastifyInstance, source: StatusSource)
       reply
         .header('content-type', 'text/html; charset=utf-8')
         .header('cache-control', 'no-store')
-        // Nothing but this document's own inline style and script, and fetches to its own origin.
-        .header('content-security-policy', "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+        .header('content-security-policy', STATUS_PAGE_CSP)
         .send(await page()),
     );
   }

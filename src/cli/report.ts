@@ -85,6 +85,9 @@ async function fetchReport(url: URL): Promise<StatusReport> {
     const cause = (error as { cause?: { code?: string } }).cause?.code;
     throw new Error(`no answer (${cause ?? (error as Error).message}): is the sidecar running, and its admin listener reachable here (kubectl port-forward)?`);
   }
+  if (response.status === 421) {
+    throw new Error(`HTTP 421: the admin listener does not answer to the name ${url.hostname} (docs/security.md#dns-rebinding): reach it by the pod IP or a port-forward (localhost), or list ${url.hostname} in its admin_allowed_hosts`);
+  }
   if (response.status !== 200) throw new Error(`HTTP ${response.status}: not a tokentap admin listener (it answers /status.json with 200${response.status >= 300 && response.status < 400 ? ' and never redirects' : ''})`);
   let body: string;
   try {

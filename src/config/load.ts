@@ -54,6 +54,8 @@ export interface Settings {
   readonly upstream: URL;
   readonly listen: ListenAddress;
   readonly adminListen: ListenAddress;
+  /** `admin_allowed_hosts`: Host names the admin listener answers besides the private ones (src/admin/admin-host.ts). */
+  readonly adminAllowedHosts: readonly string[];
   readonly upstreamIdleTimeoutMs: number;
   /** `upstream_retry_body_limit`: request bytes held for one retry on a fresh upstream connection. */
   readonly upstreamRetryBodyLimitBytes: number;
@@ -351,6 +353,7 @@ function freezeSettings(config: ConfigFile, configFile: string | undefined, env:
     upstream: new URL(config.upstream ?? DEFAULTS.upstream),
     listen: parseListenAddress(config.listen ?? DEFAULTS.listen) as ListenAddress,
     adminListen: parseListenAddress(config.admin_listen ?? DEFAULTS.adminListen) as ListenAddress,
+    adminAllowedHosts: Object.freeze([...(config.admin_allowed_hosts ?? [])]),
     upstreamIdleTimeoutMs: parseDurationMs(config.upstream_idle_timeout ?? DEFAULTS.upstreamIdleTimeout) as number,
     upstreamRetryBodyLimitBytes: config.upstream_retry_body_limit ?? DEFAULTS.upstreamRetryBodyLimit,
     upstreamProtocol: config.upstream_protocol ?? 'http1',

@@ -521,6 +521,12 @@ export const configFileSchema = z.strictObject({
   upstream: upstreamUrl.optional(),
   listen: listenAddress.optional(),
   admin_listen: listenAddress.optional(),
+  /** Names besides IP addresses, localhost and private names the admin listener answers to (an Ingress host; `.example.com` for every name under it). */
+  admin_allowed_hosts: z
+    .array(z.string().regex(/^\.?[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$/i, { error: 'expected a host name without port, such as tokentap.example.com, or .example.com for every name under it' }), {
+      error: 'expected a list of host names, such as [tokentap.example.com]',
+    })
+    .optional(),
   /** Seconds of silence from the upstream (before headers or between chunks) before the request is cut as `timeout`. */
   upstream_idle_timeout: timerDuration.optional(),
   /** What the upstream speaks: `http1` (default; HTTP/2 clients' streams forwarded as HTTP/1.1 requests) or `h2c` (forwarded as HTTP/2 streams, prior knowledge). */

@@ -25,6 +25,7 @@ export type LimitName =
   | 'admin_connections'
   | 'admin_request_refused'
   | 'admin_pipelined_requests'
+  | 'admin_send_timeout'
   | 'h2_max_header_list_bytes'
   | 'h2_client_resets_per_second'
   | 'h2_invalid_frames'

@@ -1,6 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
+import { refusedHostMessage } from '../../src/admin/admin-host.js';
 import { main } from '../../src/cli/main.js';
 import { scriptedReport, stopScripted, WITH_COST, WORKLOADS } from '../helpers/cost-script.js';
 
@@ -17,10 +18,10 @@ afterEach(async () => {
   server = undefined;
 });
 
-/** An admin listener on loopback answering every request with `body`. */
-async function answering(body: string | Buffer): Promise<string> {
+/** An admin listener on loopback answering every request with `body` (and `status`, 200 unless given). */
+async function answering(body: string | Buffer, status = 200): Promise<string> {
   server = createServer((_req, res) => {
-    res.writeHead(200, { 'content-type': 'application/json' });
+    res.writeHead(status, { 'content-type': 'application/json' });
     res.end(body);
   });
   await new Promise<void>((resolve) => server?.listen(0, '127.0.0.1', resolve));
@@ -52,6 +53,15 @@ describe('tokentap report', () => {
     const old = await report('--admin', await answering(JSON.stringify({ schema_version: 1, version: '0.0.9' })));
     expect(old.code).toBe(1);
     expect(old.err).toContain('the sidecar (tokentap 0.0.9) reports no capacity figures: it is older than tokentap report; upgrade it');
+  });
+
+  it('says, of a 421, that the admin listener refuses the name it was reached by and what to do, where it said "not a tokentap admin listener"', async () => {
+    // The admin listener's own refusal of a public name (src/admin/admin-host.ts); a loopback test cannot resolve one to itself.
+    const admin = await answering(JSON.stringify({ error: refusedHostMessage('127.0.0.1') }), 421);
+    const result = await report('--admin', admin);
+    expect(result.code).toBe(1);
+    expect(result.err).toContain('HTTP 421: the admin listener does not answer to the name 127.0.0.1 (docs/security.md#dns-rebinding): reach it by the pod IP or a port-forward (localhost), or list 127.0.0.1 in its admin_allowed_hosts');
+    expect(result.err).not.toContain('not a tokentap admin listener');
   });
 
   it('stops reading an answer past 8 MiB', async () => {

@@ -62,6 +62,7 @@ export const moduleTests = {
     'test/integration/relay-http.test.ts',
   ],
   'src/taps/ndjson-decoder.ts': ['test/unit/taps/ndjson-decoder.test.ts'],
+  'src/admin/admin-host.ts': ['test/unit/admin/admin-host.test.ts'],
   'src/taps/sse-decoder.ts': ['test/unit/taps/sse-decoder.test.ts'],
   'src/taps/grpc/grpc-frame-decoder.ts': ['test/unit/taps/grpc/*.test.ts'],
   'src/taps/grpc/grpc-status.ts': ['test/unit/proxy/grpc-outcomes.test.ts', 'test/unit/taps/grpc/*.test.ts'],

@@ -43,6 +43,17 @@ describe('settings', () => {
     expect(s.upstreamIdleTimeoutMs).toBe(90_000);
   });
 
+  it('reads admin_allowed_hosts (none by default) and refuses a name with a port or a scheme, naming the entry and what to write', () => {
+    expect(loadSettings({ flags: {}, env: {} }).adminAllowedHosts).toEqual([]);
+    const ok = loadSettings({ flags: { config: 'c.yaml' }, env: {}, readFile: files({ 'c.yaml': 'admin_allowed_hosts: [tokentap.example.com, .corp.example]\n' }) });
+    expect(ok.adminAllowedHosts).toEqual(['tokentap.example.com', '.corp.example']);
+    const problems = problemsOf(() => loadSettings({ flags: { config: 'c.yaml' }, env: {}, readFile: files({ 'c.yaml': 'admin_allowed_hosts:\n  - tokentap.example.com:9464\n  - http://tokentap.example.com\n' }) }));
+    expect(problems).toEqual([
+      expect.stringMatching(/^c\.yaml:2: admin_allowed_hosts\[0\]: expected a host name without port, such as tokentap\.example\.com/),
+      expect.stringMatching(/^c\.yaml:3: admin_allowed_hosts\[1\]: expected a host name without port/),
+    ]);
+  });
+
   it('reads upstream_retry_body_limit (64 KiB by default, 0 disables retries) and refuses a bad one, naming it', () => {
     expect(loadSettings({ flags: {}, env: {} }).upstreamRetryBodyLimitBytes).toBe(65_536);
     const ok = loadSettings({ flags: { config: 'c.yaml' }, env: {}, readFile: files({ 'c.yaml': 'upstream_retry_body_limit: 0\n' }) });
