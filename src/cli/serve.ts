@@ -12,8 +12,7 @@ import { redactUrl } from '../log/redact-url.js';
 /**
  * Time allowed after the drain (which ends by drain_timeout plus 2 s for cut requests to be recorded)
  * for closing the listeners, the final OTLP export (at most 5 s, sidecar.ts) and the last log lines
- * (at most LOG_FLUSH_BUDGET_MS), before a stuck
- * shutdown is abandoned with exit code 1.
+ * (at most LOG_FLUSH_BUDGET_MS), before a stuck shutdown is abandoned with exit code 1.
  */
 export const SHUTDOWN_FLUSH_ALLOWANCE_MS = 10_000;
 

@@ -49,8 +49,8 @@ export function lineSink(logger: Logger): LineSink {
 /**
  * One JSON line per request (and a few lifecycle lines). Asynchronous destination: a log write
  * never blocks the event loop that forwards streams. `destination`: a file descriptor (batched as
- * above, at most `maxBufferBytes` waiting: beyond it lines are dropped, a batch at a time, and counted), or a stream
- * (tests), which gets every line as it is logged.
+ * above, at most `maxBufferBytes` waiting: beyond it lines are dropped, a batch at a time, and
+ * counted), or a stream (tests), which gets every line as it is logged.
  */
 export function createLogger(level: string, destination: NodeJS.WritableStream | number = 1, maxBufferBytes = DEFAULT_LOG_BUFFER_BYTES): Logger {
   if (typeof destination !== 'number') {
