@@ -61,8 +61,8 @@ export const ADMIN_SERVER_OPTIONS = Object.freeze({
 /**
  * Applies what the server options cannot: the connection cap, the refusal of methods other than
  * GET and HEAD, of request bodies, of what a page of another site asks, and of a `Host` outside
- * `allowedHosts` (admin-host.ts), the
- * pipelining cap, the send timeout, and the grace at close. Each trip is counted in
+ * `allowedHosts` (admin-host.ts), the pipelining cap, the send timeout, and the grace at close.
+ * Each trip is counted in
  * tokentap_limit_exceeded_total (`admin_connections`, `admin_request_refused`,
  * `admin_pipelined_requests`, `admin_send_timeout`).
  */
@@ -130,9 +130,9 @@ export function guardAdminRequests(app: FastifyInstance, counters: LimitCounters
  * than following a link to a page: a no-cors `fetch` or an image reads nothing back, but it runs
  * the route: a page in an SRE's browser while a port-forward is open had /profile, /metrics and
  * /readyz answered (Chromium, a hostile review), spending /profile's time share, ending a
- * shutdown's wait for a final scrape early, probing the upstream. Browsers send Fetch Metadata to `localhost` and loopback addresses (potentially
- * trustworthy origins); Prometheus, kubelet and curl send none, and the status page's own fetches
- * are `same-origin`.
+ * shutdown's wait for a final scrape early, probing the upstream. Browsers send Fetch Metadata to
+ * `localhost` and loopback addresses (potentially trustworthy origins); Prometheus, kubelet and
+ * curl send none, and the status page's own fetches are `same-origin`.
  */
 function fromAnotherSite(headers: http.IncomingHttpHeaders): boolean {
   const site = headers['sec-fetch-site'];
