@@ -56,8 +56,14 @@ async function curl(url: string): Promise<string> {
   return result.stdout;
 }
 
+/**
+ * Takes `port` as another program would. Whoever connects is cut off at once: a connection left open
+ * with bytes unread never ends (no 'end' until they are read), and server.close() waits for every
+ * connection, so one stray client (any process on the machine that dials the port) held the cleanup
+ * past its time limit.
+ */
 async function holdPort(port: number): Promise<Server> {
-  const server = createServer();
+  const server = createServer((socket) => socket.destroy());
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(port, '127.0.0.1', resolve);
