@@ -24,12 +24,19 @@ interface WatchState {
  * timer-list move and a clock call into libuv), about 2 % of the proxy's CPU in the profile. The
  * sweep runs every quarter of the timeout (10 ms to 1 s) while exchanges are open, so a silent
  * upstream is cut between the timeout and the timeout plus one interval after its last byte.
+ *
+ * Time the event loop did not run (a long GC pause, a CPU-throttled container) is nobody's silence:
+ * after such a stall the timers run before the reads that arrived meanwhile, so the sweep would find
+ * every exchange "silent" and cut live streams as the upstream's timeout (seen in the test suite on
+ * an overloaded machine: a 2 s stall, a 504 to an upload that was flowing). A sweep that runs more
+ * than one interval late leaves the lateness out of every exchange's silence.
  */
 export class IdleSweep {
   private readonly timeoutMs: number;
   private readonly intervalMs: number;
   private readonly watched = new Map<IdleWatched, WatchState>();
   private timer: NodeJS.Timeout | undefined;
+  private lastSweepMs = 0;
 
   constructor(timeoutMs: number) {
     this.timeoutMs = timeoutMs;
@@ -38,7 +45,9 @@ export class IdleSweep {
 
   watch(exchange: IdleWatched): void {
     this.watched.set(exchange, { activity: activityOf(exchange), lastActiveMs: performance.now() });
-    this.timer ??= setInterval(() => this.sweep(), this.intervalMs).unref();
+    if (this.timer !== undefined) return;
+    this.lastSweepMs = performance.now();
+    this.timer = setInterval(() => this.sweep(), this.intervalMs).unref();
   }
 
   unwatch(exchange: IdleWatched): void {
@@ -49,7 +58,11 @@ export class IdleSweep {
 
   private sweep(): void {
     const now = performance.now();
+    const lateMs = now - this.lastSweepMs - this.intervalMs;
+    this.lastSweepMs = now;
+    const stalledMs = lateMs > this.intervalMs ? lateMs : 0;
     for (const [exchange, state] of this.watched) {
+      state.lastActiveMs += stalledMs;
       const activity = activityOf(exchange);
       if (activity !== state.activity || exchange.waitingForClient === true) {
         state.activity = activity;

@@ -1,3 +1,5 @@
+import { once } from 'node:events';
+import { type AddressInfo, connect, createServer, type Socket } from 'node:net';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { IdleSweep, type IdleWatched } from '../../../src/proxy/idle-sweep.js';
 
@@ -76,5 +78,46 @@ describe('upstream idle sweep', () => {
     expect(vi.getTimerCount()).toBe(0);
     vi.advanceTimersByTime(1_000);
     expect(exchange.timedOutAtMs).toEqual([]);
+  });
+});
+
+describe('upstream idle sweep, when the event loop stalls', () => {
+  let cleanups: Array<() => Promise<unknown>> = [];
+  afterEach(async () => {
+    for (const cleanup of cleanups.reverse()) await cleanup();
+    cleanups = [];
+  });
+
+  /** Blocks the event loop, as a long GC pause or a CPU-throttled container does. */
+  function stall(ms: number): void {
+    const until = performance.now() + ms;
+    while (performance.now() < until);
+  }
+
+  it('does not cut an exchange whose read arrived during the stall (timers run before it), and still cuts a silence after it', async () => {
+    // An upstream connection on loopback, whose reads are the exchange's activity.
+    const server = createServer();
+    cleanups.push(() => new Promise((resolve) => server.close(resolve)));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const upstream = connect((server.address() as AddressInfo).port, '127.0.0.1');
+    const [proxySide] = (await once(server, 'connection')) as [Socket];
+    cleanups.push(async () => {
+      upstream.destroy();
+      proxySide.destroy();
+    });
+    const sweep = new IdleSweep(200);
+    const exchange = watched();
+    proxySide.on('data', () => exchange.upstreamActivity++);
+    sweep.watch(exchange);
+    // The upstream sends while the loop is blocked: the read is polled after the next turn's timers.
+    upstream.write('data: {}\n\n');
+    stall(600);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(exchange.upstreamActivity).toBe(1);
+    expect(exchange.timedOutAtMs).toEqual([]);
+    // Silent from here on: cut as before.
+    const deadline = performance.now() + 5_000;
+    while (exchange.timedOutAtMs.length === 0 && performance.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(exchange.timedOutAtMs).toHaveLength(1);
   });
 });
