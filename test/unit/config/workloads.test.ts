@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { problemsOf } from '../../helpers/problems.js';
 import { loadSettings, withBoundary } from '../../../src/config/load.js';
+import { parseDurationMs } from '../../../src/config/duration.js';
 import { METRICS } from '../../../src/metrics/definitions.js';
 
 const load = (yaml: string) => loadSettings({ flags: { config: 'w.yaml' }, env: {}, readFile: () => yaml });
@@ -75,6 +76,25 @@ workloads:
       const list = s.buckets[key];
       expect(list.every((b, i) => i === 0 || b > list[i - 1]!), key).toBe(true);
       expect(Object.isFrozen(list)).toBe(true);
+    }
+  });
+
+  it('keeps a threshold the decimal the file writes, in any unit, so le and the rules say what the file says', () => {
+    // 4.2 / 1000 is 0.004200000000000001 and 4.1 * 60 is 245.99999999999997 in floating point: such
+    // a boundary was exposed as le="245.99999999999997" while the rules matched le=~"246".
+    const s = load(`
+workloads:
+  - name: a
+    slo: { objective: 0.99, ttft: 1.1h, itl: 4.2ms, e2e: 4.1m }
+`);
+    expect(s.workloads[0]!.slo!.thresholdsS).toEqual({ ttft: 3960, itl: 0.0042, e2e: 246 });
+    expect(s.buckets.ttft).toContain(3960);
+    expect(s.buckets.itlToken).toContain(0.0042);
+    expect(s.buckets.e2e).toContain(246);
+    expect(parseDurationMs('4.1m')).toBe(246_000);
+    expect(parseDurationMs('0.07h')).toBe(252_000);
+    for (const [text, seconds] of [['1.15s', 1.15], ['2.1ms', 0.0021], ['8.3m', 498], ['0.29h', 1044], ['1.005s', 1.005]] as const) {
+      expect(load(`workloads:\n  - name: a\n    slo: { objective: 0.99, e2e: ${text} }\n`).workloads[0]!.slo!.thresholdsS.e2e, text).toBe(seconds);
     }
   });
 
