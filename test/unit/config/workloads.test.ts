@@ -234,9 +234,92 @@ describe('broken workload configs, each refused with the exact message', () => {
       'workloads:\n  - name: chat\n    match:\n      header: { x-tier: 1 }\n',
       ['w.yaml:4: workloads[0].match.header.x-tier: expected the header value as a string (quote numbers and booleans)'],
     ],
+    [
+      'an SLO without its objective',
+      'workloads:\n  - name: chat\n    slo: { ttft: 200ms }\n',
+      ['w.yaml:3: workloads[0].slo.objective: required: the share of events that must be good, a ratio between 0 and 1 such as 0.99'],
+    ],
+    [
+      'an objective written as a percentage string',
+      'workloads:\n  - name: chat\n    slo: { objective: "99%", ttft: 200ms }\n',
+      ['w.yaml:3: workloads[0].slo.objective: expected a ratio between 0 and 1, e.g. 0.99 (99 % is 0.99), got "99%"'],
+    ],
+    [
+      'an SLO that is not a mapping',
+      'workloads:\n  - name: chat\n    slo: 0.99\n',
+      ['w.yaml:3: workloads[0].slo: expected a mapping such as { objective: 0.99, ttft: 200ms }'],
+    ],
+    [
+      'a model that YAML reads as a number, and an empty one',
+      'workloads:\n  - name: a\n    match: { model: 1.5 }\n  - name: b\n    match: { model: "" }\n',
+      [
+        'w.yaml:3: workloads[0].match.model: expected the model name as the request body gives it, a string (quote numbers)',
+        'w.yaml:5: workloads[1].match.model: expected the model name as the request body gives it, a string (quote numbers)',
+      ],
+    ],
+    [
+      'a header condition that is not a mapping, and a path that is not a string',
+      'workloads:\n  - name: chat\n    match: { header: x-workload=chat, path: 5 }\n',
+      [
+        'w.yaml:3: workloads[0].match.header: expected a mapping of header names to values, e.g. { x-workload: chat }',
+        'w.yaml:3: workloads[0].match.path: expected a path such as /v1/chat/completions',
+      ],
+    ],
+    [
+      'one header named twice in different case (one request header cannot hold both values)',
+      'workloads:\n  - name: chat\n    match:\n      header: { X-Workload: chat, x-workload: rag }\n',
+      ['w.yaml:4: workloads[0].match.header.x-workload: the same header as X-Workload (header names are case-insensitive): a request carries one value, so the two conditions never both hold; keep one'],
+    ],
+    [
+      'a path with a query string (requests are matched on their path without it)',
+      'workloads:\n  - name: chat\n    match: { path: "/openai/deployments/gpt/chat/completions?api-version=2024-06-01" }\n',
+      ['w.yaml:3: workloads[0].match.path: expected a path without a query string ("?api-version=2024-06-01"): requests are matched on their path alone, so this would never match'],
+    ],
+    [
+      'a header value with a leading or trailing space (HTTP drops it)',
+      'workloads:\n  - name: chat\n    match:\n      header: { x-workload: "chat " }\n',
+      ['w.yaml:4: workloads[0].match.header.x-workload: expected a header value without leading or trailing spaces or tabs (HTTP strips them from every request, so it would never match)'],
+    ],
+    [
+      'a workload after a broader prefix path (it would never get a request)',
+      'workloads:\n  - name: any-v1\n    match: { path: /v1/* }\n  - name: chat\n    match: { path: /v1/chat/completions }\n  - name: default\n',
+      ['w.yaml:5: workloads[1].match: never decides: workload "any-v1" (workloads[0]) comes first and takes every request this matches; put "chat" before "any-v1", or narrow "any-v1"'],
+    ],
+    [
+      'a workload whose headers include an earlier workload\'s (the earlier one takes its requests)',
+      'workloads:\n  - name: chat\n    match: { header: { x-workload: chat } }\n  - name: chat-fast\n    match: { header: { X-Workload: chat, x-tier: fast }, model: m }\n',
+      ['w.yaml:5: workloads[1].match: never decides: workload "chat" (workloads[0]) comes first and takes every request this matches; put "chat-fast" before "chat", or narrow "chat"'],
+    ],
+    [
+      'one alternative of a list that an earlier workload takes (the others still match)',
+      'workloads:\n  - name: chat\n    match: { path: /v1/chat/* }\n  - name: rag\n    match:\n      - header: { x-workload: rag }\n      - path: /v1/chat/completions\n      - path: /v1/chat/*\n  - name: default\n',
+      [
+        'w.yaml:7: workloads[1].match[1]: never decides: workload "chat" (workloads[0]) comes first and takes every request this matches; put "rag" before "chat", or narrow "chat"',
+        'w.yaml:8: workloads[1].match[2]: never decides: workload "chat" (workloads[0]) comes first and takes every request this matches; put "rag" before "chat", or narrow "chat"',
+      ],
+    ],
   ];
 
   it.each(cases)('%s', (_what, yaml, expected) => {
     expect(refusals(yaml)).toEqual(expected);
+  });
+
+  it('accepts workloads that overlap without one containing the other: order decides only the overlap', () => {
+    const s = load(`
+workloads:
+  - name: rag
+    match: { header: { x-workload: rag } }
+  - name: code
+    match: { model: coder }
+  - name: chat
+    match:
+      - header: { x-workload: chat }
+      - path: /v1/chat/completions
+  - name: v1-rag
+    match: { path: /v1/*, model: rag-model }
+  - name: v1
+    match: { path: /v1/* }
+`);
+    expect(s.workloads.map((w) => w.name)).toEqual(['rag', 'code', 'chat', 'v1-rag', 'v1']);
   });
 });
