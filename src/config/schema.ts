@@ -398,6 +398,13 @@ const extraAlertLabels = z
         ctx.addIssue({ code: 'custom', path: [name], message: `tokentap sets this label itself (${RESERVED_ALERT_LABELS.join(', ')}); choose another name` });
       } else if (holdsTemplate(labels[name] as string)) {
         ctx.addIssue({ code: 'custom', path: [name], message: TEMPLATE_REFUSAL });
+      } else {
+        // YAML's "\ud800" escape gives half a character, which a rule file cannot carry: the YAML
+        // writer escapes it back and Prometheus refuses the file ("invalid Unicode character escape code").
+        const half = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/.exec(labels[name] as string)?.[0];
+        if (half !== undefined) {
+          ctx.addIssue({ code: 'custom', path: [name], message: `expected text of whole Unicode characters: "\\u${half.charCodeAt(0).toString(16)}" is half of one (a lone surrogate), which no rule file can hold` });
+        }
       }
     }
   });
