@@ -69,7 +69,11 @@ function boundedDuration(maxMs: number, most: string) {
     })
     .superRefine((value, ctx) => {
       const ms = parseDurationMs(value);
-      if (ms === undefined || ms <= 0) {
+      // Prometheus and Grafana write days as "7d"; the config's units stop at hours.
+      const days = /^(\d+)d$/.exec(value.trim())?.[1];
+      if (days !== undefined && Number(days) > 0) {
+        ctx.addIssue({ code: 'custom', message: `expected a duration in ms, s, m or h: days are written in hours, "${days}d" is "${Number(days) * 24}h"` });
+      } else if (ms === undefined || ms <= 0) {
         ctx.addIssue({ code: 'custom', message: `expected a positive duration like "200ms", "30s" or "5m", got "${value}"` });
       } else if (ms > maxMs) {
         ctx.addIssue({ code: 'custom', message: `expected a duration of at most ${most}, got "${value}"` });
