@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { parseDurationMs } from './duration.js';
+import { suggestKeysOf } from './key-suggestion.js';
 import { matcherProblems } from './promql-matchers.js';
 import { pathPatternProblem, PROTOCOLS } from '../taps/route-table.js';
 import { redactUrl } from '../log/redact-url.js';
@@ -164,16 +165,19 @@ type MatchConditionsConfig = z.infer<typeof workloadMatchConditions>;
  * path"). Dispatched by shape rather than with z.union, which reports a nested problem (a header
  * value that is a number) only as "no union member matched".
  */
-const workloadMatch = z.unknown().transform((value, ctx): MatchConditionsConfig | MatchConditionsConfig[] => {
-  if (typeof value !== 'object' || value === null) {
-    ctx.addIssue({ code: 'custom', message: 'expected a mapping of match conditions (header, path, model), or a list of such mappings' });
+const workloadMatch = suggestKeysOf(
+  z.unknown().transform((value, ctx): MatchConditionsConfig | MatchConditionsConfig[] => {
+    if (typeof value !== 'object' || value === null) {
+      ctx.addIssue({ code: 'custom', message: 'expected a mapping of match conditions (header, path, model), or a list of such mappings' });
+      return z.NEVER;
+    }
+    const parsed = Array.isArray(value) ? workloadMatchList.safeParse(value) : workloadMatchConditions.safeParse(value);
+    if (parsed.success) return parsed.data;
+    for (const issue of parsed.error.issues) ctx.addIssue({ ...issue });
     return z.NEVER;
-  }
-  const parsed = Array.isArray(value) ? workloadMatchList.safeParse(value) : workloadMatchConditions.safeParse(value);
-  if (parsed.success) return parsed.data;
-  for (const issue of parsed.error.issues) ctx.addIssue({ ...issue });
-  return z.NEVER;
-});
+  }),
+  workloadMatchConditions,
+);
 
 /** A workload's service-level objectives: the share of events that must be good, and what good means. */
 const sloObjectives = z

@@ -163,11 +163,16 @@ describe('broken workload configs, each refused with the exact message', () => {
       'a misspelt match key and SLO key',
       'workloads:\n  - name: chat\n    match:\n      headers: { x-workload: chat }\n    slo: { objective: 0.9, tftt: 200ms }\n',
       [
-        'w.yaml:4: workloads[0].match.headers: unknown setting',
+        'w.yaml:4: workloads[0].match.headers: unknown setting; did you mean "header"?',
         'w.yaml:4: workloads[0].match: expected at least one condition: header, path or model (leave out `match` for a catch-all)',
         'w.yaml:5: workloads[0].slo.tftt: unknown setting; did you mean "ttft"?',
         'w.yaml:5: workloads[0].slo: expected at least one threshold: ttft, itl or e2e',
       ],
+    ],
+    [
+      'a misspelt condition in a list of alternatives',
+      'workloads:\n  - name: chat\n    match:\n      - path: /v1/chat/completions\n      - models: m\n',
+      ['w.yaml:5: workloads[0].match[1].models: unknown setting; did you mean "model"?', 'w.yaml:5: workloads[0].match[1]: expected at least one condition: header, path or model (leave out `match` for a catch-all)'],
     ],
     [
       'a path without the leading slash',
