@@ -123,6 +123,13 @@ const workloadMatchConditions = z.strictObject({
         // HTTP/2 (RFC 9113 8.2.1) refuses a value that has it.
         else if (/^[ \t]|[ \t]$/.test(value)) {
           ctx.addIssue({ code: 'custom', path: [name], message: 'expected a header value without leading or trailing spaces or tabs (HTTP strips them from every request, so it would never match)' });
+        } else {
+          // Node reads each byte of a header value as one Latin-1 character (HTTP/1.1 and HTTP/2
+          // alike), so no request's value holds a character above U+00FF.
+          const wide = /[^\u0000-\u00ff]/u.exec(value)?.[0];
+          if (wide !== undefined) {
+            ctx.addIssue({ code: 'custom', path: [name], message: `expected a header value of ASCII characters: a request's header is read one byte per character, so "${wide}" (several bytes in UTF-8) would never match` });
+          }
         }
         const first = seen.get(name.toLowerCase());
         if (first !== undefined) {

@@ -281,6 +281,11 @@ describe('broken workload configs, each refused with the exact message', () => {
       ['w.yaml:3: workloads[0].match.path: expected a path without a query string ("?api-version=2024-06-01"): requests are matched on their path alone, so this would never match'],
     ],
     [
+      'a header value with a character beyond Latin-1 (a request header is read one byte per character)',
+      'workloads:\n  - name: chat\n    match:\n      header: { x-team: "日本" }\n',
+      ['w.yaml:4: workloads[0].match.header.x-team: expected a header value of ASCII characters: a request\'s header is read one byte per character, so "日" (several bytes in UTF-8) would never match'],
+    ],
+    [
       'a header value with a leading or trailing space (HTTP drops it)',
       'workloads:\n  - name: chat\n    match:\n      header: { x-workload: "chat " }\n',
       ['w.yaml:4: workloads[0].match.header.x-workload: expected a header value without leading or trailing spaces or tabs (HTTP strips them from every request, so it would never match)'],

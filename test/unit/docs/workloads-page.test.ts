@@ -22,6 +22,7 @@ const FILES: Readonly<Record<string, string>> = {
   'query string': 'workloads:\n  - name: chat\n    match:\n      path: /v1/chat/completions?api-version=2024-06-01\n',
   'number header': 'workloads:\n  - name: chat\n    match:\n      header: { x-tier: 1 }\n',
   'spaced header': 'workloads:\n  - name: chat\n    match:\n      header: { x-workload: "chat " }\n',
+  'wide header': 'workloads:\n  - name: chat\n    match:\n      header: { x-team: "日本" }\n',
   'header twice': 'workloads:\n  - name: chat\n    match:\n      header: { X-Workload: chat, x-workload: rag }\n',
   'misspelt key': 'workloads:\n  - name: chat\n    match:\n      path: /v1/chat/completions\n      headers: { x-workload: chat }\n',
   'shadowed': 'workloads:\n  - name: v1\n    match: { path: /v1/* }\n  - name: chat\n    match: { path: /v1/chat/completions }\n  - name: default\n',
