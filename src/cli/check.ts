@@ -3,6 +3,7 @@ import { loadSettings, SLO_KINDS, type MatchConditions, type Settings, type Work
 import { TokentapError } from '../errors.js';
 import { missingAlertLinks, placeholderAlertLinks } from '../render/alert-links.js';
 import { unreachableBurnConditions } from '../render/burn-rate-windows.js';
+import { humanSeconds, percent } from '../render/human-format.js';
 import type { CliIO } from './main.js';
 import { terminalText } from './terminal-text.js';
 
@@ -88,7 +89,7 @@ function describeSlo(workload: Workload): string {
   if (slo === undefined) return 'no SLO';
   const thresholds = SLO_KINDS.flatMap((kind) => {
     const s = slo.thresholdsS[kind];
-    return s === undefined ? [] : [`${kind} <= ${s < 1 ? `${Math.round(s * 1e6) / 1e3}ms` : `${s}s`}`];
+    return s === undefined ? [] : [`${kind} <= ${humanSeconds(s)}`];
   });
-  return `SLO ${Math.round(slo.objective * 1e6) / 1e4}%: ${thresholds.join(', ')}`;
+  return `SLO ${percent(slo.objective)}: ${thresholds.join(', ')}`;
 }

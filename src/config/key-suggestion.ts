@@ -21,6 +21,20 @@ export function nearestKnownKey(schema: z.ZodType, path: readonly PropertyKey[])
   return best;
 }
 
+/**
+ * Schemas that take a mapping or a list of such mappings and check it by hand (a transform, whose
+ * keys zod cannot list), each paired with the object schema of one mapping: its keys are suggested.
+ */
+const MAPPING_OF = new WeakMap<z.core.$ZodType, z.core.$ZodType>();
+const MAPPINGS = new WeakSet<z.core.$ZodType>();
+
+/** Suggests the keys of `mapping` for a key under `schema`, which takes one such mapping or a list of them. */
+export function suggestKeysOf<T extends z.ZodType>(schema: T, mapping: z.ZodType): T {
+  MAPPING_OF.set(schema as unknown as z.core.$ZodType, mapping as unknown as z.core.$ZodType);
+  MAPPINGS.add(mapping as unknown as z.core.$ZodType);
+  return schema;
+}
+
 /** The keys of the object schema at `path` (array indexes step into the element), or none when the path leaves what can be followed. */
 function keysAt(schema: z.ZodType, path: readonly PropertyKey[]): string[] {
   let node: z.core.$ZodType | undefined = unwrap(schema as unknown as z.core.$ZodType);
@@ -29,6 +43,8 @@ function keysAt(schema: z.ZodType, path: readonly PropertyKey[]): string[] {
     const def = node._zod.def as { type: string; shape?: Record<string, z.core.$ZodType>; element?: z.core.$ZodType };
     if (def.type === 'object' && typeof part === 'string') node = def.shape?.[part];
     else if (def.type === 'array' && typeof part === 'number') node = def.element;
+    // The index of one mapping in a list of them: the keys are the mapping's.
+    else if (typeof part === 'number' && MAPPINGS.has(node)) continue;
     else return [];
     node = node === undefined ? undefined : unwrap(node);
   }
@@ -40,6 +56,11 @@ function keysAt(schema: z.ZodType, path: readonly PropertyKey[]): string[] {
 function unwrap(schema: z.core.$ZodType): z.core.$ZodType {
   let node = schema;
   for (let depth = 0; depth < 16; depth++) {
+    const mapping = MAPPING_OF.get(node);
+    if (mapping !== undefined) {
+      node = mapping;
+      continue;
+    }
     const def = node._zod.def as { type: string; innerType?: z.core.$ZodType; in?: z.core.$ZodType };
     if ((def.type === 'optional' || def.type === 'nullable' || def.type === 'default') && def.innerType !== undefined) node = def.innerType;
     else if (def.type === 'pipe' && def.in !== undefined) node = def.in;

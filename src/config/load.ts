@@ -11,7 +11,7 @@ import { commitOf } from '../version.js';
 import { defaultMaxConnections, LIMIT_DEFAULTS, type RelayLimits } from '../proxy/relay-limits.js';
 import type { Route } from '../taps/route-table.js';
 import type { ProfileSettings } from '../profile/profile-store.js';
-import { parseDurationMs } from './duration.js';
+import { parseDurationMs, parseDurationSeconds } from './duration.js';
 import { nearestKnownKey } from './key-suggestion.js';
 import { configFileSchema, parseListenAddress, type ConfigFile, type ListenAddress, type WorkloadConfig } from './schema.js';
 
@@ -522,7 +522,7 @@ function freezeWorkload(config: WorkloadConfig): Workload {
   if (slo !== undefined) {
     for (const kind of SLO_KINDS) {
       const text = slo[kind];
-      if (text !== undefined) thresholdsS[kind] = (parseDurationMs(text) as number) / 1000;
+      if (text !== undefined) thresholdsS[kind] = parseDurationSeconds(text) as number;
     }
   }
   return Object.freeze({

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { parseDurationMs } from './duration.js';
+import { suggestKeysOf } from './key-suggestion.js';
 import { matcherProblems } from './promql-matchers.js';
 import { pathPatternProblem, PROTOCOLS } from '../taps/route-table.js';
 import { redactUrl } from '../log/redact-url.js';
@@ -69,7 +70,11 @@ function boundedDuration(maxMs: number, most: string) {
     })
     .superRefine((value, ctx) => {
       const ms = parseDurationMs(value);
-      if (ms === undefined || ms <= 0) {
+      // Prometheus and Grafana write days as "7d"; the config's units stop at hours.
+      const days = /^(\d+)d$/.exec(value.trim())?.[1];
+      if (days !== undefined && Number(days) > 0) {
+        ctx.addIssue({ code: 'custom', message: `expected a duration in ms, s, m or h: days are written in hours, "${days}d" is "${Number(days) * 24}h"` });
+      } else if (ms === undefined || ms <= 0) {
         ctx.addIssue({ code: 'custom', message: `expected a positive duration like "200ms", "30s" or "5m", got "${value}"` });
       } else if (ms > maxMs) {
         ctx.addIssue({ code: 'custom', message: `expected a duration of at most ${most}, got "${value}"` });
@@ -105,23 +110,56 @@ const workloadMatchConditions = z.strictObject({
   /** Request headers that must be present with exactly these values; names are case-insensitive. */
   // Key names are checked in superRefine: zod reports a bad record key only as "Invalid key in record".
   header: z
-    .record(z.string(), z.string({ error: 'expected the header value as a string (quote numbers and booleans)' }))
+    .record(z.string(), z.string({ error: 'expected the header value as a string (quote numbers and booleans)' }), {
+      error: 'expected a mapping of header names to values, e.g. { x-workload: chat }',
+    })
     .superRefine((headers, ctx) => {
+      const seen = new Map<string, string>();
       for (const [name, value] of Object.entries(headers)) {
         if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name)) ctx.addIssue({ code: 'custom', path: [name], message: 'expected an HTTP header name' });
         // RFC 9110 5.5: no request carries such a value, so the condition could never match.
         else if (/[\u0000-\u0008\u000a-\u001f\u007f]/.test(value)) ctx.addIssue({ code: 'custom', path: [name], message: 'expected a header value without control characters (no request can carry one, so it would never match)' });
+        // RFC 9110 5.5: the whitespace around a field value is not part of it; Node strips it, and
+        // HTTP/2 (RFC 9113 8.2.1) refuses a value that has it.
+        else if (/^[ \t]|[ \t]$/.test(value)) {
+          ctx.addIssue({ code: 'custom', path: [name], message: 'expected a header value without leading or trailing spaces or tabs (HTTP strips them from every request, so it would never match)' });
+        } else {
+          // Node reads each byte of a header value as one Latin-1 character (HTTP/1.1 and HTTP/2
+          // alike), so no request's value holds a character above U+00FF.
+          const wide = /[^\u0000-\u00ff]/u.exec(value)?.[0];
+          if (wide !== undefined) {
+            ctx.addIssue({ code: 'custom', path: [name], message: `expected a header value of ASCII characters: a request's header is read one byte per character, so "${wide}" (several bytes in UTF-8) would never match` });
+          }
+        }
+        const first = seen.get(name.toLowerCase());
+        if (first !== undefined) {
+          ctx.addIssue({
+            code: 'custom',
+            path: [name],
+            message: `the same header as ${first} (header names are case-insensitive): a request carries one value, so the two conditions never both hold; keep one`,
+          });
+        } else seen.set(name.toLowerCase(), name);
       }
     })
     .optional(),
   /** Request path without the query: exact, or a prefix when it ends with "*" (`/v1/*`). */
   path: z
-    .string()
+    .string({ error: 'expected a path such as /v1/chat/completions' })
     .startsWith('/', { error: 'expected a path starting with "/"' })
     .refine((path) => !path.slice(0, -1).includes('*'), { error: 'expected "*" only at the end (a prefix match such as /v1/*)' })
+    .superRefine((path, ctx) => {
+      // The matcher compares the path without its query (a request never sends a fragment).
+      const query = path.search(/[?#]/);
+      if (query !== -1) {
+        ctx.addIssue({ code: 'custom', message: `expected a path without a query string ("${path.slice(query)}"): requests are matched on their path alone, so this would never match` });
+      }
+    })
     .optional(),
   /** The `model` the request body asks for, exactly. */
-  model: z.string().min(1).optional(),
+  model: z
+    .string({ error: 'expected the model name as the request body gives it, a string (quote numbers)' })
+    .min(1, { error: 'expected the model name as the request body gives it, a string (quote numbers)' })
+    .optional(),
 }).refine((m) => (m.header !== undefined && Object.keys(m.header).length > 0) || m.path !== undefined || m.model !== undefined, {
   error: 'expected at least one condition: header, path or model (leave out `match` for a catch-all)',
 });
@@ -134,22 +172,34 @@ type MatchConditionsConfig = z.infer<typeof workloadMatchConditions>;
  * path"). Dispatched by shape rather than with z.union, which reports a nested problem (a header
  * value that is a number) only as "no union member matched".
  */
-const workloadMatch = z.unknown().transform((value, ctx): MatchConditionsConfig | MatchConditionsConfig[] => {
-  if (typeof value !== 'object' || value === null) {
-    ctx.addIssue({ code: 'custom', message: 'expected a mapping of match conditions (header, path, model), or a list of such mappings' });
+const workloadMatch = suggestKeysOf(
+  z.unknown().transform((value, ctx): MatchConditionsConfig | MatchConditionsConfig[] => {
+    if (typeof value !== 'object' || value === null) {
+      ctx.addIssue({ code: 'custom', message: 'expected a mapping of match conditions (header, path, model), or a list of such mappings' });
+      return z.NEVER;
+    }
+    const parsed = Array.isArray(value) ? workloadMatchList.safeParse(value) : workloadMatchConditions.safeParse(value);
+    if (parsed.success) return parsed.data;
+    for (const issue of parsed.error.issues) ctx.addIssue({ ...issue });
     return z.NEVER;
-  }
-  const parsed = Array.isArray(value) ? workloadMatchList.safeParse(value) : workloadMatchConditions.safeParse(value);
-  if (parsed.success) return parsed.data;
-  for (const issue of parsed.error.issues) ctx.addIssue({ ...issue });
-  return z.NEVER;
-});
+  }),
+  workloadMatchConditions,
+);
 
 /** A workload's service-level objectives: the share of events that must be good, and what good means. */
 const sloObjectives = z
-  .strictObject({
-    /** Target ratio of good events, e.g. 0.99. */
-    objective: z.number().gt(0, { error: 'expected a ratio between 0 and 1, e.g. 0.99' }).lt(1, { error: 'expected a ratio between 0 and 1, e.g. 0.99 (1 leaves no error budget)' }),
+  .strictObject(
+    {
+      /** Target ratio of good events, e.g. 0.99. */
+      objective: z
+        .number({
+          error: (issue) =>
+            issue.input === undefined
+              ? 'required: the share of events that must be good, a ratio between 0 and 1 such as 0.99'
+              : `expected a ratio between 0 and 1, e.g. 0.99 (99 % is 0.99), got ${JSON.stringify(issue.input)}`,
+        })
+        .gt(0, { error: 'expected a ratio between 0 and 1, e.g. 0.99' })
+        .lt(1, { error: 'expected a ratio between 0 and 1, e.g. 0.99 (1 leaves no error budget)' }),
     /** A request is good for TTFT when its first token came within this time. */
     ttft: duration.optional(),
     /** A token is good for ITL when its per-token gap is within this time. */
@@ -159,8 +209,10 @@ const sloObjectives = z
     /** What the TTFT threshold applies to: the first token of any kind (default) or the first answer token (reasoning excluded). */
     ttft_on: z.enum(['first_token', 'first_answer'], { error: 'expected "first_token" or "first_answer"' }).optional(),
     /** Goodput: the share of a request's per-token gaps that must be within `itl` for the request to count (default 0.99). */
-    itl_percentile: z.number({ error: 'expected a ratio above 0 and at most 1, e.g. 0.99' }).gt(0, { error: 'expected a ratio above 0 and at most 1, e.g. 0.99' }).lte(1, { error: 'expected a ratio above 0 and at most 1, e.g. 0.99' }).optional(),
-  })
+      itl_percentile: z.number({ error: 'expected a ratio above 0 and at most 1, e.g. 0.99' }).gt(0, { error: 'expected a ratio above 0 and at most 1, e.g. 0.99' }).lte(1, { error: 'expected a ratio above 0 and at most 1, e.g. 0.99' }).optional(),
+    },
+    { error: (issue) => (issue.code === 'invalid_type' ? 'expected a mapping such as { objective: 0.99, ttft: 200ms }' : undefined) },
+  )
   .superRefine((slo, ctx) => {
     if (slo.ttft === undefined && slo.itl === undefined && slo.e2e === undefined) {
       ctx.addIssue({ code: 'custom', message: 'expected at least one threshold: ttft, itl or e2e' });
@@ -187,7 +239,48 @@ const workloadList = z
         ctx.addIssue({ code: 'custom', path: [i], message: `workload "${w.name}" has no match rules, so it takes every request and the workloads after it are never used; put it last` });
       }
     });
+    for (const { index, alternative, earlier } of shadowedAlternatives(list)) {
+      const w = list[index] as WorkloadConfigEntry;
+      const first = list[earlier] as WorkloadConfigEntry;
+      ctx.addIssue({
+        code: 'custom',
+        path: alternative === undefined ? [index, 'match'] : [index, 'match', alternative],
+        message: `never decides: workload "${first.name}" (workloads[${earlier}]) comes first and takes every request this matches; put "${w.name}" before "${first.name}", or narrow "${first.name}"`,
+      });
+    }
   });
+
+type WorkloadConfigEntry = z.infer<typeof workload>;
+
+/**
+ * The match alternatives no request can ever reach, because a workload before theirs holds a
+ * subset of their conditions (first match wins): `path: /v1/*` before `path: /v1/chat/completions`,
+ * `x-workload: chat` before `x-workload: chat` plus `x-tier: fast`. Only containment is reported,
+ * never an overlap: two workloads that share some requests are what order is for. A catch-all
+ * before the end has its own message.
+ */
+function shadowedAlternatives(list: readonly WorkloadConfigEntry[]): { index: number; alternative: number | undefined; earlier: number }[] {
+  const alternatives = list.map((w) => (w.match === undefined ? [] : Array.isArray(w.match) ? w.match : [w.match]));
+  const found: { index: number; alternative: number | undefined; earlier: number }[] = [];
+  alternatives.forEach((own, index) => {
+    own.forEach((conditions, k) => {
+      const earlier = alternatives.slice(0, index).findIndex((before) => before.some((broader) => takesEvery(broader, conditions)));
+      if (earlier !== -1) found.push({ index, alternative: Array.isArray(list[index]?.match) ? k : undefined, earlier });
+    });
+  });
+  return found;
+}
+
+/** True when every request `narrower` matches is matched by `broader` too. */
+function takesEvery(broader: MatchConditionsConfig, narrower: MatchConditionsConfig): boolean {
+  if (broader.model !== undefined && broader.model !== narrower.model) return false;
+  if (broader.path !== undefined) {
+    if (narrower.path === undefined) return false;
+    if (broader.path.endsWith('*') ? !narrower.path.startsWith(broader.path.slice(0, -1)) : broader.path !== narrower.path) return false;
+  }
+  const headers = new Map(Object.entries(narrower.header ?? {}).map(([name, value]) => [name.toLowerCase(), value]));
+  return Object.entries(broader.header ?? {}).every(([name, value]) => headers.get(name.toLowerCase()) === value);
+}
 
 /** The node-local DCGM exporter's /metrics, e.g. http://$(NODE_IP):9400/metrics (src/dcgm/). */
 const dcgmUrl = z.string().superRefine((value, ctx) => {
@@ -320,6 +413,13 @@ const extraAlertLabels = z
         ctx.addIssue({ code: 'custom', path: [name], message: `tokentap sets this label itself (${RESERVED_ALERT_LABELS.join(', ')}); choose another name` });
       } else if (holdsTemplate(labels[name] as string)) {
         ctx.addIssue({ code: 'custom', path: [name], message: TEMPLATE_REFUSAL });
+      } else {
+        // YAML's "\ud800" escape gives half a character, which a rule file cannot carry: the YAML
+        // writer escapes it back and Prometheus refuses the file ("invalid Unicode character escape code").
+        const half = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/.exec(labels[name] as string)?.[0];
+        if (half !== undefined) {
+          ctx.addIssue({ code: 'custom', path: [name], message: `expected text of whole Unicode characters: "\\u${half.charCodeAt(0).toString(16)}" is half of one (a lone surrogate), which no rule file can hold` });
+        }
       }
     }
   });

@@ -65,6 +65,15 @@ describe('tokentap CLI', () => {
     expect(lines.at(-1)).toBe('  default        every request; no SLO');
   });
 
+  it('`check` prints each objective and threshold as the file gives it, however many digits (an objective below 1 never as 100%)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tokentap-check-'));
+    const file = join(dir, 'digits.yaml');
+    writeFileSync(file, 'workloads:\n  - name: strict\n    match: { path: /a }\n    slo: { objective: 0.9999995, ttft: 0.0005ms, itl: 4.2ms, e2e: 1.1h }\n  - name: default\n');
+    const out = memoryStream();
+    expect(await main(['check', '--config', file, '--serve-only'], { stdout: out.stream, stderr: memoryStream().stream, env: {} })).toBe(0);
+    expect(out.text().split('\n')[1]).toBe('  strict   path /a; SLO 99.99995%: ttft <= 0.0005ms, itl <= 4.2ms, e2e <= 3960s');
+  });
+
   it('`check` warns when an objective makes a burn-rate condition unreachable, and still accepts the file', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'tokentap-check-'));
     const file = join(dir, 'low.yaml');

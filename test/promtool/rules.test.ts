@@ -124,6 +124,37 @@ describe('rendered rules under promtool and amtool', { timeout: PROMTOOL_TEST_TI
     }
   });
 
+  it('keep every static alert label value exactly as written, however hostile: quotes, backslashes, braces, =~, a newline, unicode, 10,000 characters', async () => {
+    const hostile = {
+      quoted: 'a"b\'c',
+      slashed: 'C:\\new\\"x"',
+      braces: '{workload=~".*"} } {',
+      matcher: 'x=~".+"|y!="z"',
+      lines: 'first\nsecond\ttab',
+      unicode: 'ünïcødé ✓ 日本 🚀 \u202e',
+      long: 'x'.repeat(10_000),
+    };
+    const labels = Object.entries(hostile).map(([name, value]) => `    ${name}: ${JSON.stringify(value)}`).join('\n');
+    const withLabels = configYaml.replace('alerts:\n', `alerts:\n  labels:\n${labels}\n`);
+    expect(withLabels).not.toBe(configYaml);
+    const rendered = await renderInto(settingsFrom(withLabels));
+    try {
+      expect((await run('promtool', ['check', 'rules', 'rules.yaml'], rendered)).code).toBe(0);
+      // The watchdog always fires: its labels are the static ones and its severity, as Prometheus evaluates them.
+      const labels = Object.entries({ __name__: 'ALERTS', alertname: 'TokentapWatchdog', alertstate: 'firing', severity: 'none', ...hostile }).map(([name, value]) => `${name}=${JSON.stringify(value)}`);
+      const test = {
+        rule_files: ['rules.yaml'],
+        evaluation_interval: '1m',
+        tests: [{ interval: '1m', input_series: [], promql_expr_test: [{ expr: 'ALERTS{alertname="TokentapWatchdog"}', eval_time: '1m', exp_samples: [{ labels: `{${labels.join(', ')}}`, value: 1 }] }] }],
+      };
+      await writeFile(join(rendered, 'labels.promtool.yaml'), stringify(test));
+      const result = await run('promtool', ['test', 'rules', 'labels.promtool.yaml'], rendered);
+      expect(result.code, result.output).toBe(0);
+    } finally {
+      await rm(rendered, { recursive: true, force: true });
+    }
+  });
+
   it('fail those unit tests when the rules change (an objective of 70 % cannot page at 20 % bad)', async () => {
     const loose = await renderInto(settingsFrom(configYaml.replace('slo: { objective: 0.99, ttft: 200ms, itl: 50ms }', 'slo: { objective: 0.7, ttft: 200ms, itl: 50ms }')));
     try {

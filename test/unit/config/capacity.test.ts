@@ -20,7 +20,7 @@ describe('capacity: settings', () => {
   it('names the file, line and key of each bad capacity setting', () => {
     expect(problemsOf(() => withFile('capacity:\n  min_samples_per_band: 0.5\n  window: 7d\n  planned_peak_rps: -3\n  headroom_ticket_ratio: 1\n  peak_windw: 1h\n'))).toEqual([
       'c.yaml:2: capacity.min_samples_per_band: expected a whole number of requests, e.g. 100',
-      'c.yaml:3: capacity.window: expected a positive duration like "200ms", "30s" or "5m", got "7d"',
+      'c.yaml:3: capacity.window: expected a duration in ms, s, m or h: days are written in hours, "7d" is "168h"',
       'c.yaml:4: capacity.planned_peak_rps: expected requests per second above 0, e.g. 250',
       'c.yaml:5: capacity.headroom_ticket_ratio: expected a ratio above 0 and below 1, e.g. 0.2',
       'c.yaml:6: capacity.peak_windw: unknown setting; did you mean "peak_window"?',

@@ -157,6 +157,12 @@ alerts:
     expect(load('capacity:\n  window: 720h\n').capacity.windowMs).toBe(720 * 3_600_000);
   });
 
+  it('refuses a label value that is not valid Unicode (a lone surrogate), which would make the rule file one Prometheus cannot read', () => {
+    expect(refusals('alerts:\n  labels:\n    team: "llm\\ud800"\n    ok: "ünïcødé \\u2713"\n')).toEqual([
+      'a.yaml:3: alerts.labels.team: expected text of whole Unicode characters: "\\ud800" is half of one (a lone surrogate), which no rule file can hold',
+    ]);
+  });
+
   it('reports every problem in the section at once', () => {
     expect(refusals('alerts:\n  p99_ttft_severity: warning\n  min_requests_per_hour: -5\n')).toHaveLength(2);
   });
