@@ -26,7 +26,8 @@ Flags:
 
 Exit status: 0 comparable (within tolerance on every dimension both sides report), 1 the benchmark's
 traffic differs from production's (each difference printed with its reason), 2 nothing compared
-(bad flags, unreadable result file, sidecar unreachable, no production request in the window).
+(bad flags, unreadable result file, sidecar unreachable, no production request in the window, no
+dimension reported by both sides).
 `;
 
 interface CompareFlags {
@@ -54,6 +55,11 @@ export async function runProfileCompare(argv: readonly string[], io: CliIO): Pro
     const comparison = compareShapes(live.profile, bench);
     // Labels and messages come from the result file and the admin listener's answer.
     io.stdout.write(terminalText(renderComparison(live, bench, flags.result, comparison)));
+    if (comparison.compared === 0) {
+      // A CI job gating on the exit status must not take "nothing known" for "comparable".
+      io.stderr.write(`tokentap profile compare: nothing compared: no dimension of the benchmark's traffic is reported by both sides (each is listed under "Not compared")\n`);
+      return 2;
+    }
     return comparison.flags.length === 0 ? 0 : 1;
   } catch (error) {
     io.stderr.write(terminalText(`tokentap profile compare: ${error instanceof Error ? error.message : String(error)}\n`));

@@ -100,6 +100,15 @@ describe('tokentap profile compare', () => {
     expect(console.err()).toBe('tokentap profile compare: workload "quiet": no request recorded in the last 1h; nothing to compare the benchmark with (a longer --window?)\n');
   });
 
+  it('exits 2, not 0, when no dimension could be compared: production reported no usage and the result has no start times (was: "Comparable", exit 0)', async () => {
+    admin.profiles.set('blind', workloadProfile({ workload: 'blind', requests: 2, inputTokens: { count: 0 }, outputTokens: { count: 0 }, arrivals: { ratePerSecond: 0.001 } }));
+    const console = io();
+    expect(await main(['profile', 'compare', '--admin', admin.url, '--workload', 'blind', '--result', GUIDELLM_JSON], console.streams)).toBe(2);
+    expect(console.out()).not.toContain('Comparable');
+    expect(console.out()).toContain('Nothing compared: neither side reports a dimension the other does.\nNot compared:\n  ? input length: no production request in the window reported its token usage\n');
+    expect(console.err()).toBe('tokentap profile compare: nothing compared: no dimension of the benchmark\'s traffic is reported by both sides (each is listed under "Not compared")\n');
+  });
+
   it('exits 2 when the admin listener does not answer', async () => {
     const closed = http.createServer();
     await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
