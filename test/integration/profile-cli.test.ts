@@ -137,6 +137,16 @@ describe('GET /profile on the admin listener', () => {
     expect(((await empty.json()) as { error: string }).error).toMatch(/^no request of workload "default" in the window reported both its input and output tokens/);
   });
 
+  it('refuses a query parameter it does not take, naming it, rather than answering the default window (was: ?windw=1h answered 10 minutes, 200)', async () => {
+    for (const [query, name] of [['windw=1h', 'windw'], ['window[]=1h', 'window[]'], ['format=json&workload=chat', 'workload']] as const) {
+      for (const path of ['/profile', '/profile/chat']) {
+        const response = await fetch(`${sidecar.adminUrl}${path}?${query}`);
+        expect(response.status, `${path}?${query}`).toBe(400);
+        expect(await response.json()).toEqual({ error: `unknown query parameter ${JSON.stringify(name)}: ${path === '/profile' ? '/profile' : '/profile/<workload>'} takes format and window (docs/workload-profiles.md)` });
+      }
+    }
+  });
+
   it('counts nothing evicted while the record has room', async () => {
     const metrics = await (await fetch(`${sidecar.adminUrl}/metrics`)).text();
     expect(metrics).not.toContain('tokentap_profile_requests_evicted_total{');
