@@ -112,6 +112,15 @@ describe('tokentap profile refuses with the messages docs/cli.md gives', () => {
     expect(result.stderr).toBe(`tokentap profile: cannot reach the admin listener at http://127.0.0.1:${port} (ECONNREFUSED); is the sidecar running, and is --admin its admin_listen address?\n`);
   });
 
+  it('passes on the sidecar\'s reason for a window longer than a day (exit 1), as docs/cli.md shows it', async () => {
+    expect(await run(['profile', '--admin', sidecar.adminUrl, '--workload', 'chat', '--window', '25h'])).toEqual({
+      code: 1,
+      stdout: '',
+      stderr: 'tokentap profile: /profile/chat: HTTP 400: window="25h": expected a duration above 0 and at most 24h, such as 10m, 90s or 2h\n',
+    });
+    expect(readDoc('docs/cli.md')).toContain('`tokentap profile: /profile/chat: HTTP 400: window="25h": expected a duration above 0 and at most 24h, such as 10m, 90s or 2h`, exit 1');
+  });
+
   it('passes on the sidecar\'s reason for a workload with profile: false, and for a one-workload format asked of all (exit 1)', async () => {
     const privateOne = await run(['profile', '--admin', sidecar.adminUrl, '--workload', 'private']);
     expect(privateOne).toEqual({ code: 1, stdout: '', stderr: 'tokentap profile: /profile/private: HTTP 404: no workload-shape record for workload "private"; recorded workloads: chat, default (a workload with profile: false keeps none)\n' });
