@@ -30,8 +30,10 @@ export interface BenchmarkShape {
   readonly inputTokens: LengthSummary;
   readonly outputTokens: LengthSummary;
   readonly ratePerSecond?: number | undefined;
-  /** From per-request start times; undefined when the result has fewer than 3 of them. */
+  /** From per-request start times; undefined when the result has fewer than 3 of them, or not all of them. */
   readonly interArrivalCv?: number | undefined;
+  /** Why `interArrivalCv` is undefined, where the result says more than that it has too few start times. */
+  readonly interArrivalNote?: string | undefined;
   /** Share of requests with any cached input tokens, when the result reports cached tokens per request. */
   readonly cachedInputShare?: number | undefined;
 }

@@ -94,7 +94,7 @@ function compareArrivals(live: WorkloadProfile, bench: BenchmarkShape, flags: Fi
   if (bench.interArrivalCv === undefined) {
     unknown.push({
       dimension: 'burstiness',
-      reason: `the result has fewer than 3 per-request start times (AIPerf: pass profile_export.jsonl; GuideLLM: keep request samples); production's CV is ${production.toFixed(2)}`,
+      reason: `${bench.interArrivalNote ?? 'the result has fewer than 3 per-request start times (AIPerf: pass profile_export.jsonl; GuideLLM: keep request samples)'}; production's CV is ${production.toFixed(2)}`,
     });
     return false;
   }

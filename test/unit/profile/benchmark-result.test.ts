@@ -91,6 +91,40 @@ describe('reading a GuideLLM report', () => {
     expect(shape?.cachedInputShare).toBe(0.75);
   });
 
+  /** A schema 2 report of a run at a constant 10 requests a second: `kept` of its start times, by status. */
+  function constantRun(total: number, kept: { successful: number[]; errored: number[]; incomplete: number[] }) {
+    const summary = { successful: { mean: 100, median: 100, std_dev: 0, count: kept.successful.length, percentiles: { p50: 100, p99: 100 } } };
+    const records = (indexes: number[]) => indexes.map((i) => ({ request_start_time: 1_760_000_000 + i / 10, prompt_tokens: 100, output_tokens: 10 }));
+    return JSON.stringify({
+      metadata: { version: 2 },
+      benchmarks: [{
+        config: { strategy: { type_: 'constant', rate: 10 } },
+        metrics: {
+          request_totals: { successful: kept.successful.length, errored: kept.errored.length, incomplete: kept.incomplete.length, total },
+          time_to_first_token_ms: summary,
+          prompt_token_count: summary,
+          output_token_count: summary,
+        },
+        requests: { successful: records(kept.successful), errored: records(kept.errored), incomplete: records(kept.incomplete) },
+      }],
+    });
+  }
+
+  it('takes the errored and incomplete requests\' start times as arrivals too: evenly spaced requests, a third of them failed, are evenly spaced (was: CV 0.33)', () => {
+    const all = Array.from({ length: 300 }, (_, i) => i);
+    const [shape] = parseBenchmarkResult(constantRun(300, { successful: all.filter((i) => i % 3 !== 2), errored: all.filter((i) => i % 3 === 2 && i < 290), incomplete: all.filter((i) => i % 3 === 2 && i >= 290) }), 'b.json');
+    // Starts of 1.76e9 s in doubles: gaps equal to about 1e-6 s.
+    expect(shape?.interArrivalCv).toBeCloseTo(0, 4);
+  });
+
+  it('does not take the burstiness of a sample of the requests (sample_size): a random tenth of evenly spaced starts looks near Poisson (was: CV 0.79 for 0)', () => {
+    // A fixed tenth, as GuideLLM's reservoir would keep at random: every gap a multiple of 0.1 s.
+    const kept = [0, 3, 4, 19, 35, 40, 41, 62, 77, 81, 90, 118, 120, 121, 140, 166, 170, 185, 199, 204];
+    const [shape] = parseBenchmarkResult(constantRun(210, { successful: kept, errored: [], incomplete: [] }), 'b.json');
+    expect(shape?.interArrivalCv).toBeUndefined();
+    expect(shape?.interArrivalNote).toBe('GuideLLM kept 20 of its 210 requests (--metrics sample_size): the gaps between a sample of the starts are not the gaps it sent; rerun without sample_size to compare burstiness');
+  });
+
   it('returns one shape per benchmark of a sweep, each labelled with its strategy', () => {
     const one = (kind: string) => ({ config: { strategy: { type_: kind } }, metrics: { time_to_first_token_ms: { successful: { count: 1, median: 5, percentiles: { p99: 9 } } } } });
     const shapes = parseBenchmarkResult(JSON.stringify({ benchmarks: [one('synchronous'), one('throughput'), one('constant')] }), 'sweep.json');

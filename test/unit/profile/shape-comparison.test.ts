@@ -72,6 +72,12 @@ describe('comparing a benchmark with production', () => {
     expect(unknown).toEqual([{ dimension: 'prefix sharing', reason: 'the result reports no cached tokens, while 60 % of production requests had cached input tokens; check the benchmark sent shared prefixes' }]);
   });
 
+  it("gives the result's own reason when it says why it has no burstiness (a GuideLLM sample)", () => {
+    const { unknown, compared } = compareShapes(PRODUCTION, bench({ interArrivalCv: undefined, interArrivalNote: 'GuideLLM kept 20 of its 210 requests' }));
+    expect(unknown).toEqual([{ dimension: 'burstiness', reason: "GuideLLM kept 20 of its 210 requests; production's CV is 1.30" }]);
+    expect(compared).toBe(2);
+  });
+
   it('says production lengths are unknown when no request in the window reported usage, rather than flagging', () => {
     const noUsage = workloadProfile({ ...PRODUCTION, inputTokens: { count: 0 }, outputTokens: { count: 0 } });
     const result = compareShapes(noUsage, bench());
