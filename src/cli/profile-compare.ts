@@ -1,11 +1,13 @@
 import { parseArgs } from 'node:util';
 import { parseDurationMs } from '../config/duration.js';
+import { WORKLOAD_NAME } from '../config/schema.js';
 import { TokentapError } from '../errors.js';
 import { readBenchmarkResult } from '../profile/benchmark-result.js';
 import { renderComparison } from '../profile/comparison-report.js';
 import { fetchLiveWorkload } from '../profile/live-profile-client.js';
 import { compareShapes } from '../profile/shape-comparison.js';
 import type { CliIO } from './main.js';
+import { workloadNameProblem } from './profile.js';
 import { terminalText } from './terminal-text.js';
 
 export const PROFILE_COMPARE_USAGE = `Usage: tokentap profile compare --admin URL --workload NAME --result FILE [flags]
@@ -82,6 +84,7 @@ export function parseCompareFlags(argv: readonly string[]): CompareFlags {
   const problems: string[] = [];
   if (values.admin === undefined) problems.push('--admin URL is required (the sidecar admin listener, e.g. http://127.0.0.1:9464)');
   if (values.workload === undefined || values.workload === '') problems.push('--workload NAME is required');
+  else if (!WORKLOAD_NAME.test(values.workload)) problems.push(workloadNameProblem(values.workload));
   if (values.result === undefined || values.result === '') problems.push('--result FILE is required (a GuideLLM or AIPerf result file)');
   let admin: URL | undefined;
   if (values.admin !== undefined) {

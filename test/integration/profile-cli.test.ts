@@ -102,6 +102,18 @@ describe('tokentap profile refuses with the messages docs/cli.md gives', () => {
     expect((await run(['profile', '--admin', sidecar.adminUrl, '--format', 'csv'])).stderr).toBe('tokentap: TOKENTAP_ERR_USAGE: command line is invalid\n  - --format csv: expected one of json, guidellm, aiperf, mooncake\n');
   });
 
+  it('refuses a --workload that is no workload name, naming the grammar (exit 2): ".." printed the status page\'s HTML as the profile, exit 0', async () => {
+    for (const workload of ['..', '.', '', 'Chat']) {
+      const result = await run(['profile', '--admin', sidecar.adminUrl, '--workload', workload]);
+      expect(result).toEqual({
+        code: 2,
+        stdout: '',
+        stderr: `tokentap: TOKENTAP_ERR_USAGE: command line is invalid\n  - --workload ${JSON.stringify(workload)}: expected a workload name as configured: lower-case letters, digits, "_" or "-", starting with a letter\n`,
+      });
+    }
+    expect(readDoc('docs/cli.md')).toContain('`  - --workload "Chat": expected a workload name as configured: lower-case letters, digits, "_" or "-", starting with a letter`, exit 2');
+  });
+
   it('says where it could not connect (exit 1)', async () => {
     const server = createServer();
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

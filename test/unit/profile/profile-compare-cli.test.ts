@@ -148,6 +148,7 @@ describe('tokentap profile compare', () => {
     [['--workload', 'chat', '--result', 'x.json'], '--admin URL is required'],
     [['--admin', 'ftp://host', '--workload', 'chat', '--result', 'x.json'], '--admin: expected an http:// or https:// URL, got "ftp://host"'],
     [['--admin', 'http://127.0.0.1:9464', '--result', 'x.json'], '--workload NAME is required'],
+    [['--admin', 'http://127.0.0.1:9464', '--workload', '..', '--result', 'x.json'], '--workload "..": expected a workload name as configured: lower-case letters, digits, "_" or "-", starting with a letter'],
     [['--admin', 'http://127.0.0.1:9464', '--workload', 'chat'], '--result FILE is required'],
     [['--admin', 'http://127.0.0.1:9464', '--workload', 'chat', '--result', 'x.json', '--window', 'an hour'], '--window: expected a duration like 30m or 1h, got "an hour"'],
     [['--admin', 'http://127.0.0.1:9464', '--workload', 'chat', '--result', 'x.json', '--benchmark', '1.5'], '--benchmark: expected an index 0, 1, 2..., got "1.5"'],
