@@ -75,7 +75,9 @@ export function latencyPair(values: readonly number[]): LatencyPair {
 /**
  * Coefficient of variation of the gaps between consecutive request starts (stdev / mean): 1 for a
  * Poisson process, 0 for evenly spaced requests, above 1 for bursts. Undefined with fewer than 3
- * starts (fewer than 2 gaps) or when every request started at once.
+ * starts (fewer than 2 gaps) or when every request started at once. The sample stdev (n - 1), as
+ * the production profile takes it (profile-builder.ts), so both sides of a comparison are measured
+ * alike: with few starts the two estimators differ by a factor sqrt(n / (n - 1)).
  */
 export function interArrivalCv(startsSeconds: readonly number[]): number | undefined {
   if (startsSeconds.length < 3) return undefined;
@@ -84,7 +86,9 @@ export function interArrivalCv(startsSeconds: readonly number[]): number | undef
   for (let i = 1; i < sorted.length; i++) gaps.push((sorted[i] as number) - (sorted[i - 1] as number));
   const m = mean(gaps) as number;
   if (m <= 0) return undefined;
-  return (stdev(gaps) as number) / m;
+  let squares = 0;
+  for (const gap of gaps) squares += (gap - m) ** 2;
+  return Math.sqrt(squares / (gaps.length - 1)) / m;
 }
 
 /** Requests per second over the span of the starts; undefined with fewer than 2. */

@@ -59,7 +59,7 @@ describe('reading a GuideLLM report', () => {
 
   it('reads report schema 2: p50 from the percentiles, burstiness from request_start_time, the cached share from cached_tokens', () => {
     const summary = (mean: number, p50: number, p99: number, std: number) => ({ successful: { mean, median: p50 + 1, std_dev: std, count: 4, percentiles: { p50, p99 } } });
-    // Starts 0, 1, 3, 6 s: gaps 1, 2, 3, mean 2, population stdev sqrt(2/3).
+    // Starts 0, 1, 3, 6 s: gaps 1, 2, 3, mean 2, sample stdev 1.
     const starts = [1_760_000_000, 1_760_000_001, 1_760_000_003, 1_760_000_006];
     const report = {
       metadata: { version: 2, guidellm_version: '0.7.3' },
@@ -87,7 +87,7 @@ describe('reading a GuideLLM report', () => {
     expect(shape?.label).toBe('benchmark 0 of 1 (poisson)');
     expect(shape?.ttft).toEqual({ p50: 0.1, p99: 0.4 });
     expect(shape?.inputTokens).toEqual({ mean: 900, stdev: 600, p50: 800, p99: 4000 });
-    expect(shape?.interArrivalCv).toBeCloseTo(Math.sqrt(2 / 3) / 2, 12);
+    expect(shape?.interArrivalCv).toBeCloseTo(1 / 2, 12);
     expect(shape?.cachedInputShare).toBe(0.75);
   });
 
