@@ -32,7 +32,7 @@ interface ProfileQuery {
  */
 export function registerProfileRoutes(app: FastifyInstance, store: ProfileStore, counters: LimitCounters, budget = new ProfileWorkBudget()): void {
   app.get<{ Querystring: ProfileQuery }>('/profile', async (request, reply) => {
-    const asked = parseQuery(request.query, reply);
+    const asked = parseQuery(request.query, reply, '/profile');
     if (asked === undefined) return reply;
     if (asked.format !== 'json' && asked.format !== 'aiperf') {
       return refuse(reply, 400, `format=${asked.format} exports one workload: ask /profile/<workload>?format=${asked.format} (workloads: ${store.workloads.join(', ')})`);
@@ -46,7 +46,7 @@ export function registerProfileRoutes(app: FastifyInstance, store: ProfileStore,
   });
 
   app.get<{ Params: { workload: string }; Querystring: ProfileQuery }>('/profile/:workload', async (request, reply) => {
-    const asked = parseQuery(request.query, reply);
+    const asked = parseQuery(request.query, reply, '/profile/<workload>');
     if (asked === undefined) return reply;
     if (budget.waitMs() > 0) return busy(reply, budget, counters);
     return budget.run(() => {
@@ -130,7 +130,15 @@ export class ProfileWorkBudget {
   }
 }
 
-function parseQuery(query: ProfileQuery, reply: FastifyReply): { format: ProfileFormat; windowMs: number } | undefined {
+/** The query parameters the routes take; any other is refused, so a misspelt `window` is not answered as the default one. */
+const QUERY_PARAMETERS: ReadonlySet<string> = new Set(['format', 'window']);
+
+function parseQuery(query: ProfileQuery, reply: FastifyReply, route: string): { format: ProfileFormat; windowMs: number } | undefined {
+  const unknown = Object.keys(query).find((name) => !QUERY_PARAMETERS.has(name));
+  if (unknown !== undefined) {
+    refuse(reply, 400, `unknown query parameter ${JSON.stringify(unknown)}: ${route} takes format and window (docs/workload-profiles.md)`);
+    return undefined;
+  }
   const format = query.format ?? 'json';
   if (!(PROFILE_FORMATS as readonly string[]).includes(format)) {
     refuse(reply, 400, `format=${JSON.stringify(format)}: expected one of ${PROFILE_FORMATS.join(', ')}`);

@@ -1,11 +1,13 @@
 import { parseArgs } from 'node:util';
 import { parseDurationMs } from '../config/duration.js';
+import { WORKLOAD_NAME } from '../config/schema.js';
 import { TokentapError } from '../errors.js';
 import { readBenchmarkResult } from '../profile/benchmark-result.js';
 import { renderComparison } from '../profile/comparison-report.js';
 import { fetchLiveWorkload } from '../profile/live-profile-client.js';
 import { compareShapes } from '../profile/shape-comparison.js';
 import type { CliIO } from './main.js';
+import { workloadNameProblem } from './profile.js';
 import { terminalText } from './terminal-text.js';
 
 export const PROFILE_COMPARE_USAGE = `Usage: tokentap profile compare --admin URL --workload NAME --result FILE [flags]
@@ -26,7 +28,8 @@ Flags:
 
 Exit status: 0 comparable (within tolerance on every dimension both sides report), 1 the benchmark's
 traffic differs from production's (each difference printed with its reason), 2 nothing compared
-(bad flags, unreadable result file, sidecar unreachable, no production request in the window).
+(bad flags, unreadable result file, sidecar unreachable, no production request in the window, no
+dimension reported by both sides).
 `;
 
 interface CompareFlags {
@@ -54,6 +57,11 @@ export async function runProfileCompare(argv: readonly string[], io: CliIO): Pro
     const comparison = compareShapes(live.profile, bench);
     // Labels and messages come from the result file and the admin listener's answer.
     io.stdout.write(terminalText(renderComparison(live, bench, flags.result, comparison)));
+    if (comparison.compared === 0) {
+      // A CI job gating on the exit status must not take "nothing known" for "comparable".
+      io.stderr.write(`tokentap profile compare: nothing compared: no dimension of the benchmark's traffic is reported by both sides (each is listed under "Not compared")\n`);
+      return 2;
+    }
     return comparison.flags.length === 0 ? 0 : 1;
   } catch (error) {
     io.stderr.write(terminalText(`tokentap profile compare: ${error instanceof Error ? error.message : String(error)}\n`));
@@ -76,6 +84,7 @@ export function parseCompareFlags(argv: readonly string[]): CompareFlags {
   const problems: string[] = [];
   if (values.admin === undefined) problems.push('--admin URL is required (the sidecar admin listener, e.g. http://127.0.0.1:9464)');
   if (values.workload === undefined || values.workload === '') problems.push('--workload NAME is required');
+  else if (!WORKLOAD_NAME.test(values.workload)) problems.push(workloadNameProblem(values.workload));
   if (values.result === undefined || values.result === '') problems.push('--result FILE is required (a GuideLLM or AIPerf result file)');
   let admin: URL | undefined;
   if (values.admin !== undefined) {

@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util';
 import { DEFAULT_PROFILE_WINDOW, OMITTED_ROWS_HEADER, PROFILE_FORMATS } from '../admin/profile-routes.js';
+import { WORKLOAD_NAME } from '../config/schema.js';
 import { TokentapError } from '../errors.js';
 import { readBounded } from './bounded-answer.js';
 import type { CliIO } from './main.js';
@@ -96,9 +97,18 @@ function parseProfileFlags(argv: readonly string[]): ProfileFlags {
     throw new TokentapError('TOKENTAP_ERR_USAGE', [`--admin ${JSON.stringify(values.admin)}: expected a URL such as http://127.0.0.1:9464`]);
   }
   if (admin.protocol !== 'http:' && admin.protocol !== 'https:') throw new TokentapError('TOKENTAP_ERR_USAGE', [`--admin ${values.admin}: expected an http:// or https:// URL`]);
+  if (values.workload !== undefined && !WORKLOAD_NAME.test(values.workload)) throw new TokentapError('TOKENTAP_ERR_USAGE', [workloadNameProblem(values.workload)]);
   const format = values.format ?? 'json';
   if (!(PROFILE_FORMATS as readonly string[]).includes(format)) throw new TokentapError('TOKENTAP_ERR_USAGE', [`--format ${format}: expected one of ${PROFILE_FORMATS.join(', ')}`]);
   return { admin, workload: values.workload, format, window: values.window ?? DEFAULT_PROFILE_WINDOW };
+}
+
+/**
+ * A --workload that no configuration can name. Checked here because it goes into the URL's path,
+ * where ".." or "." (even as %2E) is a dot segment: `/profile/..` is `/`, the status page.
+ */
+export function workloadNameProblem(workload: string): string {
+  return `--workload ${JSON.stringify(workload)}: expected a workload name as configured: lower-case letters, digits, "_" or "-", starting with a letter`;
 }
 
 function profileUrl(flags: ProfileFlags): URL {

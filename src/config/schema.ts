@@ -97,10 +97,12 @@ const bucketList = z
     }
   });
 
-/** Label-safe: it becomes the `workload` label and part of alert and dashboard names. */
+/** A workload's name: label-safe, since it becomes the `workload` label and part of alert and dashboard names. */
+export const WORKLOAD_NAME = /^[a-z][a-z0-9_-]{0,62}$/;
+
 const workloadName = z
   .string({ error: 'expected a workload name, e.g. "chat"' })
-  .regex(/^[a-z][a-z0-9_-]{0,62}$/, { error: 'expected a name of lower-case letters, digits, "_" or "-", starting with a letter (it becomes a label value)' });
+  .regex(WORKLOAD_NAME, { error: 'expected a name of lower-case letters, digits, "_" or "-", starting with a letter (it becomes a label value)' });
 
 /**
  * How a request is assigned to a workload. All given conditions must hold; workloads are tried in

@@ -21,8 +21,8 @@ export function aiperfArguments(profile: WorkloadProfile): string {
 /**
  * Every workload as one `--seq-dist` mixture (AIPerf sequence_distribution_parser.py, semicolon
  * form `ISL|ISL_STDDEV,OSL|OSL_STDDEV:PROB;...`, probabilities in percent summing to exactly 100),
- * one component per workload weighted by its share of the requests, and the arrivals of all of
- * them together (`arrivals`, from profile-store.ts mergedArrivals).
+ * one component per workload weighted by its share of the requests that reported input tokens,
+ * and the arrivals of all of them together (`arrivals`, from profile-store.ts mergedArrivals).
  */
 export function aiperfMixtureArguments(set: ProfileSet, arrivals: WorkloadProfile['arrivals']): string {
   const parts = set.workloads.filter((p) => p.inputTokens.count > 0);

@@ -30,8 +30,10 @@ export interface BenchmarkShape {
   readonly inputTokens: LengthSummary;
   readonly outputTokens: LengthSummary;
   readonly ratePerSecond?: number | undefined;
-  /** From per-request start times; undefined when the result has fewer than 3 of them. */
+  /** From per-request start times; undefined when the result has fewer than 3 of them, or not all of them. */
   readonly interArrivalCv?: number | undefined;
+  /** Why `interArrivalCv` is undefined, where the result says more than that it has too few start times. */
+  readonly interArrivalNote?: string | undefined;
   /** Share of requests with any cached input tokens, when the result reports cached tokens per request. */
   readonly cachedInputShare?: number | undefined;
 }
@@ -73,7 +75,9 @@ export function latencyPair(values: readonly number[]): LatencyPair {
 /**
  * Coefficient of variation of the gaps between consecutive request starts (stdev / mean): 1 for a
  * Poisson process, 0 for evenly spaced requests, above 1 for bursts. Undefined with fewer than 3
- * starts (fewer than 2 gaps) or when every request started at once.
+ * starts (fewer than 2 gaps) or when every request started at once. The sample stdev (n - 1), as
+ * the production profile takes it (profile-builder.ts), so both sides of a comparison are measured
+ * alike: with few starts the two estimators differ by a factor sqrt(n / (n - 1)).
  */
 export function interArrivalCv(startsSeconds: readonly number[]): number | undefined {
   if (startsSeconds.length < 3) return undefined;
@@ -82,7 +86,9 @@ export function interArrivalCv(startsSeconds: readonly number[]): number | undef
   for (let i = 1; i < sorted.length; i++) gaps.push((sorted[i] as number) - (sorted[i - 1] as number));
   const m = mean(gaps) as number;
   if (m <= 0) return undefined;
-  return (stdev(gaps) as number) / m;
+  let squares = 0;
+  for (const gap of gaps) squares += (gap - m) ** 2;
+  return Math.sqrt(squares / (gaps.length - 1)) / m;
 }
 
 /** Requests per second over the span of the starts; undefined with fewer than 2. */

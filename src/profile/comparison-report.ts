@@ -33,7 +33,9 @@ export function renderComparison(live: LiveWorkload, bench: BenchmarkShape, resu
     `  Burstiness: the coefficient of variation of the gaps between arrivals (1 = Poisson, 0 = evenly spaced, above 1 = bursts).`,
     '',
   ];
-  if (comparison.flags.length === 0) {
+  if (comparison.compared === 0) {
+    lines.push(`Nothing compared: neither side reports a dimension the other does.`);
+  } else if (comparison.flags.length === 0) {
     lines.push(`Comparable: the benchmark's traffic is within tolerance of production's on every dimension both sides report.`);
   } else {
     lines.push(`Not production's traffic on ${comparison.flags.length} ${comparison.flags.length === 1 ? 'dimension' : 'dimensions'}:`);

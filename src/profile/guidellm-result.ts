@@ -9,8 +9,12 @@ import { interArrivalCv, type BenchmarkShape, type LatencyPair, type LengthSumma
  * `GenerativeMetrics`) holds `StatusDistributionSummary` objects (schemas/statistics.py): per
  * status (`successful`, ...) `mean`, `median`, `std_dev`, `percentiles.p50`/`p99` (schema 1 has no
  * `p50`: its `median` stands in). Per-request records (`requests.successful[]`,
- * schemas/request_stats.py `GenerativeRequestStats`) give the start times burstiness needs;
- * GuideLLM may keep only a sample of them (`--metrics kind=generative,sample_size=N`).
+ * schemas/request_stats.py `GenerativeRequestStats`) give the start times burstiness needs: those
+ * of every status, since a failed request arrived too. GuideLLM may keep only a random sample of
+ * them (`--metrics kind=generative,sample_size=N`, benchmark/schemas/accumulator.py reservoir
+ * sampling), and the gaps between a sample's starts are not the gaps sent (a tenth of evenly spaced
+ * starts has a CV near 1): burstiness is read only when every request's record is kept, which
+ * `metrics.request_totals.total` (schema 1: the benchmark's `request_totals`) tells.
  */
 export function guidellmShapes(report: Record<string, unknown>, where: string): BenchmarkShape[] {
   const benchmarks = report['benchmarks'];
@@ -30,8 +34,11 @@ function benchmarkShape(benchmark: Record<string, unknown>, label: string, where
   };
   const ttft = successful('time_to_first_token_ms');
   if (ttft === undefined) throw new Error(`${where}.metrics.time_to_first_token_ms.successful: missing; is this a GuideLLM generative benchmark?`);
-  const records = successfulRecords(benchmark);
-  const starts = records.map(startOf).filter((s): s is number => s !== undefined);
+  const records = recordsOf(benchmark, 'successful');
+  const arrivals = [...records, ...recordsOf(benchmark, 'errored'), ...recordsOf(benchmark, 'incomplete')];
+  const starts = arrivals.map(startOf).filter((s): s is number => s !== undefined);
+  const total = requestTotal(benchmark);
+  const sampled = starts.length >= 3 && total !== undefined && arrivals.length < total;
   const cached = records.map((r) => r['cached_tokens']).filter((c): c is number => typeof c === 'number');
   const rate = successful('requests_per_second');
   return {
@@ -43,7 +50,10 @@ function benchmarkShape(benchmark: Record<string, unknown>, label: string, where
     inputTokens: lengths(successful('prompt_token_count')),
     outputTokens: lengths(successful('output_token_count')),
     ratePerSecond: rate === undefined ? undefined : numberAt(rate, 'mean'),
-    interArrivalCv: interArrivalCv(starts),
+    interArrivalCv: sampled ? undefined : interArrivalCv(starts),
+    interArrivalNote: sampled
+      ? `GuideLLM kept ${arrivals.length} of its ${total} requests (--metrics sample_size): the gaps between a sample of the starts are not the gaps it sent; rerun without sample_size to compare burstiness`
+      : undefined,
     cachedInputShare: cached.length === 0 ? undefined : cached.filter((c) => c > 0).length / cached.length,
   };
 }
@@ -57,10 +67,18 @@ function strategyOf(benchmark: Record<string, unknown>): string {
   return '';
 }
 
-function successfulRecords(benchmark: Record<string, unknown>): Record<string, unknown>[] {
+function recordsOf(benchmark: Record<string, unknown>, status: 'successful' | 'errored' | 'incomplete'): Record<string, unknown>[] {
   const requests = benchmark['requests'];
-  if (!isObject(requests) || !Array.isArray(requests['successful'])) return [];
-  return requests['successful'].filter(isObject);
+  if (!isObject(requests) || !Array.isArray(requests[status])) return [];
+  return requests[status].filter(isObject);
+}
+
+/** Requests the benchmark sent, of every status: schema 2 in `metrics.request_totals`, schema 1 beside `metrics`. */
+function requestTotal(benchmark: Record<string, unknown>): number | undefined {
+  for (const holder of [benchmark['metrics'], benchmark]) {
+    if (isObject(holder) && isObject(holder['request_totals'])) return numberAt(holder['request_totals'], 'total');
+  }
+  return undefined;
 }
 
 /** Schema 2 dumps the computed `request_start_time`; schema 1 has `start_time` and `scheduler_info.request_start`. */

@@ -157,17 +157,16 @@ export class ProfileStore {
 
   /**
    * The last `windowMs` up to now, starting no earlier than the store (the sidecar) did. Where a
-   * record has dropped requests that started inside it, the window starts at the oldest request
-   * still held, so a profile never claims a span it cannot see: a rate over a span it did not see
-   * would be diluted by it (30 minutes asked of a sidecar up for one would give a thirtieth).
+   * record has dropped requests that started inside it, the window starts where the last of them
+   * started: every finished request that started after that is held, so a profile never claims a
+   * span it cannot see whole. A rate over a span it did not see would be diluted by it (30 minutes
+   * asked of a sidecar up for one would give a thirtieth), and one over a span it saw in part
+   * would miss the short requests a long one outlived in the record.
    */
   private window(windowMs: number, records: readonly WorkloadRecord[]): ProfileWindow {
     const endUnixMs = this.unixOffsetMs + this.clock.nowMs();
     let startUnixMs = Math.max(endUnixMs - windowMs, this.createdUnixMs);
-    for (const { ring } of records) {
-      const oldest = ring.oldestStartUnixMs;
-      if (ring.evicted > 0 && oldest !== undefined && oldest > startUnixMs) startUnixMs = oldest;
-    }
+    for (const { ring } of records) startUnixMs = Math.max(startUnixMs, ring.droppedStartUnixMs);
     return { startUnixMs, endUnixMs, seconds: (endUnixMs - startUnixMs) / 1000 };
   }
 }

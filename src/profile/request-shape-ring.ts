@@ -49,6 +49,12 @@ export class RequestShapeRing {
   private hashesHeld = 0;
   /** Requests dropped to make room, since start. */
   evicted = 0;
+  /**
+   * The latest start of any request dropped (-Infinity before the first): requests are dropped in
+   * the order they finished, so a long request can outlive shorter ones that started after it, and
+   * only the requests that started after this one are all held.
+   */
+  droppedStartUnixMs = Number.NEGATIVE_INFINITY;
 
   /** `capacity` requests and `hashCapacity` block hashes; no request keeps more than `maxHashesPerRequest` (at most 65,535). */
   constructor(capacity: number, hashCapacity: number, maxHashesPerRequest: number) {
@@ -104,11 +110,6 @@ export class RequestShapeRing {
     return shapes;
   }
 
-  /** When the oldest held request started; undefined when empty. */
-  get oldestStartUnixMs(): number | undefined {
-    return this.size === 0 ? undefined : this.start[this.head];
-  }
-
   private shapeAt(slot: number): RequestShape {
     const count = this.hashCount[slot] as number;
     const first = this.hashStart[slot] as number;
@@ -126,6 +127,7 @@ export class RequestShapeRing {
   }
 
   private dropOldest(): void {
+    this.droppedStartUnixMs = Math.max(this.droppedStartUnixMs, this.start[this.head] as number);
     const count = this.hashCount[this.head] as number;
     this.hashHead = (this.hashHead + count) % this.hashCapacity;
     this.hashesHeld -= count;

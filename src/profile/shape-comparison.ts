@@ -35,30 +35,34 @@ export interface ShapeComparison {
   readonly flags: readonly Finding[];
   /** Dimensions the result file or the live profile says nothing about. */
   readonly unknown: readonly Finding[];
+  /** How many dimensions both sides report (flagged or within tolerance): 0 means nothing was compared. */
+  readonly compared: number;
 }
 
 export function compareShapes(live: WorkloadProfile, bench: BenchmarkShape): ShapeComparison {
   const flags: Finding[] = [];
   const unknown: Finding[] = [];
+  let compared = 0;
   for (const [name, production, benchmark] of [
     ['input length', live.inputTokens, bench.inputTokens],
     ['output length', live.outputTokens, bench.outputTokens],
   ] as const) {
-    compareLengths(name, production, benchmark, flags, unknown);
+    if (compareLengths(name, production, benchmark, flags, unknown)) compared++;
   }
-  compareArrivals(live, bench, flags, unknown);
-  comparePrefixes(live, bench, flags, unknown);
-  return { flags, unknown };
+  if (compareArrivals(live, bench, flags, unknown)) compared++;
+  if (comparePrefixes(live, bench, flags, unknown)) compared++;
+  return { flags, unknown, compared };
 }
 
-function compareLengths(name: string, production: Distribution, benchmark: LengthSummary, flags: Finding[], unknown: Finding[]): void {
+/** Each compare function: true when both sides report the dimension, so it was compared. */
+function compareLengths(name: string, production: Distribution, benchmark: LengthSummary, flags: Finding[], unknown: Finding[]): boolean {
   if (production.count === 0 || production.mean === undefined) {
     unknown.push({ dimension: name, reason: 'no production request in the window reported its token usage' });
-    return;
+    return false;
   }
   if (benchmark.mean === undefined) {
     unknown.push({ dimension: name, reason: 'the result file has no mean for it' });
-    return;
+    return false;
   }
   const off = relative(benchmark.mean, production.mean);
   if (Math.abs(off) > TOLERANCES.lengthMean) {
@@ -78,20 +82,21 @@ function compareLengths(name: string, production: Distribution, benchmark: Lengt
       flags.push({ dimension: `${name} spread`, reason: `stdev/mean ${spreadBenchmark.toFixed(2)} in the benchmark, ${spreadProduction.toFixed(2)} in production (tolerance ±${TOLERANCES.lengthSpread}): ${why}` });
     }
   }
+  return true;
 }
 
-function compareArrivals(live: WorkloadProfile, bench: BenchmarkShape, flags: Finding[], unknown: Finding[]): void {
+function compareArrivals(live: WorkloadProfile, bench: BenchmarkShape, flags: Finding[], unknown: Finding[]): boolean {
   const production = live.arrivals.interArrivalCv;
   if (production === undefined) {
     unknown.push({ dimension: 'burstiness', reason: 'fewer than 3 production arrivals in the window' });
-    return;
+    return false;
   }
   if (bench.interArrivalCv === undefined) {
     unknown.push({
       dimension: 'burstiness',
-      reason: `the result has fewer than 3 per-request start times (AIPerf: pass profile_export.jsonl; GuideLLM: keep request samples); production's CV is ${production.toFixed(2)}`,
+      reason: `${bench.interArrivalNote ?? 'the result has fewer than 3 per-request start times (AIPerf: pass profile_export.jsonl; GuideLLM: keep request samples)'}; production's CV is ${production.toFixed(2)}`,
     });
-    return;
+    return false;
   }
   if (Math.abs(bench.interArrivalCv - production) > TOLERANCES.arrivalCv) {
     flags.push({
@@ -99,6 +104,7 @@ function compareArrivals(live: WorkloadProfile, bench: BenchmarkShape, flags: Fi
       reason: `inter-arrival CV ${bench.interArrivalCv.toFixed(2)} in the benchmark (${cvMeaning(bench.interArrivalCv)}), ${production.toFixed(2)} in production (${cvMeaning(production)}; tolerance ±${TOLERANCES.arrivalCv})`,
     });
   }
+  return true;
 }
 
 /** What a CV of inter-arrival times says about arrivals. */
@@ -108,7 +114,7 @@ export function cvMeaning(cv: number): string {
   return 'bursty';
 }
 
-function comparePrefixes(live: WorkloadProfile, bench: BenchmarkShape, flags: Finding[], unknown: Finding[]): void {
+function comparePrefixes(live: WorkloadProfile, bench: BenchmarkShape, flags: Finding[], unknown: Finding[]): boolean {
   // Like for like: cached-token shares when both sides report them, else production's fingerprint share.
   const production = live.cachedInputShare ?? live.prefixSharing.sharedPrefixShare;
   const what = live.cachedInputShare === undefined ? 'share a leading block with another request' : 'had cached input tokens';
@@ -116,12 +122,13 @@ function comparePrefixes(live: WorkloadProfile, bench: BenchmarkShape, flags: Fi
     if (production > TOLERANCES.prefixShare) {
       unknown.push({ dimension: 'prefix sharing', reason: `the result reports no cached tokens, while ${percent(production)} of production requests ${what}; check the benchmark sent shared prefixes` });
     }
-    return;
+    return false;
   }
   if (Math.abs(bench.cachedInputShare - production) > TOLERANCES.prefixShare) {
     const absent = bench.cachedInputShare === 0 ? 'absent from the benchmark' : `${percent(bench.cachedInputShare)} of benchmark requests had cached input tokens`;
     flags.push({ dimension: 'prefix sharing', reason: `${absent}, while ${percent(production)} of production requests ${what} (tolerance ±${TOLERANCES.prefixShare * 100} points)` });
   }
+  return true;
 }
 
 function relative(benchmark: number, production: number): number {

@@ -102,6 +102,18 @@ describe('tokentap profile refuses with the messages docs/cli.md gives', () => {
     expect((await run(['profile', '--admin', sidecar.adminUrl, '--format', 'csv'])).stderr).toBe('tokentap: TOKENTAP_ERR_USAGE: command line is invalid\n  - --format csv: expected one of json, guidellm, aiperf, mooncake\n');
   });
 
+  it('refuses a --workload that is no workload name, naming the grammar (exit 2): ".." printed the status page\'s HTML as the profile, exit 0', async () => {
+    for (const workload of ['..', '.', '', 'Chat']) {
+      const result = await run(['profile', '--admin', sidecar.adminUrl, '--workload', workload]);
+      expect(result).toEqual({
+        code: 2,
+        stdout: '',
+        stderr: `tokentap: TOKENTAP_ERR_USAGE: command line is invalid\n  - --workload ${JSON.stringify(workload)}: expected a workload name as configured: lower-case letters, digits, "_" or "-", starting with a letter\n`,
+      });
+    }
+    expect(readDoc('docs/cli.md')).toContain('`  - --workload "Chat": expected a workload name as configured: lower-case letters, digits, "_" or "-", starting with a letter`, exit 2');
+  });
+
   it('says where it could not connect (exit 1)', async () => {
     const server = createServer();
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -110,6 +122,15 @@ describe('tokentap profile refuses with the messages docs/cli.md gives', () => {
     const result = await run(['profile', '--admin', `http://127.0.0.1:${port}`]);
     expect(result.code).toBe(1);
     expect(result.stderr).toBe(`tokentap profile: cannot reach the admin listener at http://127.0.0.1:${port} (ECONNREFUSED); is the sidecar running, and is --admin its admin_listen address?\n`);
+  });
+
+  it('passes on the sidecar\'s reason for a window longer than a day (exit 1), as docs/cli.md shows it', async () => {
+    expect(await run(['profile', '--admin', sidecar.adminUrl, '--workload', 'chat', '--window', '25h'])).toEqual({
+      code: 1,
+      stdout: '',
+      stderr: 'tokentap profile: /profile/chat: HTTP 400: window="25h": expected a duration above 0 and at most 24h, such as 10m, 90s or 2h\n',
+    });
+    expect(readDoc('docs/cli.md')).toContain('`tokentap profile: /profile/chat: HTTP 400: window="25h": expected a duration above 0 and at most 24h, such as 10m, 90s or 2h`, exit 1');
   });
 
   it('passes on the sidecar\'s reason for a workload with profile: false, and for a one-workload format asked of all (exit 1)', async () => {
@@ -135,6 +156,16 @@ describe('GET /profile on the admin listener', () => {
     const empty = await fetch(`${sidecar.adminUrl}/profile/default?format=mooncake`);
     expect(empty.status).toBe(404);
     expect(((await empty.json()) as { error: string }).error).toMatch(/^no request of workload "default" in the window reported both its input and output tokens/);
+  });
+
+  it('refuses a query parameter it does not take, naming it, rather than answering the default window (was: ?windw=1h answered 10 minutes, 200)', async () => {
+    for (const [query, name] of [['windw=1h', 'windw'], ['window[]=1h', 'window[]'], ['format=json&workload=chat', 'workload']] as const) {
+      for (const path of ['/profile', '/profile/chat']) {
+        const response = await fetch(`${sidecar.adminUrl}${path}?${query}`);
+        expect(response.status, `${path}?${query}`).toBe(400);
+        expect(await response.json()).toEqual({ error: `unknown query parameter ${JSON.stringify(name)}: ${path === '/profile' ? '/profile' : '/profile/<workload>'} takes format and window (docs/workload-profiles.md)` });
+      }
+    }
   });
 
   it('counts nothing evicted while the record has room', async () => {

@@ -132,6 +132,12 @@ describe('the workload-shape record keeps nothing of the prompts', () => {
     }
   });
 
+  it('names no model in a profile or an export (the model is a metric label, not part of a workload\'s shape)', () => {
+    const profiles = outputs.filter(([where]) => where.startsWith('/profile'));
+    expect(profiles).toHaveLength(7);
+    for (const [where, text] of profiles) expect(text.includes('secret-model'), `${where} names the model`).toBe(false);
+  });
+
   it('never lets the fingerprint key out, in any encoding', () => {
     for (const form of encodings(KEY)) {
       for (const [where, text] of outputs) expect(text.includes(form), `${where} holds the key`).toBe(false);

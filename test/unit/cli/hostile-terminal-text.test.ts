@@ -113,7 +113,8 @@ describe('tokentap profile compare with a hostile result file or admin listener'
     const benchmark = { config: { strategy: { type_: 'sync\u001b]0;owned\u0007\u009b2J' } }, metrics: { time_to_first_token_ms: { successful: { count: 3, median: 10, percentiles: { p99: 20 } } } } };
     await writeFile(result, JSON.stringify({ benchmarks: [benchmark] }));
     const compared = await run(['profile', 'compare', '--admin', admin.url, '--workload', 'chat', '--result', result]);
-    expect(compared.stderr).toBe('');
+    // The result holds TTFT only: nothing of its traffic to compare, said on stderr (exit 2).
+    expect(compared.stderr).toMatch(/^tokentap profile compare: nothing compared: /);
     expect(compared.stdout).not.toMatch(CONTROLS);
     expect(compared.stdout).toContain('GuideLLM benchmark 0 of 1 (sync?]0;owned??2J)');
   });

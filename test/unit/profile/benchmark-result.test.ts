@@ -59,7 +59,7 @@ describe('reading a GuideLLM report', () => {
 
   it('reads report schema 2: p50 from the percentiles, burstiness from request_start_time, the cached share from cached_tokens', () => {
     const summary = (mean: number, p50: number, p99: number, std: number) => ({ successful: { mean, median: p50 + 1, std_dev: std, count: 4, percentiles: { p50, p99 } } });
-    // Starts 0, 1, 3, 6 s: gaps 1, 2, 3, mean 2, population stdev sqrt(2/3).
+    // Starts 0, 1, 3, 6 s: gaps 1, 2, 3, mean 2, sample stdev 1.
     const starts = [1_760_000_000, 1_760_000_001, 1_760_000_003, 1_760_000_006];
     const report = {
       metadata: { version: 2, guidellm_version: '0.7.3' },
@@ -87,8 +87,42 @@ describe('reading a GuideLLM report', () => {
     expect(shape?.label).toBe('benchmark 0 of 1 (poisson)');
     expect(shape?.ttft).toEqual({ p50: 0.1, p99: 0.4 });
     expect(shape?.inputTokens).toEqual({ mean: 900, stdev: 600, p50: 800, p99: 4000 });
-    expect(shape?.interArrivalCv).toBeCloseTo(Math.sqrt(2 / 3) / 2, 12);
+    expect(shape?.interArrivalCv).toBeCloseTo(1 / 2, 12);
     expect(shape?.cachedInputShare).toBe(0.75);
+  });
+
+  /** A schema 2 report of a run at a constant 10 requests a second: `kept` of its start times, by status. */
+  function constantRun(total: number, kept: { successful: number[]; errored: number[]; incomplete: number[] }) {
+    const summary = { successful: { mean: 100, median: 100, std_dev: 0, count: kept.successful.length, percentiles: { p50: 100, p99: 100 } } };
+    const records = (indexes: number[]) => indexes.map((i) => ({ request_start_time: 1_760_000_000 + i / 10, prompt_tokens: 100, output_tokens: 10 }));
+    return JSON.stringify({
+      metadata: { version: 2 },
+      benchmarks: [{
+        config: { strategy: { type_: 'constant', rate: 10 } },
+        metrics: {
+          request_totals: { successful: kept.successful.length, errored: kept.errored.length, incomplete: kept.incomplete.length, total },
+          time_to_first_token_ms: summary,
+          prompt_token_count: summary,
+          output_token_count: summary,
+        },
+        requests: { successful: records(kept.successful), errored: records(kept.errored), incomplete: records(kept.incomplete) },
+      }],
+    });
+  }
+
+  it('takes the errored and incomplete requests\' start times as arrivals too: evenly spaced requests, a third of them failed, are evenly spaced (was: CV 0.33)', () => {
+    const all = Array.from({ length: 300 }, (_, i) => i);
+    const [shape] = parseBenchmarkResult(constantRun(300, { successful: all.filter((i) => i % 3 !== 2), errored: all.filter((i) => i % 3 === 2 && i < 290), incomplete: all.filter((i) => i % 3 === 2 && i >= 290) }), 'b.json');
+    // Starts of 1.76e9 s in doubles: gaps equal to about 1e-6 s.
+    expect(shape?.interArrivalCv).toBeCloseTo(0, 4);
+  });
+
+  it('does not take the burstiness of a sample of the requests (sample_size): a random tenth of evenly spaced starts looks near Poisson (was: CV 0.79 for 0)', () => {
+    // A fixed tenth, as GuideLLM's reservoir would keep at random: every gap a multiple of 0.1 s.
+    const kept = [0, 3, 4, 19, 35, 40, 41, 62, 77, 81, 90, 118, 120, 121, 140, 166, 170, 185, 199, 204];
+    const [shape] = parseBenchmarkResult(constantRun(210, { successful: kept, errored: [], incomplete: [] }), 'b.json');
+    expect(shape?.interArrivalCv).toBeUndefined();
+    expect(shape?.interArrivalNote).toBe('GuideLLM kept 20 of its 210 requests (--metrics sample_size): the gaps between a sample of the starts are not the gaps it sent; rerun without sample_size to compare burstiness');
   });
 
   it('returns one shape per benchmark of a sweep, each labelled with its strategy', () => {

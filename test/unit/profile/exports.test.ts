@@ -131,6 +131,20 @@ describe('the Mooncake trace export', () => {
   });
 });
 
+describe('the Mooncake trace ids across exports', () => {
+  it('numbers ids by first appearance in the window: the same window twice alike, a later window differently', () => {
+    const { store } = scenario();
+    const ids = (shapes: readonly RequestShape[]) => mooncakeRows(shapes, BLOCK).rows.map((r) => r.hash_ids);
+    const held = store.shapes('chat', 600_000)?.shapes ?? [];
+    expect(ids(held)).toEqual(ids(store.shapes('chat', 600_000)?.shapes ?? []));
+    // Without the first request (a window starting after it), the shared system prompt's blocks get
+    // other ids: request 2 is the first behind it there, after request 1's own blocks.
+    const later = ids(held.slice(1));
+    expect(later[1]?.slice(0, 2)).not.toEqual(ids(held)[0]?.slice(0, 2));
+    expect(later[1]?.slice(0, 2)).toEqual(later[3]?.slice(0, 2));
+  });
+});
+
 describe('the Mooncake trace of a broken upstream', () => {
   it('leaves out the rows past 2,000,000 hash ids when every request claims 10^7 input tokens, and counts them', () => {
     const claimed: RequestShape = { startUnixMs: T0, durationMs: 1, inputTokens: 10_000_000, outputTokens: 1, cachedInputTokens: Number.NaN, outcome: 'completed', blockHashes: [] };

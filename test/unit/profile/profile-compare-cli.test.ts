@@ -100,6 +100,15 @@ describe('tokentap profile compare', () => {
     expect(console.err()).toBe('tokentap profile compare: workload "quiet": no request recorded in the last 1h; nothing to compare the benchmark with (a longer --window?)\n');
   });
 
+  it('exits 2, not 0, when no dimension could be compared: production reported no usage and the result has no start times (was: "Comparable", exit 0)', async () => {
+    admin.profiles.set('blind', workloadProfile({ workload: 'blind', requests: 2, inputTokens: { count: 0 }, outputTokens: { count: 0 }, arrivals: { ratePerSecond: 0.001 } }));
+    const console = io();
+    expect(await main(['profile', 'compare', '--admin', admin.url, '--workload', 'blind', '--result', GUIDELLM_JSON], console.streams)).toBe(2);
+    expect(console.out()).not.toContain('Comparable');
+    expect(console.out()).toContain('Nothing compared: neither side reports a dimension the other does.\nNot compared:\n  ? input length: no production request in the window reported its token usage\n');
+    expect(console.err()).toBe('tokentap profile compare: nothing compared: no dimension of the benchmark\'s traffic is reported by both sides (each is listed under "Not compared")\n');
+  });
+
   it('exits 2 when the admin listener does not answer', async () => {
     const closed = http.createServer();
     await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
@@ -139,6 +148,7 @@ describe('tokentap profile compare', () => {
     [['--workload', 'chat', '--result', 'x.json'], '--admin URL is required'],
     [['--admin', 'ftp://host', '--workload', 'chat', '--result', 'x.json'], '--admin: expected an http:// or https:// URL, got "ftp://host"'],
     [['--admin', 'http://127.0.0.1:9464', '--result', 'x.json'], '--workload NAME is required'],
+    [['--admin', 'http://127.0.0.1:9464', '--workload', '..', '--result', 'x.json'], '--workload "..": expected a workload name as configured: lower-case letters, digits, "_" or "-", starting with a letter'],
     [['--admin', 'http://127.0.0.1:9464', '--workload', 'chat'], '--result FILE is required'],
     [['--admin', 'http://127.0.0.1:9464', '--workload', 'chat', '--result', 'x.json', '--window', 'an hour'], '--window: expected a duration like 30m or 1h, got "an hour"'],
     [['--admin', 'http://127.0.0.1:9464', '--workload', 'chat', '--result', 'x.json', '--benchmark', '1.5'], '--benchmark: expected an index 0, 1, 2..., got "1.5"'],

@@ -35,3 +35,37 @@ describe('the profile window of a sidecar younger than the window asked', () => 
     expect(profile?.requests).toBe(30);
   });
 });
+
+/**
+ * Ten requests a second for a minute, every other one a 30-second stream and the rest answered in
+ * 100 ms, into a record of 200 requests. The record keeps requests in the order they finish, so by
+ * the end it has dropped short requests that started after long ones it still holds.
+ */
+function mixedDurationsEvicting() {
+  const clock = new ManualClock(0);
+  const store = new ProfileStore({ maxRequestsPerWorkload: 200, blockTokens: 512, workloads: ['chat'] }, clock, { nowUnixMs: T0 });
+  const requests = Array.from({ length: 600 }, (_, i) => ({ startMs: i * 100, durationMs: i % 2 === 0 ? 30_000 : 100, inputTokens: i % 2 === 0 ? 4000 : 100 }));
+  const finished = requests.filter((r) => r.startMs + r.durationMs <= 60_000).sort((a, b) => a.startMs + a.durationMs - (b.startMs + b.durationMs));
+  for (const r of finished) store.record('chat', { ...r, outputTokens: 20, cachedInputTokens: Number.NaN, outcome: 'completed', blocks: undefined });
+  clock.advance(60_000);
+  return { store, finished };
+}
+
+describe('the profile window of a record that dropped requests', () => {
+  it('holds every finished request that started in it: it starts after the last dropped request started (was: 200 of the 348 in its 50 s, a rate of 4/s for 7/s, half of them long for 3 in 10)', () => {
+    const { store, finished } = mixedDurationsEvicting();
+    const profile = store.profile('chat', 10 * 60_000);
+    expect(store.evicted('chat')).toBeGreaterThan(0);
+    const windowStartMs = (profile?.window.startUnixMs as number) - T0;
+    // The window starts where the last dropped request started: every request that started after it.
+    const inWindow = finished.filter((r) => r.startMs > windowStartMs);
+    expect(profile?.requests).toBe(inWindow.length);
+    expect(profile?.arrivals.ratePerSecond).toBeCloseTo(inWindow.length / (profile?.window.seconds as number), 9);
+    expect(profile?.inputTokens.mean).toBe(inWindow.reduce((sum, r) => sum + r.inputTokens, 0) / inWindow.length);
+  });
+
+  it('starts there for the profile set and the merged arrivals too', () => {
+    const { store } = mixedDurationsEvicting();
+    expect(store.profileSet(10 * 60_000).window).toEqual(store.profile('chat', 10 * 60_000)?.window);
+  });
+});

@@ -30,8 +30,9 @@ const PRODUCTION = workloadProfile({
 });
 
 describe('comparing a benchmark with production', () => {
-  it('flags nothing when every dimension is within tolerance (the rate may differ: benchmarks sweep it)', () => {
-    expect(compareShapes(PRODUCTION, bench({ ratePerSecond: 40 }))).toEqual({ flags: [], unknown: [] });
+  it('flags nothing when every dimension is within tolerance (the rate may differ: benchmarks sweep it), and counts the three both sides report', () => {
+    // Prefix sharing is not among them: the result reports no cached tokens and production shares none.
+    expect(compareShapes(PRODUCTION, bench({ ratePerSecond: 40 }))).toEqual({ flags: [], unknown: [], compared: 3 });
   });
 
   it("flags the real GuideLLM run's fixed 257/128-token requests against production's long-tailed lengths, each with its reason", async () => {
@@ -71,11 +72,18 @@ describe('comparing a benchmark with production', () => {
     expect(unknown).toEqual([{ dimension: 'prefix sharing', reason: 'the result reports no cached tokens, while 60 % of production requests had cached input tokens; check the benchmark sent shared prefixes' }]);
   });
 
+  it("gives the result's own reason when it says why it has no burstiness (a GuideLLM sample)", () => {
+    const { unknown, compared } = compareShapes(PRODUCTION, bench({ interArrivalCv: undefined, interArrivalNote: 'GuideLLM kept 20 of its 210 requests' }));
+    expect(unknown).toEqual([{ dimension: 'burstiness', reason: "GuideLLM kept 20 of its 210 requests; production's CV is 1.30" }]);
+    expect(compared).toBe(2);
+  });
+
   it('says production lengths are unknown when no request in the window reported usage, rather than flagging', () => {
     const noUsage = workloadProfile({ ...PRODUCTION, inputTokens: { count: 0 }, outputTokens: { count: 0 } });
     const result = compareShapes(noUsage, bench());
     expect(result.flags).toEqual([]);
     expect(result.unknown.map((u) => u.reason)).toEqual(['no production request in the window reported its token usage', 'no production request in the window reported its token usage']);
+    expect(result.compared).toBe(1);
   });
 
   it('flags a benchmark whose lengths vary far more than production\'s, and a tail off by more than half', () => {
