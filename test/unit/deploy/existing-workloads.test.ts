@@ -120,7 +120,7 @@ describe.skipIf(kustomize === undefined)(`the tokentap Components, built with ${
     expect(() => run('tokentap-nope')).toThrow(/TOKENTAP_COMPONENT=tokentap-nope is not a directory/);
   });
 
-  it('KServe: the runtime gets tokentap as a second container, the InferenceService is untouched', () => {
+  it("KServe: the runtime gets tokentap as a second container, KServe's Service reaches it, the InferenceService is untouched", () => {
     const before = input('kserve/vllm-runtime.yaml');
     const after = build(path.join(FIXTURES, 'kserve'));
     expect(after.map((o) => o.kind).sort()).toEqual(['ConfigMap', 'InferenceService', 'PodMonitor', 'ServingRuntime']);
@@ -133,17 +133,42 @@ describe.skipIf(kustomize === undefined)(`the tokentap Components, built with ${
     const asDeployment = (r: KubeObject): KubeObject => ({ apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: r.metadata.name }, spec: { selector: { matchLabels: { a: 'b' } }, template: { metadata: { labels: { a: 'b', ...((r.spec?.['labels'] as object) ?? {}) } }, spec: { containers: r.spec?.['containers'], volumes: r.spec?.['volumes'] } } } });
     expect(schemaProblems(asDeployment(runtime), 'kserve')).toEqual([]);
     expect([...schemaProblems(find(after, 'PodMonitor'), 'kserve'), ...schemaProblems(find(after, 'ConfigMap'), 'kserve')]).toEqual([]);
-    expect(workloadProblems(runtimeBefore, runtime, configMaps(after), { engine: 'kserve-container', native: false, where: 'kserve' })).toEqual([]);
+    // Reproduction: KServe's own kserve-vllmserver runs vLLM on 8080, where the Component's tokentap
+    // listened too (one of the two could not bind), and forwarded to 8000, where nothing listens.
+    expect(workloadProblems(runtimeBefore, runtime, configMaps(after), { engine: 'kserve-container', native: false, kserve: true, where: 'kserve' })).toEqual([]);
     expect(podMonitorProblems(find(after, 'PodMonitor'), runtime, 'kserve-container', 'kserve')).toEqual([]);
-    // KServe builds the pod from the runtime (its grace period is KServe's: docs/kubernetes.md, Path 3).
-    const runtimePod = runtime.spec as unknown as Parameters<typeof restrictedProblems>[0];
+    // The predictor pod as KServe assembles it: the runtime's containers and volumes, the InferenceService's pod fields.
+    const predictor = (find(after, 'InferenceService')?.spec as { predictor: { terminationGracePeriodSeconds?: number } }).predictor;
+    const runtimePod = { ...(runtime.spec as unknown as Parameters<typeof restrictedProblems>[0]), terminationGracePeriodSeconds: predictor.terminationGracePeriodSeconds };
     const runtimeSidecar = runtimePod.containers.find((c) => c.name === SIDECAR);
-    expect(runtimeSidecar && [...restrictedProblems(runtimePod, runtimeSidecar, 'kserve'), ...defaultContainerProblems(undefined, runtimePod, 'kserve-container', 'kserve')]).toEqual([]);
+    expect(runtimeSidecar && [...restrictedProblems(runtimePod, runtimeSidecar, 'kserve'), ...defaultContainerProblems(undefined, runtimePod, 'kserve-container', 'kserve'), ...graceProblems(runtimePod, runtimeSidecar, false, 'kserve')]).toEqual([]);
     expect(scrapeJobProblems(find(after, 'PodMonitor')?.spec?.['podMetricsEndpoints'] as Parameters<typeof scrapeJobProblems>[0], 'kserve')).toEqual([]);
     const { spec: _spec, ...restBefore } = runtimeBefore;
     const { spec, metadata, ...restAfter } = runtime;
-    expect({ ...restAfter, metadata: { ...metadata, annotations: undefined } }).toEqual({ ...restBefore, metadata: { ...runtimeBefore.metadata, annotations: undefined } });
+    expect({ ...restAfter, metadata: { ...metadata, annotations: { ...metadata.annotations, 'tokentap.io/inject': undefined } } }).toEqual({ ...restBefore, metadata: { ...runtimeBefore.metadata, annotations: { ...runtimeBefore.metadata.annotations, 'tokentap.io/inject': undefined } } });
     expect(Object.keys(spec ?? {}).sort()).toEqual([...Object.keys(runtimeBefore.spec ?? {}), 'labels'].sort());
+  });
+
+  it("KServe: the checks catch the sidecar on the engine's port, a port declared by the engine, a short grace period", () => {
+    const after = build(path.join(FIXTURES, 'kserve'));
+    const runtime = JSON.parse(JSON.stringify(find(after, 'ServingRuntime'))) as KubeObject;
+    const pod = runtime.spec as unknown as { containers: { name: string; ports?: unknown[]; env?: { name: string; value?: string }[] }[] };
+    const [engine, sidecar] = pod.containers;
+    delete engine?.ports;
+    for (const variable of sidecar?.env ?? []) if (variable.name === 'TOKENTAP_LISTEN') variable.value = '0.0.0.0:8080';
+    const withEnginePorts = JSON.parse(JSON.stringify(find(input('kserve/vllm-runtime.yaml'), 'ServingRuntime'))) as KubeObject;
+    (withEnginePorts.spec as { containers: { ports?: unknown[] }[] }).containers[0]!.ports = [{ name: 'http1', containerPort: 8080 }];
+    expect([
+      ...workloadProblems(find(input('kserve/vllm-runtime.yaml'), 'ServingRuntime') as KubeObject, runtime, configMaps(after), { engine: 'kserve-container', native: false, kserve: true, where: 'broken' }),
+      ...workloadProblems(withEnginePorts, find(after, 'ServingRuntime') as KubeObject, configMaps(after), { engine: 'kserve-container', native: false, kserve: true, where: 'ports' }).slice(0, 1),
+    ]).toEqual([
+      'broken: ServingRuntime/kserve-vllm: tokentap and the engine both listen on port 8080: whichever starts second cannot bind it',
+      "ports: ServingRuntime/kserve-vllm: container kserve-container declares ports, so KServe's Service targets 8080 and not tokentap",
+    ]);
+    const shortGrace = { ...(find(after, 'ServingRuntime')?.spec as unknown as Parameters<typeof restrictedProblems>[0]), terminationGracePeriodSeconds: undefined };
+    expect(graceProblems(shortGrace, shortGrace.containers.find((c) => c.name === SIDECAR) as Parameters<typeof graceProblems>[1], false, 'grace')).toEqual([
+      'grace: terminationGracePeriodSeconds 30 < 90 s the sidecar needs to stop (preStop + drain 70 s + final export): its drain would be killed',
+    ]);
   });
 
   it('the checks catch a broken output: engine edited, Service not routed, engine metrics not scraped, sidecar not native', () => {
