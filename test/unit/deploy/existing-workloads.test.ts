@@ -237,17 +237,18 @@ function docsSection(from: string, to: string): string {
 const codeBlocks = (section: string, language: string) => [...section.matchAll(new RegExp('```' + language + '\\n([\\s\\S]*?)```', 'g'))].map((m) => m[1] as string);
 
 /**
- * The Path 1 files exactly as docs/kubernetes.md shows them, laid out as a team would: `<dir>/team/overlay/...`
- * from the page, `<dir>/team/base/` with vLLM's guide Deployment and Service (plus `extra` files), and
+ * A path's files exactly as docs/kubernetes.md shows them (Path 1 unless `page` says), laid out as a team would:
+ * `<dir>/team/overlay/...` from the page, `<dir>/team/base/` with the path's input (Path 1: vLLM's guide
+ * Deployment and Service) plus `extra` files, and
  * `<dir>/tokentap` a checkout of this repository (the page's `../../tokentap/...`). Returns the overlay and the files.
  */
-function documentedOverlay(extra: readonly string[] = []): { overlay: string; files: Map<string, string> } {
-  const [block] = codeBlocks(docsSection('### Path 1', '### Path 2'), 'yaml');
-  if (block === undefined) throw new Error('docs/kubernetes.md Path 1 has no yaml block');
+function documentedOverlay(extra: readonly string[] = [], page = { from: '### Path 1', to: '### Path 2', base: 'vllm-docs/vllm.yaml' }): { overlay: string; files: Map<string, string> } {
+  const [block] = codeBlocks(docsSection(page.from, page.to), 'yaml');
+  if (block === undefined) throw new Error(`docs/kubernetes.md ${page.from} has no yaml block`);
   const files = new Map<string, string>();
   for (const document of block.split(/^---\n/m)) {
     const name = /^# (\S+?)(?::|\s|$)/.exec(document)?.[1];
-    if (name === undefined) throw new Error(`a Path 1 document does not start with "# <file>": ${document.slice(0, 60)}`);
+    if (name === undefined) throw new Error(`a ${page.from} document does not start with "# <file>": ${document.slice(0, 60)}`);
     files.set(name, document);
   }
   const dir = mkdtempSync(path.join(tmpdir(), 'tokentap-docs-'));
@@ -257,7 +258,7 @@ function documentedOverlay(extra: readonly string[] = []): { overlay: string; fi
     writeFileSync(path.join(dir, 'team', name), text);
   }
   mkdirSync(path.join(dir, 'team/base'));
-  const base = ['vllm-docs/vllm.yaml', ...extra];
+  const base = [page.base, ...extra];
   for (const file of base) copyFileSync(path.join(FIXTURES, file), path.join(dir, 'team/base', path.basename(file)));
   writeFileSync(path.join(dir, 'team/base/kustomization.yaml'), stringify({ resources: base.map((f) => path.basename(f)) }));
   return { overlay: path.join(dir, 'team/overlay'), files };
@@ -332,6 +333,29 @@ describe.skipIf(kustomizes.length === 0)('the Path 1 overlay of docs/kubernetes.
     // Only the sidecar's environment changed: the engine and the rest of the pod are as before.
     const withoutSidecarEnv = (objects: KubeObject[]) => JSON.stringify(objects, (key, value: unknown) => (key === 'env' ? undefined : value));
     expect(withoutSidecarEnv(after)).toBe(withoutSidecarEnv(before));
+  });
+
+  it.each(kustomizes.map((k) => [k.join(' '), k] as const))("the Path 3 overlay builds with %s: tokentap in KServe's runtime, reached by KServe's Service, the team's config, the release label", (_name, command) => {
+    // Reproduction: the page's select patch, a JSON patch adding /metadata/annotations, replaced the
+    // runtime's own annotations (kserve-vllmserver's serving.kserve.io/server-type), and the sidecar
+    // listened on 8080, the port kserve-vllmserver runs vLLM on.
+    const page = { from: '### Path 3', to: '### What the tests check (`test/unit', base: 'kserve/vllm-runtime.yaml' };
+    const { overlay, files } = documentedOverlay([], page);
+    const after = kustomizeBuild(command, overlay) as unknown as KubeObject[];
+    const before = input('kserve/vllm-runtime.yaml');
+    expect(after.map((o) => o.kind).sort()).toEqual(['ConfigMap', 'InferenceService', 'PodMonitor', 'ServingRuntime']);
+    const runtime = find(after, 'ServingRuntime') as KubeObject;
+    expect(workloadProblems(find(before, 'ServingRuntime') as KubeObject, runtime, configMaps(after), { engine: 'kserve-container', native: false, kserve: true, where: 'docs Path 3' })).toEqual([]);
+    expect(podMonitorProblems(find(after, 'PodMonitor'), runtime, 'kserve-container', 'docs Path 3')).toEqual([]);
+    expect(runtime.metadata.annotations).toEqual({ ...find(before, 'ServingRuntime')?.metadata.annotations, 'tokentap.io/inject': 'true' });
+    expect(configMaps(after).map((c) => c.data)).toEqual([{ 'tokentap.yaml': files.get('overlay/config/tokentap.yaml') }]);
+    expect(find(after, 'PodMonitor')?.metadata.labels).toEqual({ 'app.kubernetes.io/name': 'tokentap', release: 'kube-prometheus-stack' });
+    expect(new Set(after.map((o) => o.metadata.namespace))).toEqual(new Set(['llm']));
+    // The page's InferenceService grace period covers the sidecar's stop in the pod KServe builds.
+    const [, graceBlock] = codeBlocks(docsSection(page.from, page.to), 'yaml');
+    const grace = (parse(graceBlock as string) as { spec: { predictor: { terminationGracePeriodSeconds: number } } }).spec.predictor.terminationGracePeriodSeconds;
+    const pod = { ...(runtime.spec as unknown as Parameters<typeof graceProblems>[0]), terminationGracePeriodSeconds: grace };
+    expect(graceProblems(pod, pod.containers.find((c) => c.name === SIDECAR) as Parameters<typeof graceProblems>[1], false, 'docs Path 3')).toEqual([]);
   });
 
   it('the Path 2 command\'s settings: the post-renderer ships the team\'s tokentap.yaml and labels the PodMonitor', () => {
