@@ -56,13 +56,20 @@ function exchangeRaw(port: number, payload: string, waitMs = 1_000): Promise<{ t
 
 const GET_HEALTHZ = 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n';
 
+/**
+ * How long an exchange the server should close waits for it; it ends at the close, so only a
+ * failing test waits it out. A loaded CI machine took over a second to close a connection that
+ * pipelined 1,500 requests (the 1 s default of exchangeRaw, which a test expecting no close waits).
+ */
+const CLOSE_WAIT_MS = 10_000;
+
 describe('the admin listener', () => {
   it('refuses a request body unread, 413, and closes the connection: a POST promising 100 kB, a GET with a body', async () => {
     const { port, counters } = await start();
-    const post = await exchangeRaw(port, 'POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{"a":');
+    const post = await exchangeRaw(port, 'POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{"a":', CLOSE_WAIT_MS);
     expect(post.text.split('\r\n')[0]).toBe('HTTP/1.1 413 Payload Too Large');
     expect(post.closedByServer).toBe(true);
-    const chunked = await exchangeRaw(port, 'GET /metrics HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhel');
+    const chunked = await exchangeRaw(port, 'GET /metrics HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhel', CLOSE_WAIT_MS);
     expect(chunked.text.split('\r\n')[0]).toBe('HTTP/1.1 413 Payload Too Large');
     expect(chunked.closedByServer).toBe(true);
     const put = await exchangeRaw(port, 'DELETE /metrics HTTP/1.1\r\nHost: x\r\n\r\n');
@@ -93,7 +100,7 @@ describe('the admin listener', () => {
     const within = await exchangeRaw(port, GET_HEALTHZ.repeat(ADMIN_LIMITS.maxPendingPerConnection));
     expect(within.text.match(/HTTP\/1\.1 200 OK/g)).toHaveLength(ADMIN_LIMITS.maxPendingPerConnection);
     expect(within.closedByServer).toBe(false);
-    const flood = await exchangeRaw(port, 'GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n'.repeat(1_500));
+    const flood = await exchangeRaw(port, 'GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n'.repeat(1_500), CLOSE_WAIT_MS);
     expect(flood.closedByServer).toBe(true);
     expect(counters.count('admin_pipelined_requests')).toBe(1);
   });
@@ -190,7 +197,7 @@ describe('the admin listener', () => {
     });
     const held = await holdConnections(port, ADMIN_LIMITS.maxConnections, 'GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n');
     try {
-      const past = await exchangeRaw(port, GET_HEALTHZ);
+      const past = await exchangeRaw(port, GET_HEALTHZ, CLOSE_WAIT_MS);
       expect(past.text).toBe('');
       expect(past.closedByServer).toBe(true);
       expect(counters.count('admin_connections')).toBeGreaterThanOrEqual(1);
