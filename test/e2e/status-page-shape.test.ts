@@ -119,11 +119,19 @@ afterAll(async () => {
 });
 
 /** The page, once its shape script has read the profile route and rendered every card's section. */
+/** Where a page with the test's clock starts its time (any instant will do). */
+const FAKE_CLOCK_START = Date.UTC(2026, 0, 1);
+
 async function open(url: string, viewport: { width: number; height: number }, fakeClock = false): Promise<{ page: Page; problems: string[] }> {
   const context = await browser.newContext({ viewport, deviceScaleFactor: 1 });
   const page = await context.newPage();
   // The page's timers under the test's control, when asked: refreshes happen when the test says.
-  if (fakeClock) await page.clock.install();
+  if (fakeClock) {
+    // Paused from the start: flowing with the wall clock, the page's time moved on while it loaded
+    // (seconds on a loaded machine) and carried its next ask into the test's first 29 s.
+    await page.clock.install({ time: FAKE_CLOCK_START });
+    await page.clock.pauseAt(FAKE_CLOCK_START + 1_000);
+  }
   page.on('request', (request) => {
     if (new URL(request.url()).pathname === '/profile') profileRequests.push(request.url());
   });
