@@ -295,7 +295,8 @@ describe('the status page in Chromium, against the demo', () => {
       expect(await page.locator('article[data-workload="rag"] tr[data-slo="ttft"] [data-field="budget-window"]').isVisible()).toBe(true);
       await page.context().close();
     }
-  });
+    // Four pages, each waiting for its next refresh: 27 s of CI's 30 s default in one run.
+  }, 90_000);
 
   it("shows this pod's capacity at SLO, headroom, pods needed and cost per request and per token as /status.json says, with the reason for each absent figure, on a laptop and a phone", async () => {
     for (const viewport of [LAPTOP, PHONE]) {
