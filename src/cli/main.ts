@@ -29,6 +29,7 @@ serve flags (each also settable by environment and config file; flags win):
   --admin-listen HOST:PORT  admin listener (/metrics)     TOKENTAP_ADMIN_LISTEN  (default 0.0.0.0:9464)
   --config FILE           YAML configuration file         TOKENTAP_CONFIG
   --drain-timeout DURATION  after SIGTERM, how long in-flight requests may finish  TOKENTAP_DRAIN_TIMEOUT  (default 20s)
+  --final-scrape-wait DURATION  after the drain, how long /metrics waits for a last scrape  TOKENTAP_FINAL_SCRAPE_WAIT  (default none)
 
 Environment only:
   TOKENTAP_DCGM_URL       the node's DCGM exporter, e.g. http://$(NODE_IP):9400/metrics (overrides dcgm.url)
@@ -150,12 +151,13 @@ export function parseServeFlags(argv: readonly string[]): SettingOverrides {
         listen: { type: 'string' },
         'admin-listen': { type: 'string' },
         'drain-timeout': { type: 'string' },
+        'final-scrape-wait': { type: 'string' },
         config: { type: 'string' },
       },
       strict: true,
       allowPositionals: false,
     });
-    return { upstream: values.upstream, listen: values.listen, adminListen: values['admin-listen'], drainTimeout: values['drain-timeout'], config: values.config };
+    return { upstream: values.upstream, listen: values.listen, adminListen: values['admin-listen'], drainTimeout: values['drain-timeout'], finalScrapeWait: values['final-scrape-wait'], config: values.config };
   } catch (error) {
     throw new TokentapError('TOKENTAP_ERR_USAGE', [(error as Error).message]);
   }

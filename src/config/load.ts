@@ -171,6 +171,7 @@ export interface SettingOverrides {
   readonly listen?: string | undefined;
   readonly adminListen?: string | undefined;
   readonly drainTimeout?: string | undefined;
+  readonly finalScrapeWait?: string | undefined;
   readonly config?: string | undefined;
 }
 
@@ -179,6 +180,7 @@ export const ENV = {
   listen: 'TOKENTAP_LISTEN',
   adminListen: 'TOKENTAP_ADMIN_LISTEN',
   drainTimeout: 'TOKENTAP_DRAIN_TIMEOUT',
+  finalScrapeWait: 'TOKENTAP_FINAL_SCRAPE_WAIT',
   config: 'TOKENTAP_CONFIG',
   observe: 'TOKENTAP_OBSERVE',
   modelDiscovery: 'TOKENTAP_MODEL_DISCOVERY',
@@ -190,9 +192,10 @@ const FLAG = {
   listen: '--listen',
   adminListen: '--admin-listen',
   drainTimeout: '--drain-timeout',
+  finalScrapeWait: '--final-scrape-wait',
 } as const;
 
-const FILE_KEY = { upstream: 'upstream', listen: 'listen', adminListen: 'admin_listen', drainTimeout: 'drain_timeout' } as const;
+const FILE_KEY = { upstream: 'upstream', listen: 'listen', adminListen: 'admin_listen', drainTimeout: 'drain_timeout', finalScrapeWait: 'final_scrape_wait' } as const;
 
 export const DEFAULTS = {
   upstream: 'http://127.0.0.1:8000',
@@ -294,7 +297,7 @@ export function loadSettings({ flags, env, readFile = (p) => readFileSync(p, 'ut
 
   const merged: Record<string, unknown> = { ...(file.data as Record<string, unknown>) };
   const origin: Record<string, string> = {};
-  for (const key of ['upstream', 'listen', 'adminListen', 'drainTimeout'] as const) {
+  for (const key of ['upstream', 'listen', 'adminListen', 'drainTimeout', 'finalScrapeWait'] as const) {
     const fromEnv = nonEmpty(env[ENV[key]]);
     const fromFlag = flags[key];
     if (fromFlag !== undefined) {

@@ -84,6 +84,15 @@ describe('the final scrape after the drain', () => {
     expect(serve.logs().find((l) => l.msg === 'no scrape within final_scrape_wait: the counts recorded since the last scrape reach Prometheus only through OTLP')).toMatchObject({ final_scrape_wait_ms: 2_000 });
   }, 60_000);
 
+  it('takes the wait from --final-scrape-wait over the file, as a pod spec sets it', async () => {
+    const serve = await startServeProcess(simulator.url, ['--drain-timeout', '20s', '--config', configFile('final_scrape_wait: 60s\n'), '--final-scrape-wait', '2s']);
+    cleanups.push(serve.kill);
+    serve.child.kill('SIGTERM');
+    const exit = await serve.exit;
+    expect(exit.code).toBe(0);
+    expect(serve.logs().find((l) => l.msg === 'no scrape within final_scrape_wait: the counts recorded since the last scrape reach Prometheus only through OTLP')).toMatchObject({ final_scrape_wait_ms: 2_000 });
+  }, 60_000);
+
   it('is off by default: the admin listener closes as soon as the drain ends', async () => {
     const serve = await startServeProcess(simulator.url, ['--drain-timeout', '20s']);
     cleanups.push(serve.kill);

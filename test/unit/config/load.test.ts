@@ -32,6 +32,14 @@ describe('settings', () => {
     expect(s.configFile).toBe('c.yaml');
   });
 
+  it('takes final_scrape_wait from the pod spec too: the flag over TOKENTAP_FINAL_SCRAPE_WAIT over the file', () => {
+    const readFile = files({ 'c.yaml': 'final_scrape_wait: 5s\n' });
+    expect(loadSettings({ flags: { config: 'c.yaml' }, env: {}, readFile }).finalScrapeWaitMs).toBe(5_000);
+    expect(loadSettings({ flags: { config: 'c.yaml' }, env: { TOKENTAP_FINAL_SCRAPE_WAIT: '15s' }, readFile }).finalScrapeWaitMs).toBe(15_000);
+    expect(loadSettings({ flags: { config: 'c.yaml', finalScrapeWait: '30s' }, env: { TOKENTAP_FINAL_SCRAPE_WAIT: '15s' }, readFile }).finalScrapeWaitMs).toBe(30_000);
+    expect(problemsOf(() => loadSettings({ flags: {}, env: { TOKENTAP_FINAL_SCRAPE_WAIT: '15' } }))).toEqual([expect.stringMatching(/^TOKENTAP_FINAL_SCRAPE_WAIT: expected a .*duration/)]);
+  });
+
   it('reads buckets, model limit and timeouts from the file', () => {
     const readFile = files({
       'c.yaml': 'metrics:\n  max_models: 4\n  buckets:\n    itl: [0.01, 0.05]\nupstream_idle_timeout: 90s\n',

@@ -25,6 +25,19 @@ import {
 
 const VARIANTS = ['native-sidecar', 'second-container'] as const;
 const variantDir = (variant: string) => path.join(REPO, 'deploy/kubernetes/variants', variant);
+/**
+ * The longest stop of each variant (docs/kubernetes.md, "Graceful shutdown"): native, preStop 10 +
+ * vLLM's drain 60 + engine exit 5 + the sidecar's drain 10 + final scrape wait 15 + flush 10;
+ * second container, preStop 10 + drain 70 + final scrape wait 15 + flush 10. Both pods allow 115.
+ */
+const NEEDED_S = { 'native-sidecar': 110, 'second-container': 105 } as const;
+const GRACE_S = 115;
+/** The timing table of docs/kubernetes.md's "Graceful shutdown" section. */
+const SHUTDOWN_TABLE = (() => {
+  const page = readFileSync(path.join(REPO, 'docs/kubernetes.md'), 'utf8');
+  const section = page.slice(page.indexOf('### 8. Graceful shutdown'), page.indexOf('### 9.'));
+  return section.split('\n').filter((line) => line.startsWith('|'));
+})();
 
 interface Bundle {
   readonly objects: LoadedObject[];
@@ -53,7 +66,7 @@ function wiringProblems(bundle: Bundle): string[] {
   const where = bundle.deployment.metadata.name;
   return [
     ...podProblems(bundle.deployment, where),
-    ...settingsProblems(bundle.deployment, bundle.configMaps, where),
+    ...settingsProblems(bundle.deployment, bundle.configMaps, bundle.podMonitor, where),
     ...serviceProblems(bundle.service, bundle.deployment, where),
     ...podMonitorProblems(bundle.podMonitor, bundle.deployment, where),
     ...promiseProblems(bundle, where),
@@ -154,11 +167,29 @@ describe.each(VARIANTS)('the %s variant', (variant) => {
     expect(wiringProblems(b)).toContainEqual(expect.stringContaining('vllm has no --shutdown-timeout'));
   });
 
-  it('catches a final_scrape_wait the grace period does not cover', () => {
+  it('waits for one more scrape after the drain, and raises the grace period by as much', () => {
     const b = bundle();
-    const [name, source] = [...b.configMaps].find(([, s]) => 'tokentap.yaml' in s.data) as [string, ConfigSource];
-    b.configMaps.set(name, { ...source, data: { 'tokentap.yaml': `${source.data['tokentap.yaml']}final_scrape_wait: 15s\n` } });
-    expect(wiringProblems(b)).toEqual([expect.stringMatching(/terminationGracePeriodSeconds 100 < \d+ s needed \(.*final scrape wait/)]);
+    const waitS = Number.parseInt(sidecar(b).env?.find((v) => v.name === 'TOKENTAP_FINAL_SCRAPE_WAIT')?.value ?? '0', 10);
+    expect(`${waitS}s`).toBe(b.podMonitor.spec.podMetricsEndpoints[0]?.interval);
+    b.deployment.spec.template.spec.terminationGracePeriodSeconds = GRACE_S - waitS;
+    expect(wiringProblems(b)).toEqual([`llm: terminationGracePeriodSeconds ${GRACE_S - waitS} < ${NEEDED_S[variant]} s needed (preStop + vllm drain + engine exit + sidecar drain + final scrape wait + flush)`]);
+  });
+
+  it('catches a sidecar that stops before the PodMonitor can scrape what the drain finished', () => {
+    const b = bundle();
+    sidecar(b).env = sidecar(b).env?.filter((v) => v.name !== 'TOKENTAP_FINAL_SCRAPE_WAIT');
+    expect(wiringProblems(b)).toEqual([expect.stringContaining("final_scrape_wait 0 s is shorter than the PodMonitor's interval (15 s)")]);
+  });
+
+  it('states the shutdown budget docs/kubernetes.md section 8 gives', () => {
+    const b = bundle();
+    b.deployment.spec.template.spec.terminationGracePeriodSeconds = 1;
+    const needed = Number(/< (\d+) s needed/.exec(wiringProblems(b).join('\n'))?.[1]);
+    expect(needed).toBe(NEEDED_S[variant]);
+    const column = VARIANTS.indexOf(variant) + 2;
+    const row = (label: string) => SHUTDOWN_TABLE.find((line) => line.startsWith(`| ${label} |`))?.split('|')[column]?.trim();
+    expect(row('worst case')).toMatch(new RegExp(`= ${needed} s$`));
+    expect(row('`terminationGracePeriodSeconds`')).toBe(String(GRACE_S));
   });
 
   it('catches an environment variable that refers to one defined after it', () => {
@@ -211,6 +242,12 @@ describe('the native sidecar', () => {
     const b = bundle();
     delete sidecar(b).restartPolicy;
     expect(wiringProblems(b)).toEqual([expect.stringContaining('needs restartPolicy: Always')]);
+  });
+
+  it('is caught when the Service names its port, which Kubernetes 1.29 to 1.32 never resolve', () => {
+    const b = bundle();
+    (b.service.spec.ports[0] as { targetPort: string }).targetPort = 'http';
+    expect(wiringProblems(b)).toEqual(['llm: Service llm port http targets the native sidecar\'s port by its name "http", which Kubernetes 1.29 to 1.32 never resolve (kubernetes/kubernetes#128850): use the number 8080']);
   });
 
   it('is caught when its startup probe waits for the upstream it is started before', () => {

@@ -163,7 +163,7 @@ describe.skipIf(kustomize === undefined)(`what ${kustomize?.join(' ') ?? NO_KUST
     const d = deployment as DeploymentLike;
     expect([
       ...podProblems(d, dir),
-      ...settingsProblems(d, configMaps, dir),
+      ...settingsProblems(d, configMaps, podMonitor as PodMonitorLike, dir),
       ...serviceProblems(service as ServiceLike, d, dir),
       ...podMonitorProblems(podMonitor as PodMonitorLike, d, dir),
     ]).toEqual([]);

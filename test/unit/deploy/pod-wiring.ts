@@ -1,5 +1,6 @@
 import path from 'node:path';
 import { SHUTDOWN_FLUSH_ALLOWANCE_MS } from '../../../src/cli/serve.js';
+import { parseDurationMs } from '../../../src/config/duration.js';
 import { loadSettings } from '../../../src/config/load.js';
 import { loadOtlpSettings } from '../../../src/tracing/otlp-settings.js';
 
@@ -56,7 +57,7 @@ export interface ServiceLike {
 }
 export interface PodMonitorLike {
   metadata: { name: string };
-  spec: { selector: { matchLabels: Record<string, string> }; podMetricsEndpoints: { port?: string; path?: string }[] };
+  spec: { selector: { matchLabels: Record<string, string> }; podMetricsEndpoints: { port?: string; path?: string; interval?: string }[] };
 }
 
 export const SIDECAR = 'tokentap';
@@ -231,9 +232,10 @@ export interface ConfigSource {
 /**
  * The sidecar's settings as it would load them in the pod: the ConfigMap's file where
  * TOKENTAP_CONFIG points, overridden by the container's TOKENTAP_* variables, through tokentap's
- * own loadSettings; then checked against the container ports and vLLM's command line.
+ * own loadSettings; then checked against the container ports, vLLM's command line and the
+ * interval of the PodMonitor that scrapes it.
  */
-export function settingsProblems(deployment: DeploymentLike, configMaps: ReadonlyMap<string, ConfigSource>, where: string): string[] {
+export function settingsProblems(deployment: DeploymentLike, configMaps: ReadonlyMap<string, ConfigSource>, monitor: PodMonitorLike, where: string): string[] {
   const problems: string[] = [];
   const pod = deployment.spec.template.spec;
   const sidecar = sidecarOf(pod);
@@ -290,6 +292,14 @@ export function settingsProblems(deployment: DeploymentLike, configMaps: Readonl
   const grace = pod.terminationGracePeriodSeconds ?? 30;
   const needed = Math.max(serverDoneS, sidecarDoneS);
   if (grace < needed) problems.push(`${where}: terminationGracePeriodSeconds ${grace} < ${needed} s needed (preStop + vllm drain + engine exit + sidecar drain + final scrape wait + flush)`);
+  // The requests the drain finishes are recorded after the pod's last scrape: only a scrape during
+  // final_scrape_wait reads them, and Prometheus comes once per interval (graceful-shutdown.md, step 5).
+  // An endpoint without an interval gets the Prometheus resource's scrapeInterval (prometheus-operator: 30s unless set).
+  const sidecarEndpoint = monitor.spec.podMetricsEndpoints.find((endpoint) => endpoint.port === 'metrics');
+  const intervalS = (parseDurationMs(sidecarEndpoint?.interval ?? '30s') ?? Number.NaN) / 1000;
+  if (sidecarEndpoint !== undefined && !(finalScrapeS >= intervalS)) {
+    problems.push(`${where}: final_scrape_wait ${finalScrapeS} s is shorter than the PodMonitor's interval (${intervalS} s): the requests the drain finishes would be recorded after the pod's last scrape, lost to Prometheus`);
+  }
 
   // OpenTelemetry variables: valid as set, and still valid once an endpoint turns export on.
   for (const extra of [{}, { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://otel-collector:4318' }]) {
@@ -315,6 +325,10 @@ export function serviceProblems(service: ServiceLike, deployment: DeploymentLike
       problems.push(`${where}: Service ${service.metadata.name} port ${port.name ?? port.port} targets ${target}, which no container declares`);
     } else if (owner !== sidecar?.container || portNumberOf(owner, target) !== portNumberOf(owner, 'http')) {
       problems.push(`${where}: Service ${service.metadata.name} port ${port.name ?? port.port} targets ${owner.name}'s ${target}, not the sidecar's proxy port "http"`);
+    } else if (sidecar?.native === true && typeof target === 'string') {
+      // The EndpointSlice controller resolves an init container's named port only from 1.33
+      // (kubernetes/kubernetes#128850, not backported): on 1.29 to 1.32 the Service has no endpoints.
+      problems.push(`${where}: Service ${service.metadata.name} port ${port.name ?? port.port} targets the native sidecar's port by its name "${target}", which Kubernetes 1.29 to 1.32 never resolve (kubernetes/kubernetes#128850): use the number ${portNumberOf(owner, target)}`);
     }
   }
   return problems;

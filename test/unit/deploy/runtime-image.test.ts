@@ -68,6 +68,7 @@ describe('the runtime image contents', () => {
     const problems: string[] = [];
     const podEnv = resolvedEnv(container as NonNullable<typeof container>, problems, 'deployment', { 'metadata.name': 'llm-7d9f-abcde', 'metadata.namespace': 'llm-serving' });
     expect(problems).toEqual([]);
+    expect(podEnv['TOKENTAP_FINAL_SCRAPE_WAIT']).toBe('15s');
     const configFile = path.join(app, 'tokentap.yaml');
     writeFileSync(configFile, configMap.data['tokentap.yaml'] as string);
 
@@ -100,8 +101,17 @@ describe('the runtime image contents', () => {
       const metrics = await eventually('the request counted', async () => (await fetch(`${admin}/metrics`)).text(), (text) => /tokentap_requests_total\{[^}]*workload="chat"/.test(text), 10_000);
       expect(metrics).toMatch(/tokentap_requests_total\{[^}]*outcome="completed"/);
 
+      // The pod waits for one more scrape after the drain (TOKENTAP_FINAL_SCRAPE_WAIT): Prometheus's
+      // next scrape, here one every 200 ms, lets it exit at once instead of after the whole wait.
       child.kill('SIGTERM');
+      const scrapeStartedAt = performance.now();
+      for (let i = 0; i < 25 && child.exitCode === null; i++) {
+        await fetch(`${admin}/metrics`).then((r) => r.text(), () => '');
+        await new Promise((resolve) => setTimeout(resolve, 200));
+      }
       expect(await exited).toBe(0);
+      expect(performance.now() - scrapeStartedAt).toBeLessThan(5_000);
+      expect(stdout).toContain('final scrape served: exiting');
     } finally {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     }
