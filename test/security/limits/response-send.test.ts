@@ -63,11 +63,23 @@ async function stalledClient(proxyUrl: string) {
   socket.on('error', () => {});
   await new Promise((resolve) => socket.once('connect', resolve));
   const received: Buffer[] = [];
+  let receivedBytes = 0;
+  let burst: { untilBytes: number; done: () => void } | undefined;
   let closed = false;
-  socket.on('close', () => (closed = true));
+  socket.on('close', () => {
+    closed = true;
+    burst?.done();
+  });
   socket.pause();
   // Paused before the listener is added, so the listener does not start the flow.
-  socket.on('data', (data: Buffer) => received.push(data));
+  socket.on('data', (data: Buffer) => {
+    received.push(data);
+    receivedBytes += data.length;
+    if (burst !== undefined && receivedBytes >= burst.untilBytes) {
+      socket.pause();
+      burst.done();
+    }
+  });
   socket.write('GET /bulk HTTP/1.1\r\nHost: x\r\n\r\n');
   return {
     socket,
@@ -75,6 +87,19 @@ async function stalledClient(proxyUrl: string) {
       return closed;
     },
     received: () => Buffer.concat(received),
+    receivedBytes: () => receivedBytes,
+    /** Reads `bytes` more (or to the close), then stops reading again. */
+    readBurst: (bytes: number) =>
+      new Promise<void>((resolve) => {
+        burst = {
+          untilBytes: receivedBytes + bytes,
+          done: () => {
+            burst = undefined;
+            resolve();
+          },
+        };
+        socket.resume();
+      }),
   };
 }
 
@@ -137,17 +162,18 @@ describe('limits.response_send_timeout: a client that takes no byte of its answe
   }, 40_000);
 
   it('is not cut while it keeps taking bytes, however slowly: a client reading in bursts 300 ms apart for three times the limit gets every byte', async () => {
-    const sidecar = await startTestSidecar(upstream.url, 'upstream_idle_timeout: 60s\nlimits:\n  response_send_timeout: 1s\n');
+    const sidecar = await startTestSidecar(upstream.url, 'upstream_idle_timeout: 60s\nlimits:\n  response_send_timeout: 2s\n');
     try {
       const client = await stalledClient(sidecar.proxyUrl);
-      // Reads in bursts with pauses shorter than the limit, for three times the limit in all.
-      const slowUntil = performance.now() + 3_000;
+      // Reads 1 MiB, then nothing for 300 ms, for three times the limit: slow enough that the body
+      // is still coming at the end (a burst of 5 ms read it all at once on a quiet machine, so the
+      // limit was never tested), and 1 MiB a burst so the kernel's receive window opens each time.
+      const slowUntil = performance.now() + 6_000;
       while (performance.now() < slowUntil && !client.closed) {
-        client.socket.resume();
-        await sleep(5);
-        client.socket.pause();
+        await client.readBurst(1 << 20);
         await sleep(300);
       }
+      expect(client.receivedBytes(), 'the body was still coming after the slow reads').toBeLessThan(BODY_BYTES);
       client.socket.resume();
       await eventually('the whole body', () => client.received().length, (n) => n >= BODY_BYTES || client.closed, 20_000);
       expect(client.closed).toBe(false);
