@@ -117,13 +117,14 @@ describe('the profile of scripted traffic through a live sidecar', () => {
       else expect(row.hash_ids).not.toContain(lead?.[0]);
     }
     // Timestamps: milliseconds from the first request, as the client's clock saw the sends. On a busy
-    // machine a request can leave late, so: the span within 5 %, and most requests within 30 ms.
+    // machine a request can leave or be read late, so: the span within 10 %, and most requests within
+    // 50 ms (a timestamp in seconds, or from another base, is off by far more).
     const atMs = rows.map((r) => byLength.get(r.input_length)?.atMs as number);
     const clientSpan = Math.max(...atMs) - Math.min(...atMs);
-    expect(Math.abs((rows.at(-1)?.timestamp as number) / clientSpan - 1)).toBeLessThan(0.05);
+    expect(Math.abs((rows.at(-1)?.timestamp as number) / clientSpan - 1)).toBeLessThan(0.1);
     const offsets = rows.map((r, i) => r.timestamp - (atMs[i] as number)).sort((a, b) => a - b);
     const median = offsets[offsets.length >> 1] as number;
-    expect(offsets.filter((o) => Math.abs(o - median) < 30).length).toBeGreaterThanOrEqual(20);
+    expect(offsets.filter((o) => Math.abs(o - median) < 50).length).toBeGreaterThanOrEqual(20);
   });
 
   it('answers a workload with no traffic as an empty profile, and refuses its exports with the reason (404)', async () => {
